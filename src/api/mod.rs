@@ -1,0 +1,622 @@
+//! The typed client of the Vehicle Inventory Service (`spec/vehicle-inventory-service.md`).
+//!
+//! Owns every HTTP call lotsync makes to the service: the headers, the URL layout
+//! `{base_url}/{version}/...`, following list pages, reading answers, and classing failures into
+//! [`ApiError`]. It does not retry, throttle or remember anything: that is the uploader's job.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), lotsync::api::ApiError> {
+//! use lotsync::api::{ApiClient, ApiToken, ClientSettings, VehiclePayload};
+//! let client = ApiClient::new(ClientSettings::new(
+//!     "http://127.0.0.1:8080", 100, ApiToken::new("sandbox-token"),
+//! ))?;
+//! let answer = client.upsert_vehicle(&VehiclePayload::new(10, "A1", "1HGCM82633A004352")).await?;
+//! println!("vehicle {} created: {}", answer.value.id, answer.created());
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod list;
+mod payload;
+mod vehicle;
+
+pub use error::{ApiError, Call, ErrorClass};
+pub use payload::{
+    Amount, BodyStyle, BodyType, Color, DriveType, Fuel, InteriorType, Price, PriceSet,
+    TitleStatus, Tonnage, TransmissionSpeed, TransmissionType, UnknownValue, VehiclePayload,
+    VehicleType,
+};
+pub use vehicle::{
+    Engine, Exterior, Interior, NewNotification, Notification, NotificationLevel, Odometer,
+    Organization, PriceInfo, Transmission, Vehicle,
+};
+
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, RETRY_AFTER};
+use reqwest::{Method, Url};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::fmt;
+use std::net::IpAddr;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The API token. Its Debug output is redacted and it has no Display, so it cannot reach a log
+/// line or an error message by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiToken(String);
+
+impl ApiToken {
+    pub fn new(token: impl Into<String>) -> Self {
+        ApiToken(token.into())
+    }
+}
+
+impl fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiToken(<redacted>)")
+    }
+}
+
+/// Where and as whom the client talks to the service.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// The spec's `{base_url}`: scheme, host, port and an optional path prefix.
+    pub base_url: String,
+    /// The version segment, `v1`.
+    pub version: String,
+    /// Sent as `X-Service-Organization-Id` on every call.
+    pub organization_id: u64,
+    pub token: ApiToken,
+    /// Whole-request timeout.
+    pub timeout: Duration,
+}
+
+impl ClientSettings {
+    /// Settings with version `v1` and a 30 s timeout.
+    pub fn new(base_url: impl Into<String>, organization_id: u64, token: ApiToken) -> Self {
+        ClientSettings {
+            base_url: base_url.into(),
+            version: "v1".into(),
+            organization_id,
+            token,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What the service reported about its rate limit on one answer, when it did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateLimit {
+    pub limit: Option<u64>,
+    pub remaining: Option<u64>,
+}
+
+/// A successful answer: the value plus what the uploader needs to pace itself.
+#[derive(Debug, Clone)]
+pub struct Answer<T> {
+    pub value: T,
+    pub status: u16,
+    /// `X-RateLimit-*` of the (last) answer, when sent.
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl<T> Answer<T> {
+    /// Whether the call created a resource (201) rather than modifying one (200).
+    pub fn created(&self) -> bool {
+        self.status == 201
+    }
+}
+
+/// Pages followed at most for one list, a guard against a service that never ends its list.
+const MAX_PAGES: usize = 100_000;
+
+/// A client for one organization on one service. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct ApiClient {
+    http: reqwest::Client,
+    /// `{base_url}/{version}/`, always ending in a slash so that `join` appends.
+    root: Url,
+    organization_id: u64,
+}
+
+impl fmt::Debug for ApiClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiClient")
+            .field("root", &self.root.as_str())
+            .field("organization_id", &self.organization_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiClient {
+    /// Builds a client. Refuses a base URL that is not http(s), and plain http to any host but
+    /// this machine, where the token would cross the network unencrypted.
+    pub fn new(settings: ClientSettings) -> Result<Self, ApiError> {
+        install_crypto_provider();
+        let root = root_url(&settings.base_url, &settings.version)?;
+
+        let mut token =
+            HeaderValue::from_str(&format!("Bearer {}", settings.token.0)).map_err(|_| {
+                ApiError::Setup("the API token holds characters a header cannot".into())
+            })?;
+        token.set_sensitive(true);
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, token);
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        headers.insert(
+            "x-service-organization-id",
+            HeaderValue::from(settings.organization_id),
+        );
+
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout.min(Duration::from_secs(10)))
+            // A redirect would turn a POST into a GET and may carry the token elsewhere:
+            // report it instead (ApiError::Fatal with the fix).
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("lotsync/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ApiError::Setup(format!("HTTP client: {e}")))?;
+        Ok(ApiClient {
+            http,
+            root,
+            organization_id: settings.organization_id,
+        })
+    }
+
+    pub fn organization_id(&self) -> u64 {
+        self.organization_id
+    }
+
+    /// `{base_url}/{version}/`, for messages.
+    pub fn root(&self) -> &str {
+        self.root.as_str()
+    }
+
+    /// GET /v1/inventory, every page.
+    pub async fn list_vehicles(&self) -> Result<Answer<Vec<Vehicle>>, ApiError> {
+        self.list_all("inventory").await
+    }
+
+    /// GET /v1/inventory/{id}.
+    pub async fn get_vehicle(&self, id: u64) -> Result<Answer<Vehicle>, ApiError> {
+        let url = self.url(&format!("inventory/{id}"))?;
+        self.one(Method::GET, url, None, true).await
+    }
+
+    /// POST /v1/inventory: creates the vehicle (201) or modifies the one with this VIN (200).
+    pub async fn upsert_vehicle(
+        &self,
+        payload: &VehiclePayload,
+    ) -> Result<Answer<Vehicle>, ApiError> {
+        let url = self.url("inventory")?;
+        let body = serde_json::to_value(payload)
+            .map_err(|e| ApiError::Setup(format!("payload does not serialize: {e}")))?;
+        self.one(Method::POST, url, Some(&body), false).await
+    }
+
+    /// POST /v1/inventory/{id}/sold.
+    pub async fn mark_sold(&self, id: u64) -> Result<Answer<Vehicle>, ApiError> {
+        let url = self.url(&format!("inventory/{id}/sold"))?;
+        self.one(Method::POST, url, None, true).await
+    }
+
+    /// POST /v1/inventory/{id}/in-stock.
+    pub async fn mark_in_stock(&self, id: u64) -> Result<Answer<Vehicle>, ApiError> {
+        let url = self.url(&format!("inventory/{id}/in-stock"))?;
+        self.one(Method::POST, url, None, true).await
+    }
+
+    /// GET /v1/applications/{app}/notifications, every page.
+    pub async fn list_notifications(
+        &self,
+        application: &str,
+    ) -> Result<Answer<Vec<Notification>>, ApiError> {
+        self.list_all(&format!(
+            "applications/{}/notifications",
+            segment(application)
+        ))
+        .await
+    }
+
+    /// POST /v1/applications/{app}/notifications.
+    pub async fn create_notification(
+        &self,
+        application: &str,
+        notification: &NewNotification,
+    ) -> Result<Answer<Notification>, ApiError> {
+        let url = self.url(&format!(
+            "applications/{}/notifications",
+            segment(application)
+        ))?;
+        let body = serde_json::to_value(notification)
+            .map_err(|e| ApiError::Setup(format!("notification does not serialize: {e}")))?;
+        self.one(Method::POST, url, Some(&body), false).await
+    }
+
+    /// POST /v1/applications/{app}/notifications/{id}/read.
+    pub async fn mark_notification_read(
+        &self,
+        application: &str,
+        id: u64,
+    ) -> Result<Answer<Notification>, ApiError> {
+        let url = self.url(&format!(
+            "applications/{}/notifications/{id}/read",
+            segment(application)
+        ))?;
+        self.one(Method::POST, url, None, true).await
+    }
+
+    fn url(&self, path: &str) -> Result<Url, ApiError> {
+        self.root
+            .join(path)
+            .map_err(|e| ApiError::Setup(format!("bad path {path:?}: {e}")))
+    }
+
+    /// One call whose answer is one resource.
+    async fn one<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+        resource_call: bool,
+    ) -> Result<Answer<T>, ApiError> {
+        let call = call_of(&method, &url);
+        let answer = self.send(method, url, body, resource_call).await?;
+        read_one(call, answer)
+    }
+
+    /// Follows every page of a list, asking for the largest pages the service allows.
+    async fn list_all<T: DeserializeOwned>(&self, path: &str) -> Result<Answer<Vec<T>>, ApiError> {
+        let mut url = self.url(path)?;
+        url.query_pairs_mut().append_pair("per_page", "100");
+        let mut items = Vec::new();
+        let mut seen = HashSet::new();
+        loop {
+            let answer = self.send(Method::GET, url.clone(), None, false).await?;
+            let page = list::read_page(answer.value)
+                .map_err(|shape| unexpected(call_of(&Method::GET, &url), shape))?;
+            for (index, item) in page.items.into_iter().enumerate() {
+                let item = serde_json::from_value(item).map_err(|e| {
+                    unexpected(call_of(&Method::GET, &url), format!("item {index}: {e}"))
+                })?;
+                items.push(item);
+            }
+            let Some(next) = page.next else {
+                return Ok(Answer {
+                    value: items,
+                    status: answer.status,
+                    rate_limit: answer.rate_limit,
+                });
+            };
+            let next = self.next_page(&url, &next)?;
+            if !seen.insert(next.clone()) || seen.len() > MAX_PAGES {
+                return Err(unexpected(
+                    call_of(&Method::GET, &url),
+                    format!("the list's pages do not end (next page {next} again)"),
+                ));
+            }
+            url = next;
+        }
+    }
+
+    /// The next page's address, only if it is on the service itself: the token goes with it.
+    fn next_page(&self, current: &Url, next: &str) -> Result<Url, ApiError> {
+        let call = call_of(&Method::GET, current);
+        let next = current
+            .join(next)
+            .map_err(|e| unexpected(call.clone(), format!("next page {next:?}: {e}")))?;
+        if next.origin() != self.root.origin() {
+            return Err(ApiError::Fatal {
+                call,
+                status: None,
+                messages: vec![],
+                reason: format!(
+                    "the service points the next page to another host ({})",
+                    next.origin().ascii_serialization()
+                ),
+                fix: "check api.base_url: it must be the address the service calls itself".into(),
+            });
+        }
+        Ok(next)
+    }
+
+    /// Sends one request and reads the whole answer. `resource_call` marks URLs that name one
+    /// resource by id (a 404 there is Rejected, elsewhere Fatal).
+    async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<&Value>,
+        resource_call: bool,
+    ) -> Result<Answer<Value>, ApiError> {
+        let call = call_of(&method, &url);
+        let started = Instant::now();
+        let mut request = self.http.request(method, url);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| transport(call.clone(), &e))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| transport(call.clone(), &e))?;
+        tracing::debug!(
+            method = call.method,
+            path = %call.path,
+            status,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "service answered"
+        );
+
+        let rate_limit = rate_limit_of(&headers);
+        if (200..300).contains(&status) {
+            let value = serde_json::from_slice(&bytes)
+                .map_err(|e| unexpected(call.clone(), format!("the answer is not JSON ({e})")))?;
+            return Ok(Answer {
+                value,
+                status,
+                rate_limit,
+            });
+        }
+        let retry_after = headers
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| error::parse_retry_after(v, SystemTime::now()));
+        Err(ApiError::from_status(
+            call,
+            status,
+            error_messages(&bytes),
+            retry_after,
+            self.organization_id,
+            resource_call,
+        ))
+    }
+}
+
+/// Reads one resource from an answer: the object itself, or `{"data": object}`.
+fn read_one<T: DeserializeOwned>(call: Call, answer: Answer<Value>) -> Result<Answer<T>, ApiError> {
+    let Answer {
+        value,
+        status,
+        rate_limit,
+    } = answer;
+    let value = match value {
+        Value::Object(mut map) if !map.contains_key("id") && map.contains_key("data") => {
+            map.remove("data").unwrap_or(Value::Null)
+        }
+        other => other,
+    };
+    let value = serde_json::from_value(value).map_err(|e| unexpected(call, e.to_string()))?;
+    Ok(Answer {
+        value,
+        status,
+        rate_limit,
+    })
+}
+
+/// The messages of an error body: the spec's `{"errors":{"messages":[...]}}`, or the common
+/// variants `{"message": "..."}` and `{"errors": {"field": ["..."]}}`.
+fn error_messages(body: &[u8]) -> Vec<String> {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let strings = |v: &Value| -> Vec<String> {
+        match v {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(items) => items
+                .iter()
+                .filter_map(|m| m.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    if let Some(errors) = value.get("errors") {
+        if let Some(messages) = errors.get("messages") {
+            return strings(messages);
+        }
+        if let Some(fields) = errors.as_object() {
+            return fields
+                .iter()
+                .filter(|(k, _)| k.as_str() != "code")
+                .flat_map(|(_, v)| strings(v))
+                .collect();
+        }
+    }
+    value.get("message").map(strings).unwrap_or_default()
+}
+
+fn rate_limit_of(headers: &HeaderMap) -> Option<RateLimit> {
+    let number = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    let limit = number("x-ratelimit-limit");
+    let remaining = number("x-ratelimit-remaining");
+    (limit.is_some() || remaining.is_some()).then_some(RateLimit { limit, remaining })
+}
+
+fn call_of(method: &Method, url: &Url) -> Call {
+    let method = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        _ => "HTTP",
+    };
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    Call { method, path }
+}
+
+/// A transport failure: timeouts and broken connections are worth retrying.
+fn transport(call: Call, error: &reqwest::Error) -> ApiError {
+    let reason = if error.is_timeout() {
+        "timed out".to_owned()
+    } else if error.is_connect() {
+        format!("could not connect ({})", root_cause(error))
+    } else {
+        format!("connection failed ({})", root_cause(error))
+    };
+    ApiError::Retryable {
+        call,
+        status: None,
+        messages: vec![],
+        retry_after: None,
+        reason,
+    }
+}
+
+/// The innermost cause, which says what really happened ("connection refused"), without the
+/// URL that reqwest's own message repeats.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+fn unexpected(call: Call, what: String) -> ApiError {
+    ApiError::Fatal {
+        call,
+        status: None,
+        messages: vec![],
+        reason: format!("the answer is not what the service sends: {what}"),
+        fix: "check that api.base_url points at the Vehicle Inventory Service".into(),
+    }
+}
+
+/// Percent-encodes a value used as one path segment (an application slug).
+fn segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn root_url(base_url: &str, version: &str) -> Result<Url, ApiError> {
+    let mut root = Url::parse(base_url.trim())
+        .map_err(|e| ApiError::Setup(format!("api.base_url {base_url:?} is not a URL: {e}")))?;
+    match root.scheme() {
+        "https" => {}
+        "http" if is_loopback(&root) => {}
+        "http" => {
+            return Err(ApiError::Setup(format!(
+                "api.base_url {base_url} is plain http to another machine: the token would cross \
+                 the network unencrypted; use https"
+            )))
+        }
+        other => {
+            return Err(ApiError::Setup(format!(
+                "api.base_url {base_url} has scheme {other:?}; use https"
+            )))
+        }
+    }
+    if root.query().is_some() || root.fragment().is_some() {
+        return Err(ApiError::Setup(format!(
+            "api.base_url {base_url} must not carry a query or fragment"
+        )));
+    }
+    let version = version.trim_matches('/');
+    if version.is_empty() || version.contains('/') {
+        return Err(ApiError::Setup(format!(
+            "api.version {version:?} must be one path segment such as v1"
+        )));
+    }
+    let path = format!("{}/{version}/", root.path().trim_end_matches('/'));
+    root.set_path(&path);
+    Ok(root)
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        None => false,
+    }
+}
+
+/// reqwest is built without a TLS crypto provider (`rustls-no-provider`): ring is installed as
+/// the process default before the first client is built.
+fn install_crypto_provider() {
+    // Err means some provider is installed already, which is all that is needed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_url_joins_base_and_version() {
+        let root = root_url("https://api.example.com", "v1").unwrap();
+        assert_eq!(root.as_str(), "https://api.example.com/v1/");
+        let root = root_url("https://api.example.com/prefix/", "/v1/").unwrap();
+        assert_eq!(root.as_str(), "https://api.example.com/prefix/v1/");
+        assert_eq!(
+            root.join("inventory/5/sold").unwrap().path(),
+            "/prefix/v1/inventory/5/sold"
+        );
+    }
+
+    #[test]
+    fn plain_http_only_to_this_machine() {
+        assert!(root_url("http://127.0.0.1:8080", "v1").is_ok());
+        assert!(root_url("http://localhost:8080", "v1").is_ok());
+        assert!(root_url("http://[::1]:8080", "v1").is_ok());
+        let err = root_url("http://inventory.example.com", "v1").unwrap_err();
+        assert!(err.to_string().contains("use https"), "{err}");
+        assert!(root_url("ftp://x", "v1").is_err());
+        assert!(root_url("https://x", "").is_err());
+    }
+
+    #[test]
+    fn token_is_redacted_in_debug() {
+        let token = ApiToken::new("s3cret-token");
+        assert_eq!(format!("{token:?}"), "ApiToken(<redacted>)");
+        let settings = ClientSettings::new("http://127.0.0.1:1", 1, token);
+        assert!(!format!("{settings:?}").contains("s3cret"));
+        let client = ApiClient::new(settings).unwrap();
+        assert!(!format!("{client:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn error_messages_in_every_common_shape() {
+        assert_eq!(
+            error_messages(br#"{"errors":{"code":422,"messages":["a","b"]}}"#),
+            vec!["a", "b"]
+        );
+        assert_eq!(
+            error_messages(br#"{"errors":{"vin":["The vin field is required."]}}"#),
+            vec!["The vin field is required."]
+        );
+        assert_eq!(
+            error_messages(br#"{"message":"Server Error"}"#),
+            vec!["Server Error"]
+        );
+        assert!(error_messages(b"<html>").is_empty());
+    }
+
+    #[test]
+    fn application_slug_is_one_segment() {
+        assert_eq!(segment("inventory"), "inventory");
+        assert_eq!(segment("a/b c"), "a%2Fb%20c");
+    }
+}

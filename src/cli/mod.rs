@@ -1,0 +1,25 @@
+//! The command line: one thin function per subcommand, each wiring library stages together.
+//!
+//! `anyhow` lives here and only here; exit codes follow DESIGN.md (0 done, 2 bad input or
+//! config, 3 done with rejected or undelivered vehicles).
+
+mod sandbox;
+
+pub use sandbox::{sandbox, SandboxArgs};
+
+/// Exit code for bad input or config.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Logs to stderr in a journald-friendly form: no colors unless stderr is a terminal, level
+/// from `RUST_LOG` (default `info`).
+pub fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,24 @@
+//! lotsync keeps a dealership's vehicles on the Vehicle Inventory Service in step with what its
+//! dealer management system (DMS) exports.
+//!
+//! The pipeline runs one way, one module per stage:
+//!
+//! ```text
+//! inbox/ ─notify─▶ feed reader ─records─▶ mapper ─payloads─▶ diff ─ops─▶ outbox ─▶ uploader ─HTTP─▶ service
+//! timer ─▶ reconcile: service list ─▶ compare with state ─ops─▶ outbox
+//! ```
+//!
+//! - [`api`]: the typed client of the service, with [`api::ApiError`] classing every failure as
+//!   retryable, rejected or fatal.
+//! - [`sandbox`]: a strict, fault-injecting imitation of the service on loopback, for tests, the
+//!   demo and integrators.
+//! - [`config`]: lotsync's config file.
+//!
+//! The binary (`lotsync --help`) wires these together; `main.rs` only parses arguments.
+#![warn(clippy::unwrap_used)]
+
+pub mod api;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod sandbox;

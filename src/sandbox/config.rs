@@ -1,0 +1,449 @@
+//! The sandbox's TOML config: who may call it (tokens, organizations, locations) and how it
+//! behaves (list shape, strictness, rate limit, faults). Every section is optional and falls
+//! back to the default world that `lotsync sandbox` serves without a config file.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The whole sandbox config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// API tokens the sandbox accepts, each for one user.
+    #[serde(default = "default_tokens")]
+    pub tokens: Vec<TokenEntry>,
+    #[serde(default = "default_organizations")]
+    pub organizations: Vec<OrganizationEntry>,
+    #[serde(default = "default_locations")]
+    pub locations: Vec<LocationEntry>,
+    #[serde(default)]
+    pub behaviour: Behaviour,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEntry {
+    pub token: String,
+    pub user: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrganizationEntry {
+    pub id: u64,
+    pub name: String,
+    /// Users with access to this organization.
+    #[serde(default)]
+    pub users: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocationEntry {
+    pub id: u64,
+    pub organization: u64,
+}
+
+/// How list answers are shaped (see the module docs of `sandbox`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListShape {
+    Bare,
+    #[default]
+    Paginator,
+    Resource,
+}
+
+/// What the sandbox does beyond the happy path. Can be replaced at run time through
+/// `PUT /__sandbox/behaviour` (JSON of the same fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Behaviour {
+    #[serde(default)]
+    pub list_shape: ListShape,
+    /// Items per page when the caller does not ask (`per_page`); 1 to 100.
+    #[serde(default = "default_page_size")]
+    pub page_size: u32,
+    /// A redundant transition (sold when sold, in-stock when in stock) is 422 instead of 200.
+    #[serde(default)]
+    pub strict_transitions: bool,
+    /// How long after a write the vehicle's first image appears (images are processed
+    /// asynchronously by the service).
+    #[serde(default = "default_image_delay_ms")]
+    pub image_delay_ms: u64,
+    /// A token bucket per token; absent means unlimited.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitConfig>,
+    #[serde(default)]
+    pub faults: Faults,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            list_shape: ListShape::default(),
+            page_size: default_page_size(),
+            strict_transitions: false,
+            image_delay_ms: default_image_delay_ms(),
+            rate_limit: None,
+            faults: Faults::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Tokens added to the bucket per second.
+    pub rate: f64,
+    /// Bucket size: requests allowed at once after a quiet spell.
+    pub burst: u32,
+}
+
+/// Fault probabilities per request (0 to 1, summing to at most 1), drawn from an RNG seeded
+/// with `seed` so that a test can reproduce a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// 500 Server Error, nothing applied.
+    #[serde(default)]
+    pub http_500: f64,
+    /// 503 Service Unavailable with Retry-After: 1, nothing applied.
+    #[serde(default)]
+    pub http_503: f64,
+    /// 504 Gateway Timeout, nothing applied.
+    #[serde(default)]
+    pub http_504: f64,
+    /// 429 although the bucket has room, with Retry-After: 1.
+    #[serde(default)]
+    pub http_429: f64,
+    /// The connection is dropped before the request is applied.
+    #[serde(default)]
+    pub drop: f64,
+    /// The request is applied, then the connection is dropped before the answer.
+    #[serde(default)]
+    pub ack_lost: f64,
+    /// Added to every request before it is handled.
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            seed: default_seed(),
+            http_500: 0.0,
+            http_503: 0.0,
+            http_504: 0.0,
+            http_429: 0.0,
+            drop: 0.0,
+            ack_lost: 0.0,
+            latency_ms: 0,
+        }
+    }
+}
+
+impl Faults {
+    fn probabilities(&self) -> [(&'static str, f64); 6] {
+        [
+            ("http_500", self.http_500),
+            ("http_503", self.http_503),
+            ("http_504", self.http_504),
+            ("http_429", self.http_429),
+            ("drop", self.drop),
+            ("ack_lost", self.ack_lost),
+        ]
+    }
+}
+
+/// A config that cannot be used, with every problem found.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxConfigError {
+    #[error("cannot read sandbox config {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("sandbox config {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("sandbox config {path}:\n  {}", .problems.join("\n  "))]
+    Invalid { path: String, problems: Vec<String> },
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            tokens: default_tokens(),
+            organizations: default_organizations(),
+            locations: default_locations(),
+            behaviour: Behaviour::default(),
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Self, SandboxConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| SandboxConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let config: SandboxConfig =
+            toml::from_str(&text).map_err(|e| SandboxConfigError::Parse {
+                path: shown.clone(),
+                message: e.to_string(),
+            })?;
+        let problems = config.problems();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(SandboxConfigError::Invalid {
+                path: shown,
+                problems,
+            })
+        }
+    }
+
+    /// Every inconsistency in the config, as sentences; empty when it is usable.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut tokens = HashSet::new();
+        for t in &self.tokens {
+            if t.token.is_empty() {
+                problems.push("a token is empty".to_owned());
+            }
+            if !tokens.insert(&t.token) {
+                problems.push(format!("token {:?} is declared twice", t.token));
+            }
+        }
+        let mut orgs = HashSet::new();
+        for o in &self.organizations {
+            if !orgs.insert(o.id) {
+                problems.push(format!("organization {} is declared twice", o.id));
+            }
+        }
+        let mut locations = HashSet::new();
+        for l in &self.locations {
+            if !locations.insert(l.id) {
+                problems.push(format!("location {} is declared twice", l.id));
+            }
+            if !orgs.contains(&l.organization) {
+                problems.push(format!(
+                    "location {} names organization {}, which is not declared",
+                    l.id, l.organization
+                ));
+            }
+        }
+        problems.extend(self.behaviour.problems());
+        problems
+    }
+
+    /// The world as a few lines for a person: who can call, what exists, how it behaves.
+    pub fn describe(&self) -> String {
+        let mut out = String::from("sandbox world:\n");
+        for t in &self.tokens {
+            let _ = writeln!(out, "  token {:?} is user {}", t.token, t.user);
+        }
+        for o in &self.organizations {
+            let locations: Vec<String> = self
+                .locations
+                .iter()
+                .filter(|l| l.organization == o.id)
+                .map(|l| l.id.to_string())
+                .collect();
+            let users: Vec<String> = o.users.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                out,
+                "  organization {} {:?}: locations [{}], users with access [{}]",
+                o.id,
+                o.name,
+                locations.join(", "),
+                users.join(", ")
+            );
+        }
+        let _ = write!(out, "  {}", self.behaviour.describe());
+        out
+    }
+}
+
+impl Behaviour {
+    /// Every out-of-range setting, as sentences.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !(1..=100).contains(&self.page_size) {
+            problems.push(format!(
+                "behaviour.page_size is {}; it must be 1 to 100",
+                self.page_size
+            ));
+        }
+        if let Some(limit) = &self.rate_limit {
+            if !(limit.rate.is_finite() && limit.rate > 0.0) {
+                problems.push(format!(
+                    "behaviour.rate_limit.rate is {}; it must be above 0 (omit rate_limit for unlimited)",
+                    limit.rate
+                ));
+            }
+            if limit.burst == 0 {
+                problems.push("behaviour.rate_limit.burst must be at least 1".to_owned());
+            }
+        }
+        let mut sum = 0.0;
+        for (name, p) in self.faults.probabilities() {
+            if !(0.0..=1.0).contains(&p) {
+                problems.push(format!("behaviour.faults.{name} is {p}; it must be 0 to 1"));
+            }
+            sum += p;
+        }
+        if sum > 1.0 + 1e-9 {
+            problems.push(format!(
+                "behaviour.faults add up to {sum}; together they must be at most 1"
+            ));
+        }
+        problems
+    }
+
+    fn describe(&self) -> String {
+        let lists = match self.list_shape {
+            ListShape::Bare => "bare lists".to_owned(),
+            ListShape::Paginator => format!("paginator lists of {}", self.page_size),
+            ListShape::Resource => format!("resource lists of {}", self.page_size),
+        };
+        let rate = match &self.rate_limit {
+            Some(l) => format!("rate limit {}/s, burst {}", l.rate, l.burst),
+            None => "unlimited rate".to_owned(),
+        };
+        let faults: Vec<String> = self
+            .faults
+            .probabilities()
+            .iter()
+            .filter(|(_, p)| *p > 0.0)
+            .map(|(name, p)| format!("{name} {:.1}%", p * 100.0))
+            .chain((self.faults.latency_ms > 0).then(|| format!("+{} ms", self.faults.latency_ms)))
+            .collect();
+        let faults = if faults.is_empty() {
+            "no faults".to_owned()
+        } else {
+            format!("faults (seed {}): {}", self.faults.seed, faults.join(", "))
+        };
+        let transitions = if self.strict_transitions {
+            "strict transitions"
+        } else {
+            "lenient transitions"
+        };
+        format!("{lists}, {transitions}, {rate}, {faults}")
+    }
+}
+
+fn default_tokens() -> Vec<TokenEntry> {
+    vec![TokenEntry {
+        token: "sandbox-token".into(),
+        user: 1,
+    }]
+}
+
+fn default_organizations() -> Vec<OrganizationEntry> {
+    vec![
+        OrganizationEntry {
+            id: 100,
+            name: "Demo Motors".into(),
+            users: vec![1],
+        },
+        OrganizationEntry {
+            id: 200,
+            name: "Other Dealer".into(),
+            users: vec![],
+        },
+    ]
+}
+
+fn default_locations() -> Vec<LocationEntry> {
+    vec![
+        LocationEntry {
+            id: 10,
+            organization: 100,
+        },
+        LocationEntry {
+            id: 11,
+            organization: 100,
+        },
+        LocationEntry {
+            id: 20,
+            organization: 200,
+        },
+    ]
+}
+
+fn default_page_size() -> u32 {
+    25
+}
+
+fn default_image_delay_ms() -> u64 {
+    200
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_world_is_the_documented_one() {
+        let c = SandboxConfig::default();
+        assert!(c.problems().is_empty());
+        let text = c.describe();
+        assert!(text.contains("token \"sandbox-token\" is user 1"), "{text}");
+        assert!(
+            text.contains(
+                "organization 100 \"Demo Motors\": locations [10, 11], users with access [1]"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "organization 200 \"Other Dealer\": locations [20], users with access []"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("paginator lists of 25"), "{text}");
+        assert!(text.contains("unlimited rate, no faults"), "{text}");
+    }
+
+    #[test]
+    fn a_partial_file_keeps_the_default_world() {
+        let c: SandboxConfig = toml::from_str(
+            "[behaviour]\nlist_shape = \"resource\"\n[behaviour.rate_limit]\nrate = 50.0\nburst = 10\n",
+        )
+        .unwrap();
+        assert_eq!(c.tokens, default_tokens());
+        assert_eq!(c.behaviour.list_shape, ListShape::Resource);
+        assert_eq!(c.behaviour.rate_limit.unwrap().burst, 10);
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let err = toml::from_str::<SandboxConfig>("[behaviour]\npage_sise = 3\n").unwrap_err();
+        assert!(err.to_string().contains("page_sise"), "{err}");
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let mut c = SandboxConfig::default();
+        c.locations.push(LocationEntry {
+            id: 10,
+            organization: 999,
+        });
+        c.behaviour.page_size = 0;
+        c.behaviour.faults.http_500 = 0.7;
+        c.behaviour.faults.drop = 0.6;
+        let problems = c.problems();
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+    }
+}

@@ -1,0 +1,167 @@
+//! A strict, fault-injecting imitation of the Vehicle Inventory Service, served on loopback.
+//!
+//! Every integration test, the demo, and integrators trying a feed use it instead of the real
+//! service. It implements the spec and, where the spec is silent, these decisions:
+//!
+//! - Lists come in one shape, chosen in the config: `bare` (a JSON array), `paginator`
+//!   (`current_page`, `data`, `last_page`, `next_page_url`, `per_page`, `total`) or `resource`
+//!   (`data`, `links.next`, `meta`). `page` (1-based) and `per_page` (at most 100) are honoured;
+//!   next URLs are absolute, on the host the client called.
+//! - POST /v1/inventory is create-or-modify by VIN (case-insensitive) within the organization:
+//!   201 with the new vehicle, or 200 with the modified one (same id). A modify replaces every
+//!   field the body carries or leaves out; id, created_at, the sold state and, when not sent,
+//!   `active` stay.
+//! - …/{id}/sold gives status `sold` and sets sold_at; …/{id}/in-stock gives `in-stock` and
+//!   clears it. A redundant transition is 200, or 422 with `strict_transitions`. An unknown id,
+//!   or one of another organization, is 404.
+//! - Validation failures are 422 `{"errors":{"code":422,"messages":[…]}}`, one message per
+//!   problem; a body that is not JSON (or not sent as JSON) is 400; an Accept header that does
+//!   not admit JSON is 406; an unknown path is 404; all in the same shape.
+//! - A missing or unknown token is 401 "Unauthenticated."; a token whose user has no access to
+//!   the organization in `X-Service-Organization-Id` (or no such header) is 403 "User does not
+//!   have access to this organization.".
+//! - Rate limit: a token bucket per token; over it, 429 with Retry-After in whole seconds. When
+//!   a limit is configured every answer carries `X-RateLimit-Limit` (the bucket size) and
+//!   `X-RateLimit-Remaining`; with no limit there is nothing to report and they are left out.
+//! - The vehicle answer follows §2.1 (odometer, exterior, interior, transmission, engine
+//!   objects; name and slug from year, make, model, trim; `image` null until the images are
+//!   "processed" `image_delay_ms` after the write; datetimes UTC `YYYY-MM-DD HH:MM:SS`).
+//! - Notifications are per user and application; level defaults to `info`.
+//!
+//! Faults (500, 503, 504, spurious 429, dropped connection, ack-lost, added latency) are drawn
+//! per request from an RNG seeded in the config. `GET /__sandbox/state`, `POST /__sandbox/reset`
+//! and `GET|PUT /__sandbox/behaviour` let tests look inside and steer; they need no token.
+
+mod config;
+mod routes;
+mod validate;
+mod world;
+
+pub use config::{
+    Behaviour, Faults, ListShape, LocationEntry, OrganizationEntry, RateLimitConfig, SandboxConfig,
+    SandboxConfigError, TokenEntry,
+};
+
+use routes::{ConnectionKill, Shared};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
+
+/// Why the sandbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(#[from] SandboxConfigError),
+    #[error("the sandbox config is not usable:\n  {}", .0.join("\n  "))]
+    Invalid(Vec<String>),
+}
+
+/// A sandbox serving in the background of the current tokio runtime. Dropping it stops it.
+pub struct RunningSandbox {
+    addr: SocketAddr,
+    stop: Arc<Notify>,
+    task: JoinHandle<()>,
+}
+
+impl RunningSandbox {
+    /// Binds `listen` (port 0 picks a free port) and starts serving.
+    pub async fn start(config: SandboxConfig, listen: SocketAddr) -> Result<Self, SandboxError> {
+        let problems = config.problems();
+        if !problems.is_empty() {
+            return Err(SandboxError::Invalid(problems));
+        }
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|source| SandboxError::Bind {
+                addr: listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SandboxError::Bind {
+            addr: listen,
+            source,
+        })?;
+        let router = routes::router(Shared::new(config));
+        let stop = Arc::new(Notify::new());
+        let task = tokio::spawn(serve(listener, router, stop.clone()));
+        Ok(RunningSandbox { addr, stop, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, the base URL a client is given.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Serves until the task ends (it does not, unless stopped).
+    pub async fn wait(mut self) {
+        let _ = (&mut self.task).await;
+    }
+
+    /// Stops accepting connections and closes the open ones.
+    pub async fn stop(mut self) {
+        self.stop.notify_one();
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for RunningSandbox {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Accepts connections until stopped. Each connection is served by hyper's HTTP/1 server with
+/// keep-alive; a handler may end its connection without answering (`ConnectionKill`), which is
+/// how dropped connections and lost acknowledgements are imitated.
+async fn serve(listener: TcpListener, router: axum::Router, stop: Arc<Notify>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.notified() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(error) => {
+                // Out of file descriptors and the like: wait for connections to close.
+                tracing::warn!(%error, "sandbox cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        connections.spawn(async move {
+            let kill = Arc::new(Notify::new());
+            let marker = ConnectionKill(kill.clone());
+            let service = hyper::service::service_fn(
+                move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(marker.clone());
+                    router.clone().oneshot(request.map(axum::body::Body::new))
+                },
+            );
+            let connection = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                () = kill.notified() => {}
+            }
+        });
+        // Reap finished connection tasks so the set does not grow without bound.
+        while connections.try_join_next().is_some() {}
+    }
+    connections.shutdown().await;
+}

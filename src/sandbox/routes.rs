@@ -1,0 +1,704 @@
+//! The sandbox's HTTP surface: the service's routes, the gate every service request passes
+//! (latency, Accept, token, organization, rate limit, faults), and the `/__sandbox` routes
+//! that tests use to look inside and steer.
+
+use super::config::{Behaviour, SandboxConfig};
+use super::validate;
+use super::world::{PageRequest, Refusal, World};
+use axum::body::Bytes;
+use axum::extract::{MatchedPath, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::StateInformationMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
+
+/// Drops the request's connection without an answer when notified (see `sandbox::serve`).
+#[derive(Clone)]
+pub(crate) struct ConnectionKill(pub Arc<Notify>);
+
+/// Who is calling, once the gate has let the request in.
+#[derive(Clone, Copy)]
+struct Caller {
+    user: u64,
+    organization_id: u64,
+}
+
+/// The fault drawn for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    Http500,
+    Http503,
+    Http504,
+    Http429,
+    Drop,
+    AckLost,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Http500 => "http_500",
+            Fault::Http503 => "http_503",
+            Fault::Http504 => "http_504",
+            Fault::Http429 => "http_429",
+            Fault::Drop => "drop",
+            Fault::AckLost => "ack_lost",
+        }
+    }
+}
+
+/// Everything the handlers share.
+pub(crate) struct Shared {
+    config: SandboxConfig,
+    /// token → user
+    tokens: HashMap<String, u64>,
+    /// organization → users with access
+    access: HashMap<u64, HashSet<u64>>,
+    world: Mutex<World>,
+    behaviour: RwLock<Arc<Behaviour>>,
+    limiters: RwLock<HashMap<String, Arc<Limiter>>>,
+    clock: DefaultClock,
+    rng: Mutex<fastrand::Rng>,
+    stats: Stats,
+}
+
+#[derive(Default)]
+struct Stats {
+    /// (route, status) → count; status is the HTTP code or `dropped` / `ack_lost`.
+    requests: Mutex<BTreeMap<(String, String), u64>>,
+    rate_limited: AtomicU64,
+    faults: Mutex<BTreeMap<&'static str, u64>>,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+}
+
+/// Counts a request in flight for as long as it lives, even when its connection is dropped.
+struct InFlight<'a>(&'a Stats);
+
+impl<'a> InFlight<'a> {
+    fn enter(stats: &'a Stats) -> Self {
+        let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(stats)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A handler never panics while holding a lock; if one did, the data is still consistent
+    // (every update is a single assignment), so serving on is right for a test double.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    pub(crate) fn new(config: SandboxConfig) -> Arc<Self> {
+        let tokens = config
+            .tokens
+            .iter()
+            .map(|t| (t.token.clone(), t.user))
+            .collect();
+        let access = config
+            .organizations
+            .iter()
+            .map(|o| (o.id, o.users.iter().copied().collect()))
+            .collect();
+        let shared = Shared {
+            world: Mutex::new(World::new(&config)),
+            behaviour: RwLock::new(Arc::new(config.behaviour.clone())),
+            limiters: RwLock::new(HashMap::new()),
+            clock: DefaultClock::default(),
+            rng: Mutex::new(fastrand::Rng::with_seed(config.behaviour.faults.seed)),
+            stats: Stats::default(),
+            tokens,
+            access,
+            config,
+        };
+        shared.apply_behaviour(shared.behaviour());
+        Arc::new(shared)
+    }
+
+    fn behaviour(&self) -> Arc<Behaviour> {
+        self.behaviour
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Installs a behaviour: fresh token buckets and a reseeded fault RNG.
+    fn apply_behaviour(&self, behaviour: Arc<Behaviour>) {
+        let limiters = match &behaviour.rate_limit {
+            Some(limit) => self
+                .tokens
+                .keys()
+                .map(|token| {
+                    let period = Duration::from_secs_f64(1.0 / limit.rate);
+                    let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
+                    let quota = Quota::with_period(period)
+                        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MAX))
+                        .allow_burst(burst);
+                    let limiter = RateLimiter::direct_with_clock(quota, self.clock.clone())
+                        .with_middleware::<StateInformationMiddleware>();
+                    (token.clone(), Arc::new(limiter))
+                })
+                .collect(),
+            None => HashMap::new(),
+        };
+        *lock_write(&self.limiters) = limiters;
+        *lock(&self.rng) = fastrand::Rng::with_seed(behaviour.faults.seed);
+        *lock_write(&self.behaviour) = behaviour;
+    }
+
+    fn reset(&self) {
+        *lock(&self.world) = World::new(&self.config);
+        lock(&self.stats.requests).clear();
+        lock(&self.stats.faults).clear();
+        self.stats.rate_limited.store(0, Ordering::SeqCst);
+        self.stats.max_in_flight.store(
+            self.stats.in_flight.load(Ordering::SeqCst),
+            Ordering::SeqCst,
+        );
+        self.apply_behaviour(self.behaviour());
+    }
+
+    fn record(&self, route: &str, status: &str) {
+        *lock(&self.stats.requests)
+            .entry((route.to_owned(), status.to_owned()))
+            .or_default() += 1;
+    }
+
+    fn draw_fault(&self, behaviour: &Behaviour) -> Option<Fault> {
+        let f = &behaviour.faults;
+        let table = [
+            (Fault::Http500, f.http_500),
+            (Fault::Http503, f.http_503),
+            (Fault::Http504, f.http_504),
+            (Fault::Http429, f.http_429),
+            (Fault::Drop, f.drop),
+            (Fault::AckLost, f.ack_lost),
+        ];
+        if table.iter().all(|(_, p)| *p <= 0.0) {
+            return None;
+        }
+        let roll = lock(&self.rng).f64();
+        let mut edge = 0.0;
+        for (fault, p) in table {
+            edge += p;
+            if roll < edge {
+                *lock(&self.stats.faults).entry(fault.name()).or_default() += 1;
+                return Some(fault);
+            }
+        }
+        None
+    }
+
+    fn state(&self) -> Value {
+        let mut state = lock(&self.world).snapshot();
+        let mut requests: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut total = 0;
+        for ((route, status), count) in lock(&self.stats.requests).iter() {
+            requests
+                .entry(route.clone())
+                .or_default()
+                .insert(status.clone(), *count);
+            total += count;
+        }
+        state["requests"] = json!(requests);
+        state["total_requests"] = json!(total);
+        state["rate_limited"] = json!(self.stats.rate_limited.load(Ordering::SeqCst));
+        state["faults"] = json!(*lock(&self.stats.faults));
+        state["max_in_flight"] = json!(self.stats.max_in_flight.load(Ordering::SeqCst));
+        state["behaviour"] = json!(*self.behaviour());
+        state
+    }
+}
+
+fn lock_write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The router: service routes behind the gate, the `/__sandbox` routes beside it.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let service = Router::new()
+        .route("/v1/inventory", get(list_vehicles).post(upsert_vehicle))
+        .route("/v1/inventory/{id}", get(get_vehicle))
+        .route("/v1/inventory/{id}/sold", post(mark_sold))
+        .route("/v1/inventory/{id}/in-stock", post(mark_in_stock))
+        .route(
+            "/v1/applications/{app}/notifications",
+            get(list_notifications).post(create_notification),
+        )
+        .route(
+            "/v1/applications/{app}/notifications/{id}/read",
+            post(read_notification),
+        )
+        .route_layer(middleware::from_fn_with_state(shared.clone(), gate));
+    Router::new()
+        .route("/__sandbox/state", get(sandbox_state))
+        .route("/__sandbox/reset", post(sandbox_reset))
+        .route(
+            "/__sandbox/behaviour",
+            get(sandbox_behaviour).put(set_sandbox_behaviour),
+        )
+        .merge(service)
+        .fallback(unknown_path)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(shared)
+}
+
+/// The error shape of spec §7.
+fn error(status: u16, messages: Vec<String>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        code,
+        Json(json!({"errors": {"code": status, "messages": messages}})),
+    )
+        .into_response()
+}
+
+fn refused(r: Refusal) -> Response {
+    error(r.status, r.messages)
+}
+
+fn retry_after(mut response: Response, secs: u64) -> Response {
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    response
+}
+
+/// Every service request passes here first, in the order a real deployment would apply:
+/// latency, content negotiation, authentication, organization access, rate limit, faults.
+async fn gate(
+    State(shared): State<Arc<Shared>>,
+    matched: MatchedPath,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let route = format!("{} {}", request.method(), matched.as_str());
+    let _in_flight = InFlight::enter(&shared.stats);
+    let behaviour = shared.behaviour();
+    if behaviour.faults.latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(behaviour.faults.latency_ms)).await;
+    }
+    let kill = request.extensions().get::<ConnectionKill>().cloned();
+    let outcome = admit(&shared, &behaviour, &mut request).await;
+    let (response, rate_headers) = match outcome {
+        Admission::Refused(response, rate) => (response, rate),
+        Admission::Fault(fault @ (Fault::Drop | Fault::AckLost), _) => {
+            if fault == Fault::AckLost {
+                // The write is applied; only its answer is lost.
+                let _applied = next.run(request).await;
+            }
+            shared.record(
+                &route,
+                if fault == Fault::Drop {
+                    "dropped"
+                } else {
+                    "ack_lost"
+                },
+            );
+            return drop_connection(kill).await;
+        }
+        Admission::Fault(fault, rate) => {
+            let response = match fault {
+                Fault::Http500 => error(500, vec!["Server Error".into()]),
+                Fault::Http503 => retry_after(error(503, vec!["Service Unavailable".into()]), 1),
+                Fault::Http504 => error(504, vec!["Gateway Timeout".into()]),
+                _ => retry_after(error(429, vec!["Too Many Attempts.".into()]), 1),
+            };
+            (response, rate)
+        }
+        Admission::Admitted(rate) => (next.run(request).await, rate),
+    };
+    let mut response = response;
+    if let Some((limit, remaining)) = rate_headers {
+        let h = response.headers_mut();
+        h.insert("x-ratelimit-limit", HeaderValue::from(limit));
+        h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
+    }
+    shared.record(&route, response.status().as_str());
+    response
+}
+
+/// `(X-RateLimit-Limit, X-RateLimit-Remaining)` when a rate limit is configured.
+type RateHeaders = Option<(u32, u32)>;
+
+enum Admission {
+    Admitted(RateHeaders),
+    Refused(Response, RateHeaders),
+    Fault(Fault, RateHeaders),
+}
+
+async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) -> Admission {
+    let headers = request.headers();
+    if !accepts_json(headers) {
+        return Admission::Refused(
+            error(
+                406,
+                vec!["Send Accept: application/json; this service answers only JSON.".into()],
+            ),
+            None,
+        );
+    }
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some((token, user)) = token.and_then(|t| Some((t.to_owned(), *shared.tokens.get(t)?)))
+    else {
+        return Admission::Refused(error(401, vec!["Unauthenticated.".into()]), None);
+    };
+    let organization_id = headers
+        .get("x-service-organization-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let allowed = organization_id.filter(|org| {
+        shared
+            .access
+            .get(org)
+            .is_some_and(|users| users.contains(&user))
+    });
+    let Some(organization_id) = allowed else {
+        return Admission::Refused(
+            error(
+                403,
+                vec!["User does not have access to this organization.".into()],
+            ),
+            None,
+        );
+    };
+
+    request.extensions_mut().insert(Caller {
+        user,
+        organization_id,
+    });
+
+    let limiter = shared
+        .limiters
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&token)
+        .cloned();
+    let mut rate = None;
+    if let (Some(limiter), Some(limit)) = (limiter, &behaviour.rate_limit) {
+        match limiter.check() {
+            Ok(snapshot) => rate = Some((limit.burst, snapshot.remaining_burst_capacity())),
+            Err(not_until) => {
+                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
+                let wait = not_until.wait_time_from(shared.clock.now());
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                let response =
+                    retry_after(error(429, vec!["Too Many Attempts.".into()]), secs.max(1));
+                return Admission::Refused(response, Some((limit.burst, 0)));
+            }
+        }
+    }
+    match shared.draw_fault(behaviour) {
+        Some(fault) => Admission::Fault(fault, rate),
+        None => Admission::Admitted(rate),
+    }
+}
+
+/// Accept must admit JSON: `application/json`, `application/*` or `*/*`.
+fn accepts_json(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',').any(|item| {
+                let media = item.split(';').next().unwrap_or("").trim();
+                matches!(media, "application/json" | "application/*" | "*/*")
+            })
+        })
+    })
+}
+
+/// Ends the connection without a byte of answer. The connection task (`sandbox::serve`)
+/// drops the connection on this signal, which also drops this future.
+async fn drop_connection(kill: Option<ConnectionKill>) -> Response {
+    match kill {
+        Some(ConnectionKill(notify)) => {
+            notify.notify_one();
+            std::future::pending().await
+        }
+        // Only reachable when the router is served by something else than `sandbox::serve`.
+        None => error(500, vec!["connection drop is not available here".into()]),
+    }
+}
+
+/// A JSON request body: Content-Type must say JSON and the bytes must parse.
+fn json_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, Refusal> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(Refusal::new(
+            400,
+            "Send the body as JSON with Content-Type: application/json.",
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| Refusal::new(400, format!("The request body is not valid JSON: {e}.")))
+}
+
+fn page_request(query: &HashMap<String, String>, behaviour: &Behaviour) -> PageRequest {
+    let number = |key: &str| query.get(key).and_then(|v| v.trim().parse::<u64>().ok());
+    PageRequest {
+        page: number("page").filter(|p| *p >= 1).unwrap_or(1),
+        per_page: number("per_page")
+            .filter(|p| *p >= 1)
+            .map_or(u64::from(behaviour.page_size), |p| p.min(100)),
+    }
+}
+
+/// The absolute address of page `n` of this list, on the host the client called.
+fn page_url(headers: &HeaderMap, path: &str, per_page: u64) -> impl Fn(u64) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_owned();
+    let path = path.to_owned();
+    move |n| format!("http://{host}{path}?page={n}&per_page={per_page}")
+}
+
+fn id_of(raw: &str) -> Result<u64, Refusal> {
+    raw.parse()
+        .map_err(|_| Refusal::new(404, format!("Vehicle {raw} not found.")))
+}
+
+async fn list_vehicles(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let behaviour = shared.behaviour();
+    let page = page_request(&query, &behaviour);
+    let url = page_url(&headers, "/v1/inventory", page.per_page);
+    let list =
+        lock(&shared.world).list_vehicles(caller.organization_id, behaviour.list_shape, page, &url);
+    Json(list).into_response()
+}
+
+async fn upsert_vehicle(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let raw = match json_body(&headers, &body) {
+        Ok(raw) => raw,
+        Err(r) => return refused(r),
+    };
+    let org = caller.organization_id;
+    let delay = Duration::from_millis(shared.behaviour().image_delay_ms);
+    let mut world = lock(&shared.world);
+    let vehicle = match validate::vehicle_body(&raw, &|loc| world.has_location(org, loc)) {
+        Ok(vehicle) => vehicle,
+        Err(messages) => return error(422, messages),
+    };
+    match world.upsert(org, &raw, vehicle, delay) {
+        (answer, true) => (StatusCode::CREATED, Json(answer)).into_response(),
+        (answer, false) => Json(answer).into_response(),
+    }
+}
+
+async fn get_vehicle(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    let id = match id_of(&id) {
+        Ok(id) => id,
+        Err(r) => return refused(r),
+    };
+    let result = lock(&shared.world).vehicle(caller.organization_id, id);
+    result.map_or_else(refused, |v| Json(v).into_response())
+}
+
+async fn mark_sold(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    transition(&shared, caller, &id, true)
+}
+
+async fn mark_in_stock(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    transition(&shared, caller, &id, false)
+}
+
+fn transition(shared: &Shared, caller: Caller, id: &str, sold: bool) -> Response {
+    let id = match id_of(id) {
+        Ok(id) => id,
+        Err(r) => return refused(r),
+    };
+    let strict = shared.behaviour().strict_transitions;
+    let result = lock(&shared.world).transition(caller.organization_id, id, sold, strict);
+    result.map_or_else(refused, |v| Json(v).into_response())
+}
+
+async fn list_notifications(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let behaviour = shared.behaviour();
+    let page = page_request(&query, &behaviour);
+    let path = format!("/v1/applications/{app}/notifications");
+    let url = page_url(&headers, &path, page.per_page);
+    let list =
+        lock(&shared.world).list_notifications(caller.user, &app, behaviour.list_shape, page, &url);
+    Json(list).into_response()
+}
+
+async fn create_notification(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let raw = match json_body(&headers, &body) {
+        Ok(raw) => raw,
+        Err(r) => return refused(r),
+    };
+    match validate::notification_body(&raw) {
+        Ok(body) => {
+            let answer = lock(&shared.world).create_notification(caller.user, &app, body);
+            (StatusCode::CREATED, Json(answer)).into_response()
+        }
+        Err(messages) => error(422, messages),
+    }
+}
+
+async fn read_notification(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Path((app, id)): Path<(String, String)>,
+) -> Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return error(404, vec![format!("Notification {id} not found.")]);
+    };
+    let result = lock(&shared.world).read_notification(caller.user, &app, id);
+    result.map_or_else(refused, |n| Json(n).into_response())
+}
+
+async fn unknown_path(request: Request) -> Response {
+    error(
+        404,
+        vec![format!(
+            "No endpoint {} {}.",
+            request.method(),
+            request.uri().path()
+        )],
+    )
+}
+
+async fn method_not_allowed(request: Request) -> Response {
+    error(
+        405,
+        vec![format!(
+            "{} is not allowed on {}.",
+            request.method(),
+            request.uri().path()
+        )],
+    )
+}
+
+async fn sandbox_state(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(shared.state())
+}
+
+async fn sandbox_reset(State(shared): State<Arc<Shared>>) -> StatusCode {
+    shared.reset();
+    StatusCode::NO_CONTENT
+}
+
+async fn sandbox_behaviour(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(json!(*shared.behaviour()))
+}
+
+async fn set_sandbox_behaviour(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let behaviour: Behaviour = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return error(400, vec![format!("Not a behaviour: {e}.")]),
+    };
+    let problems = behaviour.problems();
+    if !problems.is_empty() {
+        return error(422, problems);
+    }
+    shared.apply_behaviour(Arc::new(behaviour));
+    Json(json!(*shared.behaviour())).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_must_admit_json() {
+        let mut h = HeaderMap::new();
+        assert!(!accepts_json(&h));
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/html, */*;q=0.1"),
+        );
+        assert!(accepts_json(&h));
+        h.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
+        assert!(!accepts_json(&h));
+    }
+
+    #[test]
+    fn faults_follow_the_seed_and_the_probabilities() {
+        let mut config = SandboxConfig::default();
+        config.behaviour.faults.http_500 = 0.25;
+        config.behaviour.faults.drop = 0.25;
+        let draws = |shared: &Shared| -> Vec<Option<Fault>> {
+            let b = shared.behaviour();
+            (0..2000).map(|_| shared.draw_fault(&b)).collect()
+        };
+        let a = draws(&Shared::new(config.clone()));
+        let b = draws(&Shared::new(config));
+        assert_eq!(a, b, "same seed, same faults");
+        let count = |f| a.iter().filter(|x| **x == Some(f)).count();
+        assert!(
+            (400..600).contains(&count(Fault::Http500)),
+            "{}",
+            count(Fault::Http500)
+        );
+        assert!(
+            (400..600).contains(&count(Fault::Drop)),
+            "{}",
+            count(Fault::Drop)
+        );
+        assert_eq!(count(Fault::AckLost), 0);
+    }
+}
