@@ -8,7 +8,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 /// What a caller should do about an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorClass {
     /// Try the same call again later: 429, 500, 502, 503, 504, timeouts, broken connections.

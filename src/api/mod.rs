@@ -555,7 +555,7 @@ fn is_loopback(url: &Url) -> bool {
 
 /// reqwest is built without a TLS crypto provider (`rustls-no-provider`): ring is installed as
 /// the process default before the first client is built.
-fn install_crypto_provider() {
+pub fn install_crypto_provider() {
     // Err means some provider is installed already, which is all that is needed.
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

@@ -1,0 +1,728 @@
+//! Contract tests: the real client against the real sandbox over loopback HTTP.
+
+mod common;
+
+use common::{client, client_for, count, payload, sandbox, sandbox_with, set_behaviour, state};
+use lotsync::api::{
+    Amount, ApiError, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel,
+    Price, PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
+};
+use lotsync::sandbox::{Behaviour, Faults, ListShape, RateLimitConfig, SandboxConfig, TokenEntry};
+use std::time::Duration;
+
+#[tokio::test]
+async fn create_then_modify_answers_201_then_200_with_the_same_id() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+
+    let mut p = payload(1);
+    p.year = Some(2021);
+    p.make = Some("Ford".into());
+    p.model = Some("F-150".into());
+    p.trim = Some("XLT".into());
+    p.vehicle_type = Some(VehicleType::Used);
+    p.miles = Some(45_123);
+    p.price = Some(Price::Detailed(PriceSet {
+        selling: Some(Amount(38_995.0)),
+        internet: Some(Amount(37_995.0)),
+        msrp: None,
+    }));
+    p.exterior_color = Some(Color::White);
+    p.drive_type = Some(DriveType::FourByFour);
+    p.transmission_type = Some(TransmissionType::Automatic);
+    p.transmission_speed = Some(TransmissionSpeed::Six);
+    p.fuel = Some(Fuel::Gas);
+    p.options = vec!["Tow Package".into(), "Sunroof".into()];
+    p.images = vec!["https://img.example/1.jpg".into()];
+
+    let created = api.upsert_vehicle(&p).await.unwrap();
+    assert!(created.created(), "first POST creates (201)");
+    let v = &created.value;
+    assert_eq!(v.vin.as_deref(), Some(p.vin.as_str()));
+    assert_eq!(v.name.as_deref(), Some("2021 Ford F-150 XLT"));
+    assert_eq!(v.slug.as_deref(), Some("2021-ford-f-150-xlt"));
+    assert_eq!(v.year.as_deref(), Some("2021"));
+    assert_eq!(v.odometer.as_ref().unwrap().value, Some(45_123.0));
+    assert_eq!(v.odometer.as_ref().unwrap().unit.as_deref(), Some("mi"));
+    assert_eq!(v.price.as_ref().unwrap().internet, Some(37_995.0));
+    assert_eq!(v.exterior.as_ref().unwrap().color.as_deref(), Some("White"));
+    assert_eq!(v.drivetrain.as_deref(), Some("4x4"));
+    assert_eq!(v.transmission.as_ref().unwrap().speed, Some(6.0));
+    assert_eq!(v.options, vec!["Tow Package", "Sunroof"]);
+    assert_eq!(v.status.as_deref(), Some("in-stock"));
+    assert_eq!(v.active, Some(true));
+    assert_eq!(v.image, None, "images are processed after the 201");
+    assert_eq!(v.organization.as_ref().unwrap().id, Some(100.0));
+
+    // The same VIN in another case is the same vehicle: modified, same id.
+    let mut changed = p.clone();
+    changed.vin = p.vin.to_lowercase();
+    changed.price = Some(Price::Selling(Amount(35_000.0)));
+    let modified = api.upsert_vehicle(&changed).await.unwrap();
+    assert!(!modified.created(), "second POST modifies (200)");
+    assert_eq!(modified.value.id, created.value.id);
+    assert_eq!(
+        modified.value.price.as_ref().unwrap().selling,
+        Some(35_000.0)
+    );
+
+    let fetched = api.get_vehicle(created.value.id).await.unwrap().value;
+    assert_eq!(fetched.price.as_ref().unwrap().selling, Some(35_000.0));
+
+    let st = state(&sb).await;
+    assert_eq!(st["vehicles"].as_array().unwrap().len(), 1);
+    assert_eq!(st["vehicles"][0]["writes"], 2);
+    assert_eq!(st["vehicles"][0]["location_id"], 10);
+    assert_eq!(st["vehicles"][0]["payload"]["fuel"], "Gas");
+    assert_eq!(count(&st, "POST /v1/inventory", "201"), 1);
+    assert_eq!(count(&st, "POST /v1/inventory", "200"), 1);
+}
+
+#[tokio::test]
+async fn images_appear_after_processing() {
+    let sb = sandbox_with(Behaviour {
+        image_delay_ms: 50,
+        ..Behaviour::default()
+    })
+    .await;
+    let api = client(&sb);
+    let mut p = payload(2);
+    p.images = vec![
+        "https://img.example/a.jpg".into(),
+        "https://img.example/b.jpg".into(),
+    ];
+    let id = api.upsert_vehicle(&p).await.unwrap().value.id;
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let v = api.get_vehicle(id).await.unwrap().value;
+    assert_eq!(v.image.as_deref(), Some("https://img.example/a.jpg"));
+}
+
+#[tokio::test]
+async fn sold_and_back_in_stock() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    let id = api.upsert_vehicle(&payload(3)).await.unwrap().value.id;
+
+    let sold = api.mark_sold(id).await.unwrap().value;
+    assert!(sold.is_sold());
+    assert_eq!(sold.status.as_deref(), Some("sold"));
+    let sold_at = sold.sold_at.clone().expect("sold_at is set");
+    assert_eq!(sold_at.len(), "YYYY-MM-DD HH:MM:SS".len(), "{sold_at}");
+
+    // Lenient by default: a repeated transition is 200 and keeps sold_at.
+    let again = api.mark_sold(id).await.unwrap().value;
+    assert_eq!(again.sold_at, Some(sold_at));
+
+    // A modify does not change the sold state.
+    let modified = api.upsert_vehicle(&payload(3)).await.unwrap().value;
+    assert!(modified.is_sold());
+
+    let back = api.mark_in_stock(id).await.unwrap().value;
+    assert!(!back.is_sold());
+    assert_eq!(back.status.as_deref(), Some("in-stock"));
+    assert_eq!(back.sold_at, None);
+
+    let listed = api.list_vehicles().await.unwrap().value;
+    assert_eq!(listed.len(), 1);
+    assert!(!listed[0].is_sold());
+    // create, sold, sold again, modify, in-stock
+    assert_eq!(state(&sb).await["vehicles"][0]["writes"], 5);
+}
+
+#[tokio::test]
+async fn strict_transitions_reject_a_repeat() {
+    let sb = sandbox_with(Behaviour {
+        strict_transitions: true,
+        ..Behaviour::default()
+    })
+    .await;
+    let api = client(&sb);
+    let id = api.upsert_vehicle(&payload(4)).await.unwrap().value.id;
+    let err = api.mark_in_stock(id).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Rejected);
+    assert_eq!(err.status(), Some(422));
+    assert_eq!(err.messages(), ["The vehicle is already in stock."]);
+    api.mark_sold(id).await.unwrap();
+    let err = api.mark_sold(id).await.unwrap_err();
+    assert_eq!(err.messages(), ["The vehicle is already sold."]);
+}
+
+#[tokio::test]
+async fn unknown_or_foreign_vehicle_is_rejected_404() {
+    let config = SandboxConfig {
+        tokens: vec![
+            TokenEntry {
+                token: "sandbox-token".into(),
+                user: 1,
+            },
+            TokenEntry {
+                token: "other-token".into(),
+                user: 2,
+            },
+        ],
+        organizations: vec![
+            lotsync::sandbox::OrganizationEntry {
+                id: 100,
+                name: "Demo Motors".into(),
+                users: vec![1],
+            },
+            lotsync::sandbox::OrganizationEntry {
+                id: 200,
+                name: "Other Dealer".into(),
+                users: vec![2],
+            },
+        ],
+        ..SandboxConfig::default()
+    };
+    let sb = sandbox(config).await;
+    let ours = client(&sb);
+    let theirs = client_for(&sb, "other-token", 200);
+    let mut p = payload(5);
+    p.location_id = 20;
+    let their_id = theirs.upsert_vehicle(&p).await.unwrap().value.id;
+
+    for err in [
+        ours.get_vehicle(their_id).await.unwrap_err(),
+        ours.mark_sold(their_id).await.unwrap_err(),
+        ours.mark_in_stock(9_999).await.unwrap_err(),
+    ] {
+        assert_eq!(err.class(), ErrorClass::Rejected, "{err}");
+        assert_eq!(err.status(), Some(404));
+    }
+    // Same VIN, other organization: a separate vehicle.
+    let ours_id = ours.upsert_vehicle(&payload(5)).await.unwrap();
+    assert!(ours_id.created());
+    assert_ne!(ours_id.value.id, their_id);
+    assert_eq!(ours.list_vehicles().await.unwrap().value.len(), 1);
+}
+
+/// Lists of 250 vehicles: 3 pages of at most 100 in the paged shapes, one array when bare.
+#[tokio::test]
+async fn every_list_shape_is_followed_to_the_end() {
+    for (shape, pages) in [
+        (ListShape::Paginator, 3),
+        (ListShape::Resource, 3),
+        (ListShape::Bare, 1),
+    ] {
+        let sb = sandbox_with(Behaviour {
+            list_shape: shape,
+            ..Behaviour::default()
+        })
+        .await;
+        let api = client(&sb);
+        for n in 0..250 {
+            api.upsert_vehicle(&payload(n)).await.unwrap();
+        }
+        let listed = api.list_vehicles().await.unwrap().value;
+        let mut ids: Vec<u64> = listed.iter().map(|v| v.id).collect();
+        assert_eq!(ids.len(), 250, "{shape:?}");
+        ids.dedup();
+        assert_eq!(ids.len(), 250, "{shape:?}: no vehicle twice");
+        let st = state(&sb).await;
+        assert_eq!(count(&st, "GET /v1/inventory", "200"), pages, "{shape:?}");
+    }
+}
+
+#[tokio::test]
+async fn notifications_are_created_listed_and_read() {
+    let sb = sandbox_with(Behaviour {
+        page_size: 2,
+        ..Behaviour::default()
+    })
+    .await;
+    let api = client(&sb);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let n = api
+            .create_notification(
+                "inventory",
+                &NewNotification {
+                    title: format!("File {i} had rejected records"),
+                    message: "3 vehicles were rejected; see the report.".into(),
+                    level: NotificationLevel::Warning,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(n.created());
+        assert_eq!(n.value.level.as_deref(), Some("warning"));
+        assert_eq!(n.value.read_at, None);
+        ids.push(n.value.id);
+    }
+    // Another application's list is separate.
+    let other = api.list_notifications("crm").await.unwrap().value;
+    assert!(other.is_empty());
+
+    let read = api
+        .mark_notification_read("inventory", ids[1])
+        .await
+        .unwrap();
+    assert!(read.value.read_at.is_some());
+    let listed = api.list_notifications("inventory").await.unwrap().value;
+    assert_eq!(listed.iter().map(|n| n.id).collect::<Vec<_>>(), ids);
+    assert!(listed[1].read_at.is_some());
+    assert!(listed[0].read_at.is_none());
+
+    let err = api.mark_notification_read("crm", ids[0]).await.unwrap_err();
+    assert_eq!(
+        (err.class(), err.status()),
+        (ErrorClass::Rejected, Some(404))
+    );
+}
+
+#[tokio::test]
+async fn validation_failures_are_rejected_with_every_message() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    let mut p = payload(6);
+    p.location_id = 20; // organization 200's
+    p.stock = " ".into();
+    let err = api.upsert_vehicle(&p).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Rejected);
+    assert_eq!(err.status(), Some(422));
+    assert_eq!(
+        err.messages(),
+        [
+            "The selected location_id 20 is invalid for this organization.",
+            "The stock field is required."
+        ]
+    );
+    let line = err.to_string();
+    assert!(!line.contains('\n'));
+    println!("422 reads: {line}");
+    assert_eq!(
+        line,
+        "POST /v1/inventory was rejected (422): The selected location_id 20 is invalid for this \
+         organization. The stock field is required."
+    );
+}
+
+#[tokio::test]
+async fn a_bad_token_is_fatal_401() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client_for(&sb, "not-a-token", 100);
+    let err = api.list_vehicles().await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal);
+    assert_eq!(err.status(), Some(401));
+    assert_eq!(err.messages(), ["Unauthenticated."]);
+    let line = err.to_string();
+    println!("401 reads: {line}");
+    assert!(!line.contains('\n'));
+    assert!(line.contains("did not accept the API token"), "{line}");
+    assert!(
+        line.contains("API Tokens"),
+        "says where to make one: {line}"
+    );
+}
+
+#[tokio::test]
+async fn no_access_to_the_organization_is_fatal_403_naming_it() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client_for(&sb, "sandbox-token", 200);
+    let err = api.upsert_vehicle(&payload(7)).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal);
+    assert_eq!(err.status(), Some(403));
+    assert_eq!(
+        err.messages(),
+        ["User does not have access to this organization."]
+    );
+    let line = err.to_string();
+    println!("403 reads: {line}");
+    assert!(line.contains("organization 200"), "{line}");
+    assert!(line.contains("api.organization_id"), "{line}");
+    assert!(!line.contains('\n'));
+}
+
+#[tokio::test]
+async fn rate_limit_answers_429_with_retry_after_and_headers() {
+    let sb = sandbox_with(Behaviour {
+        rate_limit: Some(RateLimitConfig {
+            rate: 0.5,
+            burst: 2,
+        }),
+        ..Behaviour::default()
+    })
+    .await;
+    let api = client(&sb);
+    let first = api.list_vehicles().await.unwrap();
+    let limits = first.rate_limit.expect("rate limit headers");
+    assert_eq!((limits.limit, limits.remaining), (Some(2), Some(1)));
+    api.list_vehicles().await.unwrap();
+
+    let err = api.list_vehicles().await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable);
+    assert_eq!(err.status(), Some(429));
+    let wait = err.retry_after().expect("Retry-After parsed");
+    assert!(
+        (Duration::from_secs(1)..=Duration::from_secs(2)).contains(&wait),
+        "{wait:?}"
+    );
+    let line = err.to_string();
+    println!("429 reads: {line}");
+    assert!(line.contains("rate limited (429)"), "{line}");
+    assert!(line.contains("retry after"), "{line}");
+    let st = state(&sb).await;
+    assert_eq!(st["rate_limited"], 1);
+    assert_eq!(count(&st, "GET /v1/inventory", "429"), 1);
+}
+
+#[tokio::test]
+async fn server_errors_are_retryable_and_503_carries_retry_after() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    for (faults, status, retry_after) in [
+        (
+            Faults {
+                http_500: 1.0,
+                ..Faults::default()
+            },
+            500,
+            None,
+        ),
+        (
+            Faults {
+                http_503: 1.0,
+                ..Faults::default()
+            },
+            503,
+            Some(Duration::from_secs(1)),
+        ),
+        (
+            Faults {
+                http_504: 1.0,
+                ..Faults::default()
+            },
+            504,
+            None,
+        ),
+        (
+            Faults {
+                http_429: 1.0,
+                ..Faults::default()
+            },
+            429,
+            Some(Duration::from_secs(1)),
+        ),
+    ] {
+        set_behaviour(
+            &sb,
+            &Behaviour {
+                faults,
+                ..Behaviour::default()
+            },
+        )
+        .await;
+        let err = api.upsert_vehicle(&payload(8)).await.unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+        assert_eq!(err.status(), Some(status));
+        assert_eq!(err.retry_after(), retry_after, "{status}");
+    }
+    let st = state(&sb).await;
+    assert!(
+        st["vehicles"].as_array().unwrap().is_empty(),
+        "nothing applied"
+    );
+    for fault in ["http_500", "http_503", "http_504", "http_429"] {
+        assert_eq!(st["faults"][fault], 1, "{fault}");
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_retryable_and_applies_nothing() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            drop: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let api = client(&sb);
+    let err = api.upsert_vehicle(&payload(9)).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+    assert_eq!(err.status(), None);
+    let st = state(&sb).await;
+    assert!(st["vehicles"].as_array().unwrap().is_empty());
+    assert_eq!(count(&st, "POST /v1/inventory", "dropped"), 1);
+}
+
+#[tokio::test]
+async fn a_write_whose_answer_was_lost_is_applied_and_safe_to_repeat() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            ack_lost: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let api = client(&sb);
+    let err = api.upsert_vehicle(&payload(10)).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+    assert_eq!(err.status(), None, "no answer arrived");
+
+    let st = state(&sb).await;
+    assert_eq!(
+        st["vehicles"].as_array().unwrap().len(),
+        1,
+        "the write happened"
+    );
+    assert_eq!(st["vehicles"][0]["writes"], 1);
+    assert_eq!(count(&st, "POST /v1/inventory", "ack_lost"), 1);
+    let id = st["vehicles"][0]["vehicle"]["id"].as_u64().unwrap();
+
+    // Repeating the call once the service answers again modifies the same vehicle.
+    set_behaviour(&sb, &Behaviour::default()).await;
+    let again = api.upsert_vehicle(&payload(10)).await.unwrap();
+    assert!(!again.created());
+    assert_eq!(again.value.id, id);
+    assert_eq!(state(&sb).await["vehicles"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_slow_service_times_out_as_retryable() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            latency_ms: 1_000,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let mut settings = lotsync::api::ClientSettings::new(
+        sb.base_url(),
+        100,
+        lotsync::api::ApiToken::new("sandbox-token"),
+    );
+    settings.timeout = Duration::from_millis(200);
+    let api = lotsync::api::ApiClient::new(settings).unwrap();
+    let err = api.list_vehicles().await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable);
+    assert!(err.to_string().contains("timed out"), "{err}");
+}
+
+#[tokio::test]
+async fn nothing_listening_is_retryable() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    sb.stop().await;
+    let err = api.list_vehicles().await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+    assert!(err.to_string().contains("could not connect"), "{err}");
+}
+
+#[tokio::test]
+async fn the_service_counts_requests_in_flight() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            latency_ms: 200,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let api = client(&sb);
+    let calls = (0..8).map(|n| {
+        let api = api.clone();
+        async move { api.upsert_vehicle(&payload(100 + n)).await }
+    });
+    for result in futures_join_all(calls).await {
+        result.unwrap();
+    }
+    let st = state(&sb).await;
+    let max = st["max_in_flight"].as_u64().unwrap();
+    assert!((6..=8).contains(&max), "max in flight {max}");
+    assert_eq!(count(&st, "POST /v1/inventory", "201"), 8);
+}
+
+/// Runs futures concurrently on the current task (a tiny join_all, to stay off extra crates).
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("task ran"));
+    }
+    out
+}
+
+#[tokio::test]
+async fn reset_clears_vehicles_and_counters() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    api.upsert_vehicle(&payload(11)).await.unwrap();
+    lotsync::api::install_crypto_provider();
+    let status = reqwest::Client::new()
+        .post(format!("{}/__sandbox/reset", sb.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    let st = state(&sb).await;
+    assert!(st["vehicles"].as_array().unwrap().is_empty());
+    assert_eq!(st["total_requests"], 0);
+    // Ids restart too: the service is as new.
+    assert_eq!(api.upsert_vehicle(&payload(11)).await.unwrap().value.id, 1);
+}
+
+/// Headers the spec requires are checked by the sandbox: without them it refuses.
+#[tokio::test]
+async fn the_sandbox_refuses_requests_without_the_required_headers() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    lotsync::api::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/inventory", sb.base_url());
+    let send = |r: reqwest::RequestBuilder| async move {
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        let body: serde_json::Value = r.json().await.unwrap();
+        (status, body)
+    };
+    let auth = "Bearer sandbox-token";
+    let (status, body) = send(
+        http.get(&url)
+            .header("Authorization", auth)
+            .header("Accept", "text/html"),
+    )
+    .await;
+    assert_eq!(status, 406, "Accept without JSON: {body}");
+    let (status, _) = send(
+        http.get(&url)
+            .header("Authorization", auth)
+            .header("Accept", "application/json"),
+    )
+    .await;
+    assert_eq!(status, 403, "no organization header");
+    let (status, body) = send(
+        http.post(&url)
+            .header("Authorization", auth)
+            .header("Accept", "application/json")
+            .header("X-Service-Organization-Id", "100")
+            .header("Content-Type", "application/json")
+            .body("{not json"),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(body["errors"]["code"], 400);
+    let (status, body) = send(
+        http.get(format!("{}/v1/nowhere", sb.base_url()))
+            .header("Accept", "application/json"),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(body["errors"]["messages"][0].is_string());
+}
+
+#[tokio::test]
+async fn a_wrong_base_path_is_fatal_and_says_what_to_check() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let mut settings = lotsync::api::ClientSettings::new(
+        format!("{}/prefix", sb.base_url()),
+        100,
+        lotsync::api::ApiToken::new("sandbox-token"),
+    );
+    settings.version = "v2".into();
+    let api = lotsync::api::ApiClient::new(settings).unwrap();
+    let err = api.list_vehicles().await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal);
+    assert!(err.to_string().contains("api.base_url"), "{err}");
+}
+
+/// Every error Display and Debug, and every log line down to TRACE, is free of the token.
+#[test]
+fn the_token_never_appears_in_errors_or_logs() {
+    const TOKEN: &str = "tok-SECRET-7f3a9c";
+    let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || LogSink(sink.clone()))
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let errors: Vec<ApiError> = runtime.block_on(async {
+        let config = SandboxConfig {
+            tokens: vec![TokenEntry {
+                token: TOKEN.into(),
+                user: 1,
+            }],
+            ..SandboxConfig::default()
+        };
+        let sb = sandbox(config).await;
+        let good = client_for(&sb, TOKEN, 100);
+        let mut errors = Vec::new();
+        good.upsert_vehicle(&payload(1)).await.unwrap();
+        errors.push(good.get_vehicle(999).await.unwrap_err()); // 404
+        let mut bad = payload(2);
+        bad.location_id = 20;
+        errors.push(good.upsert_vehicle(&bad).await.unwrap_err()); // 422
+        errors.push(
+            client_for(&sb, TOKEN, 200)
+                .list_vehicles()
+                .await
+                .unwrap_err(),
+        ); // 403
+        set_behaviour(
+            &sb,
+            &Behaviour {
+                faults: Faults {
+                    drop: 0.5,
+                    http_503: 0.5,
+                    ..Faults::default()
+                },
+                ..Behaviour::default()
+            },
+        )
+        .await;
+        for n in 0..6 {
+            errors.push(good.upsert_vehicle(&payload(10 + n)).await.unwrap_err());
+        }
+        // A client whose token is wrong only by a suffix: its 401 must not echo it either.
+        let wrong = format!("{TOKEN}-old");
+        set_behaviour(&sb, &Behaviour::default()).await;
+        errors.push(
+            client_for(&sb, &wrong, 100)
+                .list_vehicles()
+                .await
+                .unwrap_err(),
+        );
+        errors
+    });
+    assert!(errors.len() >= 10);
+    let classes: std::collections::HashSet<_> = errors.iter().map(ApiError::class).collect();
+    assert_eq!(classes.len(), 3, "all three classes were exercised");
+    for err in &errors {
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("SECRET"), "token in error: {shown}");
+    }
+    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("service answered"),
+        "the client logged its calls"
+    );
+    assert!(logs.lines().count() > 10, "logs were captured");
+    assert!(!logs.contains("SECRET"), "token in a log line");
+}
+
+struct LogSink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,74 @@
+//! Shared helpers for the integration tests: a sandbox on loopback, clients, and the
+//! sandbox's own view of what happened.
+#![allow(dead_code)] // each test crate uses a different subset
+
+use lotsync::api::{ApiClient, ApiToken, ClientSettings, VehiclePayload};
+use lotsync::sandbox::{Behaviour, RunningSandbox, SandboxConfig};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A sandbox with `config`, on a free loopback port, in this test's runtime.
+pub async fn sandbox(config: SandboxConfig) -> RunningSandbox {
+    RunningSandbox::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("sandbox starts")
+}
+
+/// The default world with `behaviour`.
+pub async fn sandbox_with(behaviour: Behaviour) -> RunningSandbox {
+    sandbox(SandboxConfig {
+        behaviour,
+        ..SandboxConfig::default()
+    })
+    .await
+}
+
+pub fn client_for(sb: &RunningSandbox, token: &str, organization_id: u64) -> ApiClient {
+    let mut settings = ClientSettings::new(sb.base_url(), organization_id, ApiToken::new(token));
+    settings.timeout = Duration::from_secs(5);
+    ApiClient::new(settings).expect("client builds")
+}
+
+/// A client of organization 100 with the default token.
+pub fn client(sb: &RunningSandbox) -> ApiClient {
+    client_for(sb, "sandbox-token", 100)
+}
+
+fn raw_http() -> reqwest::Client {
+    lotsync::api::install_crypto_provider();
+    reqwest::Client::new()
+}
+
+/// `GET /__sandbox/state`.
+pub async fn state(sb: &RunningSandbox) -> Value {
+    raw_http()
+        .get(format!("{}/__sandbox/state", sb.base_url()))
+        .send()
+        .await
+        .expect("state answers")
+        .json()
+        .await
+        .expect("state is JSON")
+}
+
+/// `PUT /__sandbox/behaviour`.
+pub async fn set_behaviour(sb: &RunningSandbox, behaviour: &Behaviour) {
+    let response = raw_http()
+        .put(format!("{}/__sandbox/behaviour", sb.base_url()))
+        .json(behaviour)
+        .send()
+        .await
+        .expect("behaviour answers");
+    assert!(response.status().is_success(), "{}", response.status());
+}
+
+/// How many requests of `route` ended with `status` (e.g. "201", "dropped").
+pub fn count(state: &Value, route: &str, status: &str) -> u64 {
+    state["requests"][route][status].as_u64().unwrap_or(0)
+}
+
+/// A valid payload for location 10 whose VIN is unique per `n` (check digits are the step-2
+/// mapper's concern; the service only needs a string).
+pub fn payload(n: u32) -> VehiclePayload {
+    VehiclePayload::new(10, format!("STK{n:05}"), format!("TESTVIN{n:010}"))
+}
