@@ -27,6 +27,7 @@ fn start(args: &[&str]) -> (Child, Vec<String>, String) {
         lines.push(line);
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("no `listening on` line; stdout was {lines:#?}");
 }
 

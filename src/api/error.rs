@@ -36,7 +36,7 @@ impl fmt::Display for Call {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
     /// A passing failure; `retry_after` is the service's own wait when it sent one.
-    #[error("{call}: {reason}{}{}", said(.messages), retry_hint(.retry_after))]
+    #[error("{call}: {reason}{}{}.", said(.messages), retry_hint(.retry_after))]
     Retryable {
         call: Call,
         status: Option<u16>,
@@ -45,14 +45,14 @@ pub enum ApiError {
         reason: String,
     },
     /// The service refused this request as wrong; the messages say why.
-    #[error("{call} was rejected ({status}){}", said(.messages))]
+    #[error("{call} was rejected ({status}){}.", said(.messages))]
     Rejected {
         call: Call,
         status: u16,
         messages: Vec<String>,
     },
     /// Delivery cannot go on until the setup is fixed; `fix` says what to do.
-    #[error("{call}: {reason}{}; {fix}", said(.messages))]
+    #[error("{call}: {reason}{}. To fix: {fix}.", said(.messages))]
     Fatal {
         call: Call,
         status: Option<u16>,
@@ -187,11 +187,12 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// `: message one. message two` (without a closing full stop, which the caller adds or not).
 fn said(messages: &[String]) -> String {
     if messages.is_empty() {
         String::new()
     } else {
-        format!(": {}", messages.join(" "))
+        format!(": {}", messages.join(" ").trim_end_matches('.'))
     }
 }
 
