@@ -522,33 +522,18 @@ async fn the_service_counts_requests_in_flight() {
     })
     .await;
     let api = client(&sb);
-    let calls = (0..8).map(|n| {
+    let mut calls = tokio::task::JoinSet::new();
+    for n in 0..8 {
         let api = api.clone();
-        async move { api.upsert_vehicle(&payload(100 + n)).await }
-    });
-    for result in futures_join_all(calls).await {
-        result.unwrap();
+        calls.spawn(async move { api.upsert_vehicle(&payload(100 + n)).await });
+    }
+    while let Some(result) = calls.join_next().await {
+        result.expect("task ran").unwrap();
     }
     let st = state(&sb).await;
     let max = st["max_in_flight"].as_u64().unwrap();
     assert!((6..=8).contains(&max), "max in flight {max}");
     assert_eq!(count(&st, "POST /v1/inventory", "201"), 8);
-}
-
-/// Runs futures concurrently on the current task (a tiny join_all, to stay off extra crates).
-async fn futures_join_all<F: std::future::Future>(
-    futures: impl Iterator<Item = F>,
-) -> Vec<F::Output>
-where
-    F: Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.map(tokio::spawn).collect();
-    let mut out = Vec::new();
-    for h in handles {
-        out.push(h.await.expect("task ran"));
-    }
-    out
 }
 
 #[tokio::test]
