@@ -428,6 +428,14 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_example_is_valid() {
+        let c: SandboxConfig = toml::from_str(include_str!("../../config/sandbox.example.toml"))
+            .expect("config/sandbox.example.toml parses");
+        assert!(c.problems().is_empty(), "{:?}", c.problems());
+        assert_eq!(c.behaviour.rate_limit.map(|r| r.burst), Some(10));
+    }
+
+    #[test]
     fn unknown_keys_are_errors() {
         let err = toml::from_str::<SandboxConfig>("[behaviour]\npage_sise = 3\n").unwrap_err();
         assert!(err.to_string().contains("page_sise"), "{err}");
