@@ -21,4 +21,5 @@ pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod feed;
 pub mod sandbox;

@@ -1,0 +1,504 @@
+//! XML exports: one record per repeated element, fields from child elements (nested paths such
+//! as `Prices/Internet`), attributes (`@VIN`), repeated children as lists, CDATA and the
+//! predefined entities. No entity is ever expanded beyond those: a DOCTYPE declaring entities or
+//! pointing outside the file is refused, and so is any other named entity.
+
+use super::tracked::Tracked;
+use super::{FeedError, Item, Record, Schema, DEPTH_LIMIT, RECORD_LIMIT};
+use quick_xml::events::{BytesRef, BytesStart, Event};
+use std::io::BufRead;
+
+/// How much of a file the record-element detection reads at most.
+const DETECT_BUDGET: u64 = 1024 * 1024;
+
+/// Reads an XML export one record element at a time.
+#[derive(Debug)]
+pub struct XmlReader<R: BufRead> {
+    reader: quick_xml::Reader<Tracked<R>>,
+    buf: Vec<u8>,
+    element: String,
+    schema: Schema,
+    depth: usize,
+    in_record: bool,
+    /// Element names below the record element, down to the current one.
+    path: Vec<String>,
+    /// Text gathered for each open element of the record (index 0: the record element).
+    texts: Vec<String>,
+    index: u64,
+    warnings: Vec<String>,
+}
+
+impl<R: BufRead> XmlReader<R> {
+    /// Reads records named `element` (a local name, any depth).
+    pub fn new(input: R, element: String) -> Self {
+        let mut reader = quick_xml::Reader::from_reader(Tracked::new(input, RECORD_LIMIT));
+        let config = reader.config_mut();
+        config.trim_text(false);
+        config.check_end_names = true;
+        XmlReader {
+            reader,
+            buf: Vec::new(),
+            element,
+            schema: Schema::default(),
+            depth: 0,
+            in_record: false,
+            path: Vec::new(),
+            texts: Vec::new(),
+            index: 0,
+            warnings: Vec::new(),
+        }
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    pub fn describe(&self) -> String {
+        format!("XML, one record per <{}>", self.element)
+    }
+
+    fn line(&self) -> u64 {
+        self.reader.get_ref().newlines() + 1
+    }
+
+    /// Reads the next record into `record`.
+    pub fn next(&mut self, record: &mut Record) -> Result<Item, FeedError> {
+        loop {
+            if !self.in_record {
+                self.reader.get_mut().mark();
+            }
+            self.buf.clear();
+            let event = match self.reader.read_event_into(&mut self.buf) {
+                Ok(event) => event.into_owned(),
+                Err(e) => return Err(self.error(e)),
+            };
+            match event {
+                Event::Start(e) => {
+                    self.depth += 1;
+                    if self.depth > DEPTH_LIMIT {
+                        return Err(FeedError::TooDeep { line: self.line() });
+                    }
+                    let name = local_name(&e);
+                    if self.in_record {
+                        let prefix = self.child_path(&name);
+                        self.attributes(&e, &format!("{prefix}/"), record)?;
+                        self.path.push(name);
+                        self.texts.push(String::new());
+                    } else if name == self.element {
+                        self.begin(record);
+                        self.attributes(&e, "", record)?;
+                    }
+                }
+                Event::Empty(e) => {
+                    let name = local_name(&e);
+                    if self.in_record {
+                        let prefix = self.child_path(&name);
+                        self.attributes(&e, &format!("{prefix}/"), record)?;
+                    } else if name == self.element {
+                        self.begin(record);
+                        self.attributes(&e, "", record)?;
+                        self.in_record = false;
+                        return Ok(Item::Record);
+                    }
+                }
+                Event::Text(t) => {
+                    if let Some(text) = self.texts.last_mut() {
+                        text.push_str(&t.xml10_content());
+                    }
+                }
+                Event::CData(c) => {
+                    if let Some(text) = self.texts.last_mut() {
+                        text.push_str(&c.into_inner());
+                    }
+                }
+                Event::GeneralRef(r) => {
+                    let c = resolve_reference(&r).ok_or_else(|| FeedError::Xml {
+                        line: self.line(),
+                        reason: format!(
+                            "the entity &{}; is not one of XML's own (&amp; &lt; &gt; &quot; &apos;); lotsync expands no others",
+                            r.into_inner()
+                        ),
+                    })?;
+                    if let Some(text) = self.texts.last_mut() {
+                        text.push(c);
+                    }
+                }
+                Event::End(_) => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if !self.in_record {
+                        continue;
+                    }
+                    let text = self.texts.pop().unwrap_or_default();
+                    if self.path.is_empty() {
+                        self.in_record = false;
+                        return Ok(Item::Record);
+                    }
+                    let text = text.trim();
+                    if !text.is_empty() {
+                        let name = self.path.join("/");
+                        let id = self.field_id(&name);
+                        record.push(id, text);
+                    }
+                    self.path.pop();
+                }
+                Event::DocType(d) => {
+                    let dtd = d.into_inner();
+                    let what = if dtd.contains("<!ENTITY") {
+                        Some("entity declarations")
+                    } else if dtd.contains("SYSTEM") || dtd.contains("PUBLIC") {
+                        Some("an external reference")
+                    } else {
+                        None
+                    };
+                    if let Some(what) = what {
+                        return Err(FeedError::Doctype {
+                            line: self.line(),
+                            what,
+                        });
+                    }
+                }
+                Event::Eof => {
+                    if self.depth > 0 || self.in_record {
+                        return Err(FeedError::Truncated { line: self.line() });
+                    }
+                    if self.index == 0 && !self.schema.is_empty() {
+                        return Ok(Item::End);
+                    }
+                    if self.index == 0 {
+                        return Err(FeedError::NoRecordElement {
+                            element: self.element.clone(),
+                        });
+                    }
+                    return Ok(Item::End);
+                }
+                Event::Decl(_) | Event::PI(_) | Event::Comment(_) => {}
+            }
+        }
+    }
+
+    fn begin(&mut self, record: &mut Record) {
+        record.clear();
+        record.line = self.line();
+        self.index += 1;
+        record.index = self.index;
+        self.in_record = true;
+        self.path.clear();
+        self.texts.clear();
+        self.texts.push(String::new());
+    }
+
+    fn child_path(&self, name: &str) -> String {
+        if self.path.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}/{name}", self.path.join("/"))
+        }
+    }
+
+    /// Adds the element's attributes as `{prefix}@name` fields.
+    fn attributes(
+        &mut self,
+        e: &BytesStart<'_>,
+        prefix: &str,
+        record: &mut Record,
+    ) -> Result<(), FeedError> {
+        for attribute in e.attributes() {
+            let attribute = attribute.map_err(|err| FeedError::Xml {
+                line: self.line(),
+                reason: err.to_string(),
+            })?;
+            let key = attribute.key.local_name().as_ref().to_owned();
+            let value = attribute
+                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                .map_err(|err| FeedError::Xml {
+                    line: self.line(),
+                    reason: format!("attribute {key}: {err}"),
+                })?;
+            let value = value.trim();
+            if !value.is_empty() {
+                let id = self.field_id(&format!("{prefix}@{key}"));
+                record.push(id, value);
+            }
+        }
+        Ok(())
+    }
+
+    fn field_id(&mut self, name: &str) -> u32 {
+        match self.schema.find(name) {
+            Some(id) => id,
+            None => self.schema.push(name.to_owned()),
+        }
+    }
+
+    fn error(&self, e: quick_xml::Error) -> FeedError {
+        let line = self.line();
+        if self.reader.get_ref().over_limit() {
+            return FeedError::RecordTooLarge { line };
+        }
+        match e {
+            quick_xml::Error::Encoding(_) => FeedError::Xml {
+                line,
+                reason: "not UTF-8; lotsync reads XML exports in UTF-8 only".into(),
+            },
+            quick_xml::Error::Io(io) => {
+                FeedError::Io(std::io::Error::new(io.kind(), io.to_string()))
+            }
+            quick_xml::Error::IllFormed(quick_xml::errors::IllFormedError::MissingEndTag(_)) => {
+                FeedError::Truncated { line }
+            }
+            other => FeedError::Xml {
+                line,
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+fn local_name(e: &BytesStart<'_>) -> String {
+    e.local_name().as_ref().to_owned()
+}
+
+/// `&amp;` and friends, and character references; `None` for any other entity.
+fn resolve_reference(r: &BytesRef<'_>) -> Option<char> {
+    if r.is_char_ref() {
+        return r.resolve_char_ref().ok().flatten();
+    }
+    match &*r.clone().into_inner() {
+        "amp" => Some('&'),
+        "lt" => Some('<'),
+        "gt" => Some('>'),
+        "quot" => Some('"'),
+        "apos" => Some('\''),
+        _ => None,
+    }
+}
+
+/// The record element of a file that does not name one: the shallowest element with fields of
+/// its own that repeats under one parent (reading at most `DETECT_BUDGET` bytes); failing that,
+/// the element reached
+/// from the root through single-child wrappers (`<Feed><Units><Unit/></Units></Feed>`).
+pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, FeedError> {
+    struct Node {
+        name: String,
+        children: Vec<usize>,
+        has_attributes: bool,
+    }
+    let mut reader = quick_xml::Reader::from_reader(Tracked::new(input, DETECT_BUDGET));
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    let mut best: Option<(usize, String)> = None;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let event = match reader.read_event_into(&mut buf) {
+            Ok(event) => event,
+            // Past the budget, or broken further on: decide on what was read; the full read
+            // reports any real error with its line.
+            Err(_) => break,
+        };
+        let (start, empty) = match &event {
+            Event::Start(e) => (Some(e), false),
+            Event::Empty(e) => (Some(e), true),
+            Event::End(_) => {
+                open.pop();
+                continue;
+            }
+            Event::Eof => break,
+            Event::DocType(d) if d.contains("<!ENTITY") || d.contains("SYSTEM") => {
+                return Err(FeedError::Doctype {
+                    line: reader.get_ref().newlines() + 1,
+                    what: if d.contains("<!ENTITY") {
+                        "entity declarations"
+                    } else {
+                        "an external reference"
+                    },
+                })
+            }
+            _ => continue,
+        };
+        let Some(e) = start else { continue };
+        if open.len() >= DEPTH_LIMIT {
+            return Err(FeedError::TooDeep {
+                line: reader.get_ref().newlines() + 1,
+            });
+        }
+        let name = local_name(e);
+        let id = nodes.len();
+        nodes.push(Node {
+            name: name.clone(),
+            children: Vec::new(),
+            has_attributes: e.attributes().next().is_some(),
+        });
+        let depth = open.len() + 1;
+        if let Some(&parent) = open.last() {
+            // A twin of an earlier sibling is a record candidate if that sibling (complete by
+            // now) has fields of its own: repeated leaves such as <Photo> are lists instead.
+            let repeats = nodes[parent].children.iter().any(|&c| {
+                nodes[c].name == name && (nodes[c].has_attributes || !nodes[c].children.is_empty())
+            });
+            nodes[parent].children.push(id);
+            if repeats && best.as_ref().is_none_or(|(d, _)| depth < *d) {
+                if depth == 2 {
+                    return Ok(name);
+                }
+                best = Some((depth, name));
+            }
+        }
+        if !empty {
+            open.push(id);
+        }
+    }
+    if let Some((_, name)) = best {
+        return Ok(name);
+    }
+    let Some(root) = nodes.first() else {
+        return Err(FeedError::Layout("no XML element found".into()));
+    };
+    let mut current = root;
+    while let [only] = current.children[..] {
+        let child = &nodes[only];
+        if child.children.is_empty() && !child.has_attributes {
+            break;
+        }
+        current = child;
+    }
+    if std::ptr::eq(current, root) {
+        return Err(FeedError::Layout(format!(
+            "cannot tell which element is one vehicle under <{}>; name it in a profile (record = \"Vehicle\")",
+            root.name
+        )));
+    }
+    Ok(current.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Fields = Vec<(String, String)>;
+
+    fn read_all(xml: &str) -> Result<Vec<Fields>, FeedError> {
+        let element = detect_record_element(xml.as_bytes())?;
+        let mut reader = XmlReader::new(xml.as_bytes(), element);
+        let mut out = Vec::new();
+        let mut record = Record::default();
+        loop {
+            match reader.next(&mut record)? {
+                Item::End => return Ok(out),
+                Item::Problem(p) => panic!("{p:?}"),
+                Item::Record => out.push(
+                    record
+                        .iter()
+                        .map(|(id, v)| (reader.schema().name(id).to_owned(), v.to_owned()))
+                        .collect(),
+                ),
+            }
+        }
+    }
+
+    fn field<'a>(fields: &'a Fields, name: &str) -> Vec<&'a str> {
+        fields
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn elements_paths_lists_cdata_and_entities() {
+        let xml = r#"<?xml version="1.0"?>
+<Inventory>
+  <Vehicle id="7">
+    <VIN>1HGCM82633A004352</VIN>
+    <Trim>Sport &amp; Tech &#x2013; AWD</Trim>
+    <Prices><Internet>22995</Internet><Retail>23995</Retail></Prices>
+    <Photos><Photo>https://i/1.jpg</Photo><Photo>https://i/2.jpg</Photo></Photos>
+    <Description><![CDATA[<b>Clean</b> & shiny]]></Description>
+    <Empty/>
+  </Vehicle>
+  <Vehicle><VIN>2</VIN></Vehicle>
+</Inventory>"#;
+        let records = read_all(xml).unwrap();
+        assert_eq!(records.len(), 2);
+        let r = &records[0];
+        assert_eq!(field(r, "@id"), ["7"]);
+        assert_eq!(field(r, "Trim"), ["Sport & Tech – AWD"]);
+        assert_eq!(field(r, "Prices/Internet"), ["22995"]);
+        assert_eq!(
+            field(r, "Photos/Photo"),
+            ["https://i/1.jpg", "https://i/2.jpg"]
+        );
+        assert_eq!(field(r, "Description"), ["<b>Clean</b> & shiny"]);
+        assert_eq!(field(&records[1], "VIN"), ["2"]);
+    }
+
+    #[test]
+    fn attributes_only_records_under_a_wrapper() {
+        let xml = r#"<Feed><Units>
+            <Unit VIN="A" Make="Ford &amp; Sons"/>
+            <Unit VIN="B" Status="Sold"/>
+        </Units></Feed>"#;
+        let records = read_all(xml).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(field(&records[0], "@Make"), ["Ford & Sons"]);
+        assert_eq!(field(&records[1], "@Status"), ["Sold"]);
+    }
+
+    #[test]
+    fn a_single_record_is_found_through_wrappers() {
+        assert_eq!(
+            detect_record_element("<Feed><Units><Unit VIN=\"A\"/></Units></Feed>".as_bytes())
+                .unwrap(),
+            "Unit"
+        );
+        assert_eq!(
+            detect_record_element("<Inventory><Vehicle><VIN>A</VIN><Photos><Photo/><Photo/></Photos></Vehicle></Inventory>".as_bytes()).unwrap(),
+            "Vehicle"
+        );
+    }
+
+    #[test]
+    fn entity_declarations_and_external_entities_are_refused() {
+        let laughs = r#"<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;">]><lolz><a>&lol2;</a><a/></lolz>"#;
+        assert!(matches!(
+            read_all(laughs),
+            Err(FeedError::Doctype {
+                what: "entity declarations",
+                ..
+            })
+        ));
+        let xxe = r#"<?xml version="1.0"?><!DOCTYPE foo SYSTEM "file:///etc/passwd"><foo><a>x</a><a/></foo>"#;
+        assert!(matches!(
+            read_all(xxe),
+            Err(FeedError::Doctype {
+                what: "an external reference",
+                ..
+            })
+        ));
+        let undeclared = "<r><v><a>&nbsp;</a></v><v/></r>";
+        let err = read_all(undeclared).unwrap_err();
+        assert!(err.to_string().contains("&nbsp;"), "{err}");
+    }
+
+    #[test]
+    fn depth_and_truncation_are_file_errors() {
+        let deep = format!("{}{}", "<a>".repeat(100), "</a>".repeat(100));
+        assert!(matches!(
+            detect_record_element(deep.as_bytes()),
+            Err(FeedError::TooDeep { .. })
+        ));
+        let cut = "<Inventory>\n<Vehicle><VIN>A</VIN></Vehicle>\n<Vehicle><VIN>B</VI";
+        let err = read_all(cut).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FeedError::Truncated { line: 3 } | FeedError::Xml { line: 3, .. }
+            ),
+            "{err}"
+        );
+    }
+}
