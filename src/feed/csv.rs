@@ -242,16 +242,9 @@ fn detect_delimiter(head: &[u8]) -> u8 {
 mod tests {
     use super::*;
 
-    fn read_all(
-        data: &[u8],
-    ) -> Result<
-        (
-            Schema,
-            Vec<Result<Vec<(String, String)>, RowProblem>>,
-            Vec<String>,
-        ),
-        FeedError,
-    > {
+    type Rows = Vec<Result<Vec<(String, String)>, RowProblem>>;
+
+    fn read_all(data: &[u8]) -> Result<(Schema, Rows, Vec<String>), FeedError> {
         let mut reader = CsvReader::new(std::io::BufReader::new(data), None)?;
         let mut out = Vec::new();
         let mut record = Record::default();

@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn reads_fail_past_the_limit_until_marked() {
-        let data = vec![b'x'; 100];
+        let data = [b'x'; 100];
         let mut t = Tracked::new(io::BufReader::with_capacity(10, &data[..]), 25);
         let mut buf = [0u8; 10];
         for _ in 0..3 {
