@@ -4,8 +4,8 @@ mod common;
 
 use common::{client, client_for, count, payload, sandbox, sandbox_with, set_behaviour, state};
 use lotsync::api::{
-    Amount, ApiError, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel,
-    Price, PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
+    Amount, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel, Price,
+    PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
 };
 use lotsync::sandbox::{Behaviour, Faults, ListShape, RateLimitConfig, SandboxConfig, TokenEntry};
 use std::time::Duration;
@@ -214,9 +214,8 @@ async fn every_list_shape_is_followed_to_the_end() {
             api.upsert_vehicle(&payload(n)).await.unwrap();
         }
         let listed = api.list_vehicles().await.unwrap().value;
-        let mut ids: Vec<u64> = listed.iter().map(|v| v.id).collect();
-        assert_eq!(ids.len(), 250, "{shape:?}");
-        ids.dedup();
+        let ids: std::collections::BTreeSet<u64> = listed.iter().map(|v| v.id).collect();
+        assert_eq!(listed.len(), 250, "{shape:?}");
         assert_eq!(ids.len(), 250, "{shape:?}: no vehicle twice");
         let st = state(&sb).await;
         assert_eq!(count(&st, "GET /v1/inventory", "200"), pages, "{shape:?}");
@@ -232,7 +231,8 @@ async fn notifications_are_created_listed_and_read() {
     .await;
     let api = client(&sb);
     let mut ids = Vec::new();
-    for i in 0..5 {
+    // 205 of them: three pages of at most 100 in the paginator shape.
+    for i in 0..205 {
         let n = api
             .create_notification(
                 "inventory",
@@ -260,6 +260,12 @@ async fn notifications_are_created_listed_and_read() {
     assert!(read.value.read_at.is_some());
     let listed = api.list_notifications("inventory").await.unwrap().value;
     assert_eq!(listed.iter().map(|n| n.id).collect::<Vec<_>>(), ids);
+    let st = state(&sb).await;
+    assert_eq!(
+        count(&st, "GET /v1/applications/{app}/notifications", "200"),
+        4,
+        "one page for crm, three for inventory"
+    );
     assert!(listed[1].read_at.is_some());
     assert!(listed[0].read_at.is_none());
 
@@ -619,95 +625,120 @@ async fn a_wrong_base_path_is_fatal_and_says_what_to_check() {
     assert!(err.to_string().contains("api.base_url"), "{err}");
 }
 
-/// Every error Display and Debug, and every log line down to TRACE, is free of the token.
-#[test]
-fn the_token_never_appears_in_errors_or_logs() {
-    const TOKEN: &str = "tok-SECRET-7f3a9c";
-    let logs = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let sink = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || LogSink(sink.clone()))
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let errors: Vec<ApiError> = runtime.block_on(async {
-        let config = SandboxConfig {
-            tokens: vec![TokenEntry {
-                token: TOKEN.into(),
-                user: 1,
-            }],
-            ..SandboxConfig::default()
-        };
-        let sb = sandbox(config).await;
-        let good = client_for(&sb, TOKEN, 100);
-        let mut errors = Vec::new();
-        good.upsert_vehicle(&payload(1)).await.unwrap();
-        errors.push(good.get_vehicle(999).await.unwrap_err()); // 404
-        let mut bad = payload(2);
-        bad.location_id = 20;
-        errors.push(good.upsert_vehicle(&bad).await.unwrap_err()); // 422
-        errors.push(
-            client_for(&sb, TOKEN, 200)
-                .list_vehicles()
-                .await
-                .unwrap_err(),
-        ); // 403
-        set_behaviour(
-            &sb,
-            &Behaviour {
-                faults: Faults {
-                    drop: 0.5,
-                    http_503: 0.5,
-                    ..Faults::default()
-                },
-                ..Behaviour::default()
+/// A slug that needs percent-encoding survives into the next-page links.
+#[tokio::test]
+async fn next_page_links_keep_an_encoded_application_slug() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    for i in 0..150 {
+        api.create_notification(
+            "dealer apps/inventory",
+            &NewNotification {
+                title: format!("n{i}"),
+                message: "m".into(),
+                level: NotificationLevel::Info,
             },
         )
-        .await;
-        for n in 0..6 {
-            errors.push(good.upsert_vehicle(&payload(10 + n)).await.unwrap_err());
-        }
-        // A client whose token is wrong only by a suffix: its 401 must not echo it either.
-        let wrong = format!("{TOKEN}-old");
-        set_behaviour(&sb, &Behaviour::default()).await;
-        errors.push(
-            client_for(&sb, &wrong, 100)
-                .list_vehicles()
-                .await
-                .unwrap_err(),
-        );
-        errors
-    });
-    assert!(errors.len() >= 10);
-    let classes: std::collections::HashSet<_> = errors.iter().map(ApiError::class).collect();
-    assert_eq!(classes.len(), 3, "all three classes were exercised");
-    for err in &errors {
-        let shown = format!("{err} {err:?}");
-        assert!(!shown.contains("SECRET"), "token in error: {shown}");
+        .await
+        .unwrap();
     }
-    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
-    assert!(
-        logs.contains("service answered"),
-        "the client logged its calls"
-    );
-    assert!(logs.lines().count() > 10, "logs were captured");
-    assert!(!logs.contains("SECRET"), "token in a log line");
+    let listed = api
+        .list_notifications("dealer apps/inventory")
+        .await
+        .unwrap()
+        .value;
+    assert_eq!(listed.len(), 150);
 }
 
-struct LogSink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+/// The exact keys of the paged shapes, and the rate headers on every answer, errors included.
+#[tokio::test]
+async fn list_shapes_have_their_exact_keys_and_every_answer_its_rate_headers() {
+    lotsync::api::install_crypto_provider();
+    let http = reqwest::Client::new();
+    for (shape, keys) in [
+        (
+            ListShape::Paginator,
+            vec![
+                "current_page",
+                "data",
+                "last_page",
+                "next_page_url",
+                "per_page",
+                "total",
+            ],
+        ),
+        (ListShape::Resource, vec!["data", "links", "meta"]),
+    ] {
+        let sb = sandbox_with(Behaviour {
+            list_shape: shape,
+            rate_limit: Some(RateLimitConfig {
+                rate: 100.0,
+                burst: 50,
+            }),
+            ..Behaviour::default()
+        })
+        .await;
+        let api = client(&sb);
+        for n in 0..3 {
+            api.upsert_vehicle(&payload(n)).await.unwrap();
+        }
+        let response = http
+            .get(format!("{}/v1/inventory?per_page=2", sb.base_url()))
+            .header("Authorization", "Bearer sandbox-token")
+            .header("X-Service-Organization-Id", "100")
+            .send()
+            .await
+            .unwrap();
+        let body: serde_json::Value = response.json().await.unwrap();
+        let mut found: Vec<&str> = body
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        found.sort_unstable();
+        assert_eq!(found, keys, "{shape:?}");
+        if shape == ListShape::Resource {
+            let meta: Vec<&String> = body["meta"].as_object().unwrap().keys().collect();
+            assert_eq!(meta, ["current_page", "last_page", "per_page", "total"]);
+            assert_eq!(body["meta"]["last_page"], 2);
+            assert!(body["links"]["next"]
+                .as_str()
+                .unwrap()
+                .ends_with("/v1/inventory?page=2&per_page=2"));
+        } else {
+            assert_eq!(body["total"], 3);
+            assert_eq!(body["last_page"], 2);
+        }
 
-impl std::io::Write for LogSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
+        // No token: 401, still with the rate headers.
+        let response = http
+            .get(format!("{}/v1/inventory", sb.base_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401);
+        assert_eq!(response.headers()["x-ratelimit-limit"], "50");
+        assert!(response.headers().contains_key("x-ratelimit-remaining"));
+        // A 403 counts against the token's bucket and says so.
+        let response = http
+            .get(format!("{}/v1/inventory", sb.base_url()))
+            .header("Authorization", "Bearer sandbox-token")
+            .header("X-Service-Organization-Id", "200")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403);
+        let remaining: u32 = response.headers()["x-ratelimit-remaining"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(remaining < 50, "{remaining}");
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    // Without a limit the headers say so with the largest value.
+    let sb = sandbox(SandboxConfig::default()).await;
+    let answer = client(&sb).list_vehicles().await.unwrap();
+    let limits = answer.rate_limit.unwrap();
+    assert_eq!(limits.limit, Some(u64::from(u32::MAX)));
 }

@@ -147,7 +147,9 @@ impl ApiError {
                 retry_after,
                 reason: "rate limited (429)".into(),
             },
-            408 | 500 | 502 | 503 | 504 => ApiError::Retryable {
+            // 5xx are the server's trouble and pass, proxies' 52x included; 501 and 505 say the
+            // call itself is one the service will never handle (below).
+            408 | 500 | 502..=504 | 506..=599 => ApiError::Retryable {
                 call,
                 status: Some(status),
                 messages,
@@ -161,7 +163,7 @@ impl ApiError {
                 reason: format!("the service answered with a redirect ({status})"),
                 fix: "set api.base_url to the address the service redirects to".into(),
             },
-            501 | 505..=599 => ApiError::Fatal {
+            501 | 505 => ApiError::Fatal {
                 call,
                 status: Some(status),
                 messages,
@@ -219,7 +221,7 @@ mod tests {
         let class = |status, resource| {
             ApiError::from_status(call(), status, vec![], None, 100, resource).class()
         };
-        for s in [429, 500, 502, 503, 504] {
+        for s in [429, 500, 502, 503, 504, 507, 520, 524, 529] {
             assert_eq!(class(s, false), ErrorClass::Retryable, "{s}");
         }
         for s in [400, 422] {

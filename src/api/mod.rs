@@ -278,8 +278,14 @@ impl ApiClient {
             let page = list::read_page(answer.value)
                 .map_err(|shape| unexpected(call_of(&Method::GET, &url), shape))?;
             for (index, item) in page.items.into_iter().enumerate() {
-                let item = serde_json::from_value(item).map_err(|e| {
-                    unexpected(call_of(&Method::GET, &url), format!("item {index}: {e}"))
+                let item = serde_json::from_value(item).map_err(|e| ApiError::Fatal {
+                    call: call_of(&Method::GET, &url),
+                    status: None,
+                    messages: vec![],
+                    reason: format!("item {index} of the list cannot be read ({e})"),
+                    fix: "the service sent a record without a usable id; report it to the \
+                          service's support with the call above"
+                        .into(),
                 })?;
                 items.push(item);
             }
@@ -302,11 +308,16 @@ impl ApiClient {
     }
 
     /// The next page's address, only if it is on the service itself: the token goes with it.
+    /// It keeps our page size when the service's link leaves it out (as Laravel's paginator
+    /// does), so that pages do not overlap.
     fn next_page(&self, current: &Url, next: &str) -> Result<Url, ApiError> {
         let call = call_of(&Method::GET, current);
-        let next = current
+        let mut next = current
             .join(next)
             .map_err(|e| unexpected(call.clone(), format!("next page {next:?}: {e}")))?;
+        if !next.query_pairs().any(|(k, _)| k == "per_page") {
+            next.query_pairs_mut().append_pair("per_page", "100");
+        }
         if next.origin() != self.root.origin() {
             return Err(ApiError::Fatal {
                 call,
@@ -612,6 +623,62 @@ mod tests {
             vec!["Server Error"]
         );
         assert!(error_messages(b"<html>").is_empty());
+    }
+
+    fn client(base: &str) -> ApiClient {
+        ApiClient::new(ClientSettings::new(base, 1, ApiToken::new("t"))).unwrap()
+    }
+
+    #[test]
+    fn next_pages_stay_on_the_service_and_keep_the_page_size() {
+        let api = client("https://inventory.example.com");
+        let current =
+            Url::parse("https://inventory.example.com/v1/inventory?per_page=100").unwrap();
+        let next = api.next_page(&current, "/v1/inventory?page=2").unwrap();
+        assert_eq!(
+            next.as_str(),
+            "https://inventory.example.com/v1/inventory?page=2&per_page=100"
+        );
+        let kept = api
+            .next_page(
+                &current,
+                "https://inventory.example.com/v1/inventory?page=3&per_page=50",
+            )
+            .unwrap();
+        assert_eq!(kept.query(), Some("page=3&per_page=50"));
+        let err = api
+            .next_page(&current, "https://evil.example.net/v1/inventory?page=2")
+            .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Fatal);
+        assert!(
+            err.to_string()
+                .contains("another host (https://evil.example.net)"),
+            "{err}"
+        );
+        assert!(
+            api.next_page(&current, "http://inventory.example.com/x")
+                .is_err(),
+            "scheme too"
+        );
+    }
+
+    #[test]
+    fn one_resource_is_read_bare_or_wrapped_in_data() {
+        let call = || Call {
+            method: "GET",
+            path: "/v1/inventory/1".into(),
+        };
+        let answer = |value| Answer {
+            value,
+            status: 200,
+            rate_limit: None,
+        };
+        let bare: Answer<Vehicle> = read_one(call(), answer(serde_json::json!({"id": 4}))).unwrap();
+        assert_eq!(bare.value.id, 4);
+        let wrapped: Answer<Vehicle> =
+            read_one(call(), answer(serde_json::json!({"data": {"id": 5}}))).unwrap();
+        assert_eq!(wrapped.value.id, 5);
+        assert!(read_one::<Vehicle>(call(), answer(serde_json::json!({"data": 1}))).is_err());
     }
 
     #[test]

@@ -12,46 +12,46 @@ use serde_json::Value;
 pub struct Vehicle {
     #[serde(deserialize_with = "id_number")]
     pub id: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_bool")]
     pub active: Option<bool>,
     /// Retail status; the sandbox says `in-stock` or `sold`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub status: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub title_status: Option<String>,
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type", default, deserialize_with = "lenient_string")]
     pub vehicle_type: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub stock: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub vin: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub name: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub slug: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_price")]
     pub price: Option<PriceInfo>,
     #[serde(default, deserialize_with = "lenient_string")]
     pub year: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub make: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub model: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub trim: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub body_style: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_bool")]
     pub lifted: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_bool")]
     pub lowered: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_object")]
     pub exterior: Option<Exterior>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_object")]
     pub interior: Option<Interior>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_object")]
     pub odometer: Option<Odometer>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub image: Option<String>,
     #[serde(default, deserialize_with = "lenient_number")]
     pub owners: Option<f64>,
@@ -59,25 +59,25 @@ pub struct Vehicle {
     pub doors: Option<f64>,
     #[serde(default, deserialize_with = "lenient_number")]
     pub seats: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub drivetrain: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_object")]
     pub transmission: Option<Transmission>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_object")]
     pub engine: Option<Engine>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub description: Option<String>,
     #[serde(default, deserialize_with = "lenient_list")]
     pub options: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub stocked_in_at: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub sold_at: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub created_at: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub updated_at: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_organization")]
     pub organization: Option<Organization>,
 }
 
@@ -106,19 +106,19 @@ pub struct PriceInfo {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Exterior {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub color: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub manufacturer_color: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Interior {
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type", default, deserialize_with = "lenient_string")]
     pub interior_type: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub color: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub manufacturer_color: Option<String>,
 }
 
@@ -126,15 +126,15 @@ pub struct Interior {
 pub struct Odometer {
     #[serde(default, deserialize_with = "lenient_number")]
     pub value: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub unit: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Transmission {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub name: Option<String>,
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type", default, deserialize_with = "lenient_string")]
     pub transmission_type: Option<String>,
     /// The spec says integer but also "free text": "6", 6 and "6 Speed" all read as 6.
     #[serde(default, deserialize_with = "lenient_number")]
@@ -143,7 +143,7 @@ pub struct Transmission {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct Engine {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub name: Option<String>,
     #[serde(default, deserialize_with = "lenient_number")]
     pub displacement: Option<f64>,
@@ -155,7 +155,7 @@ pub struct Engine {
 pub struct Organization {
     #[serde(default, deserialize_with = "lenient_number")]
     pub id: Option<f64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub name: Option<String>,
 }
 
@@ -164,15 +164,15 @@ pub struct Organization {
 pub struct Notification {
     #[serde(deserialize_with = "id_number")]
     pub id: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub title: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub message: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub level: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub read_at: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_string")]
     pub created_at: Option<String>,
 }
 
@@ -219,6 +219,54 @@ fn lenient_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Err
                 .unwrap_or(s.len());
             s[..end].parse().ok()
         }
+        _ => None,
+    })
+}
+
+/// An object of the expected shape, or None for anything else (a field of the wrong type is
+/// ignored rather than failing the whole vehicle).
+fn lenient_object<'de, D: Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    // Only a JSON object: serde would also read a list positionally into a struct.
+    Ok(match Value::deserialize(d)? {
+        object @ Value::Object(_) => serde_json::from_value(object).ok(),
+        _ => None,
+    })
+}
+
+/// The price object, or a bare number taken as the selling price.
+fn lenient_price<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PriceInfo>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => Some(PriceInfo {
+            selling: n.as_f64(),
+            ..PriceInfo::default()
+        }),
+        other => lenient_object(other).unwrap_or(None),
+    })
+}
+
+/// The organization object, or its bare id.
+fn lenient_organization<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Organization>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Number(n) => Some(Organization {
+            id: n.as_f64(),
+            name: None,
+        }),
+        other => lenient_object(other).unwrap_or(None),
+    })
+}
+
+/// true/false, 1/0, or their text; anything else is None.
+fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Bool(b) => Some(b),
+        Value::Number(n) => n.as_f64().map(|n| n != 0.0),
+        Value::String(s) => match s.trim() {
+            "1" | "true" => Some(true),
+            "0" | "false" => Some(false),
+            _ => None,
+        },
         _ => None,
     })
 }
@@ -281,6 +329,23 @@ mod tests {
         assert_eq!(v.engine.as_ref().unwrap().displacement, Some(3.5));
         assert_eq!(v.options, vec!["A", "B", "C"]);
         assert!(v.is_sold());
+    }
+
+    #[test]
+    fn fields_of_an_unexpected_type_are_ignored_not_fatal() {
+        let v: Vehicle = serde_json::from_value(json!({
+            "id": 1, "active": 1, "lifted": "0", "stock": 1001, "price": 19995,
+            "organization": 100, "exterior": "Black", "odometer": [1], "make": {"x": 1}
+        }))
+        .unwrap();
+        assert_eq!(v.active, Some(true));
+        assert_eq!(v.lifted, Some(false));
+        assert_eq!(v.stock.as_deref(), Some("1001"));
+        assert_eq!(v.price.unwrap().selling, Some(19995.0));
+        assert_eq!(v.organization.unwrap().id, Some(100.0));
+        assert_eq!(v.exterior, None);
+        assert_eq!(v.odometer, None);
+        assert_eq!(v.make, None);
     }
 
     #[test]

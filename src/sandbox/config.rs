@@ -282,9 +282,9 @@ impl Behaviour {
             ));
         }
         if let Some(limit) = &self.rate_limit {
-            if !(limit.rate.is_finite() && limit.rate > 0.0) {
+            if !(limit.rate.is_finite() && (0.001..=1_000_000.0).contains(&limit.rate)) {
                 problems.push(format!(
-                    "behaviour.rate_limit.rate is {}; it must be above 0 (omit rate_limit for unlimited)",
+                    "behaviour.rate_limit.rate is {}; it must be 0.001 to 1000000 requests/s (omit rate_limit for unlimited)",
                     limit.rate
                 ));
             }

@@ -20,9 +20,10 @@
 //! - A missing or unknown token is 401 "Unauthenticated."; a token whose user has no access to
 //!   the organization in `X-Service-Organization-Id` (or no such header) is 403 "User does not
 //!   have access to this organization.".
-//! - Rate limit: a token bucket per token; over it, 429 with Retry-After in whole seconds. When
-//!   a limit is configured every answer carries `X-RateLimit-Limit` (the bucket size) and
-//!   `X-RateLimit-Remaining`; with no limit there is nothing to report and they are left out.
+//! - Rate limit: a token bucket per token, checked right after the token; over it, 429 with
+//!   Retry-After in whole seconds. Every answer carries `X-RateLimit-Limit` (the bucket size)
+//!   and `X-RateLimit-Remaining` (tokens left); with no limit both are 4294967295.
+//! - An Accept header, when sent, must admit JSON (else 406); none at all is fine.
 //! - The vehicle answer follows §2.1 (odometer, exterior, interior, transmission, engine
 //!   objects; name and slug from year, make, model, trim; `image` null until the images are
 //!   "processed" `image_delay_ms` after the write; datetimes UTC `YYYY-MM-DD HH:MM:SS`).
@@ -30,7 +31,8 @@
 //!
 //! Faults (500, 503, 504, spurious 429, dropped connection, ack-lost, added latency) are drawn
 //! per request from an RNG seeded in the config. `GET /__sandbox/state`, `POST /__sandbox/reset`
-//! and `GET|PUT /__sandbox/behaviour` let tests look inside and steer; they need no token.
+//! (back to the config's state and behaviour) and `GET|PUT /__sandbox/behaviour` let tests
+//! look inside and steer; they need no token.
 
 mod config;
 mod routes;

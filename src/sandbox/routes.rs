@@ -150,7 +150,9 @@ impl Shared {
                 .tokens
                 .keys()
                 .map(|token| {
-                    let period = Duration::from_secs_f64(1.0 / limit.rate);
+                    // Behaviour::problems keeps the rate within what a Duration can hold.
+                    let period = Duration::try_from_secs_f64(1.0 / limit.rate)
+                        .unwrap_or(Duration::from_secs(1000));
                     let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
                     let quota = Quota::with_period(period)
                         .unwrap_or_else(|| Quota::per_second(NonZeroU32::MAX))
@@ -176,7 +178,7 @@ impl Shared {
             self.stats.in_flight.load(Ordering::SeqCst),
             Ordering::SeqCst,
         );
-        self.apply_behaviour(self.behaviour());
+        self.apply_behaviour(Arc::new(self.config.behaviour.clone()));
     }
 
     fn record(&self, route: &str, status: &str) {
@@ -286,7 +288,7 @@ fn retry_after(mut response: Response, secs: u64) -> Response {
 }
 
 /// Every service request passes here first, in the order a real deployment would apply:
-/// latency, content negotiation, authentication, organization access, rate limit, faults.
+/// latency, authentication, rate limit, content negotiation, organization access, faults.
 async fn gate(
     State(shared): State<Arc<Shared>>,
     matched: MatchedPath,
@@ -329,18 +331,13 @@ async fn gate(
         }
         Admission::Admitted(rate) => (next.run(request).await, rate),
     };
-    let mut response = response;
-    if let Some((limit, remaining)) = rate_headers {
-        let h = response.headers_mut();
-        h.insert("x-ratelimit-limit", HeaderValue::from(limit));
-        h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
-    }
+    let response = with_rate_headers(response, rate_headers);
     shared.record(&route, response.status().as_str());
     response
 }
 
-/// `(X-RateLimit-Limit, X-RateLimit-Remaining)` when a rate limit is configured.
-type RateHeaders = Option<(u32, u32)>;
+/// `(X-RateLimit-Limit, X-RateLimit-Remaining)`, sent on every answer.
+type RateHeaders = (u32, u32);
 
 enum Admission {
     Admitted(RateHeaders),
@@ -349,16 +346,8 @@ enum Admission {
 }
 
 async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) -> Admission {
+    let unknown_caller = rate_headers_unlimited(behaviour);
     let headers = request.headers();
-    if !accepts_json(headers) {
-        return Admission::Refused(
-            error(
-                406,
-                vec!["Send Accept: application/json; this service answers only JSON.".into()],
-            ),
-            None,
-        );
-    }
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -366,8 +355,42 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
         .map(str::trim);
     let Some((token, user)) = token.and_then(|t| Some((t.to_owned(), *shared.tokens.get(t)?)))
     else {
-        return Admission::Refused(error(401, vec!["Unauthenticated.".into()]), None);
+        return Admission::Refused(error(401, vec!["Unauthenticated.".into()]), unknown_caller);
     };
+
+    // The bucket comes right after authentication, as a throttle keyed by the caller would:
+    // every request of a known token counts, whatever happens to it next.
+    let limiter = shared
+        .limiters
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&token)
+        .cloned();
+    let mut rate = unknown_caller;
+    if let (Some(limiter), Some(limit)) = (limiter, &behaviour.rate_limit) {
+        match limiter.check() {
+            Ok(snapshot) => rate = (limit.burst, snapshot.remaining_burst_capacity()),
+            Err(not_until) => {
+                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
+                let wait = not_until.wait_time_from(shared.clock.now());
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                let response =
+                    retry_after(error(429, vec!["Too Many Attempts.".into()]), secs.max(1));
+                return Admission::Refused(response, (limit.burst, 0));
+            }
+        }
+    }
+
+    let headers = request.headers();
+    if !accepts_json(headers) {
+        return Admission::Refused(
+            error(
+                406,
+                vec!["Send Accept: application/json; this service answers only JSON.".into()],
+            ),
+            rate,
+        );
+    }
     let organization_id = headers
         .get("x-service-organization-id")
         .and_then(|v| v.to_str().ok())
@@ -384,44 +407,43 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
                 403,
                 vec!["User does not have access to this organization.".into()],
             ),
-            None,
+            rate,
         );
     };
-
     request.extensions_mut().insert(Caller {
         user,
         organization_id,
     });
-
-    let limiter = shared
-        .limiters
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&token)
-        .cloned();
-    let mut rate = None;
-    if let (Some(limiter), Some(limit)) = (limiter, &behaviour.rate_limit) {
-        match limiter.check() {
-            Ok(snapshot) => rate = Some((limit.burst, snapshot.remaining_burst_capacity())),
-            Err(not_until) => {
-                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
-                let wait = not_until.wait_time_from(shared.clock.now());
-                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                let response =
-                    retry_after(error(429, vec!["Too Many Attempts.".into()]), secs.max(1));
-                return Admission::Refused(response, Some((limit.burst, 0)));
-            }
-        }
-    }
     match shared.draw_fault(behaviour) {
         Some(fault) => Admission::Fault(fault, rate),
         None => Admission::Admitted(rate),
     }
 }
 
-/// Accept must admit JSON: `application/json`, `application/*` or `*/*`.
+/// The headers of an answer that did not touch a bucket: the bucket size and a full bucket,
+/// or `u32::MAX` for both when there is no limit.
+fn rate_headers_unlimited(behaviour: &Behaviour) -> RateHeaders {
+    match &behaviour.rate_limit {
+        Some(limit) => (limit.burst, limit.burst),
+        None => (u32::MAX, u32::MAX),
+    }
+}
+
+fn with_rate_headers(mut response: Response, (limit, remaining): RateHeaders) -> Response {
+    let h = response.headers_mut();
+    h.insert("x-ratelimit-limit", HeaderValue::from(limit));
+    h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
+    response
+}
+
+/// Accept, when sent, must admit JSON: `application/json`, `application/*` or `*/*`. No Accept
+/// header means any type will do (RFC 9110 §12.5.1).
 fn accepts_json(headers: &HeaderMap) -> bool {
-    headers.get_all(header::ACCEPT).iter().any(|v| {
+    let mut accept = headers.get_all(header::ACCEPT).iter().peekable();
+    if accept.peek().is_none() {
+        return true;
+    }
+    accept.any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',').any(|item| {
                 let media = item.split(';').next().unwrap_or("").trim();
@@ -472,13 +494,14 @@ fn page_request(query: &HashMap<String, String>, behaviour: &Behaviour) -> PageR
 }
 
 /// The absolute address of page `n` of this list, on the host the client called.
-fn page_url(headers: &HeaderMap, path: &str, per_page: u64) -> impl Fn(u64) -> String {
+fn page_url(headers: &HeaderMap, uri: &axum::http::Uri, per_page: u64) -> impl Fn(u64) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("127.0.0.1")
         .to_owned();
-    let path = path.to_owned();
+    // The path as the client sent it, still percent-encoded.
+    let path = uri.path().to_owned();
     move |n| format!("http://{host}{path}?page={n}&per_page={per_page}")
 }
 
@@ -491,11 +514,12 @@ async fn list_vehicles(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Caller>,
     Query(query): Query<HashMap<String, String>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
     let behaviour = shared.behaviour();
     let page = page_request(&query, &behaviour);
-    let url = page_url(&headers, "/v1/inventory", page.per_page);
+    let url = page_url(&headers, &uri, page.per_page);
     let list =
         lock(&shared.world).list_vehicles(caller.organization_id, behaviour.list_shape, page, &url);
     Json(list).into_response()
@@ -568,12 +592,12 @@ async fn list_notifications(
     Extension(caller): Extension<Caller>,
     Path(app): Path<String>,
     Query(query): Query<HashMap<String, String>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
     let behaviour = shared.behaviour();
     let page = page_request(&query, &behaviour);
-    let path = format!("/v1/applications/{app}/notifications");
-    let url = page_url(&headers, &path, page.per_page);
+    let url = page_url(&headers, &uri, page.per_page);
     let list =
         lock(&shared.world).list_notifications(caller.user, &app, behaviour.list_shape, page, &url);
     Json(list).into_response()
@@ -666,7 +690,7 @@ mod tests {
     #[test]
     fn accept_must_admit_json() {
         let mut h = HeaderMap::new();
-        assert!(!accepts_json(&h));
+        assert!(accepts_json(&h), "no Accept: anything goes");
         h.insert(
             header::ACCEPT,
             HeaderValue::from_static("text/html, */*;q=0.1"),
