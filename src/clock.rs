@@ -16,6 +16,13 @@ pub fn utc_datetime(at: SystemTime) -> String {
     )
 }
 
+/// The calendar year in UTC.
+pub fn utc_year(at: SystemTime) -> u16 {
+    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (y, _, _) = civil_from_days((secs / 86_400) as i64);
+    u16::try_from(y).unwrap_or(u16::MAX)
+}
+
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm,
 /// "chrono-Compatible Low-Level Date Algorithms").
 fn civil_from_days(z: i64) -> (i64, u32, u32) {

@@ -12,6 +12,8 @@
 //!   retryable, rejected or fatal.
 //! - [`sandbox`]: a strict, fault-injecting imitation of the service on loopback, for tests, the
 //!   demo and integrators.
+//! - [`feed`]: streaming CSV and XML readers of DMS exports, yielding records.
+//! - [`mapper`]: a record to a spec §4.2 payload through a profile, with warnings or a rejection.
 //! - [`config`]: lotsync's config file.
 //!
 //! The binary (`lotsync --help`) wires these together; `main.rs` only parses arguments.
@@ -22,4 +24,5 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod feed;
+pub mod mapper;
 pub mod sandbox;

@@ -1,0 +1,687 @@
+//! The mapper: one export [`Record`] becomes a [`VehiclePayload`] (spec §4.2) plus warnings, or
+//! a rejection with its reasons.
+//!
+//! It normalizes rather than merely validates: whitespace, prices ("$23,995.00"), miles ("45,123
+//! mi"), door and cylinder counts, engine and transmission text, and every enum through the
+//! synonym tables to the spec's exact spelling. It never guesses: an optional value it cannot
+//! map is left out with a warning, and a record without a stock number or a valid VIN, or with
+//! a VIN already seen in the file, is rejected. It owns no state beyond one file and does no
+//! I/O; the diff engine decides what the payloads mean for the service.
+
+mod parse;
+mod profile;
+mod synonyms;
+mod vin;
+
+pub use profile::{Binding, Profile, ProfileError, Target};
+pub use vin::{check_vin, VinCheck};
+
+use crate::api::{
+    Amount, BodyType, Color, Price, PriceSet, TransmissionSpeed, TransmissionType, VehiclePayload,
+};
+use crate::feed::{Record, Schema};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+use synonyms::Found;
+use vin::SeenVin;
+
+/// One thing wrong with one field of one record.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    /// The payload field (or `record` for the row as a whole).
+    pub field: &'static str,
+    pub reason: String,
+    /// The source value, as read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl Problem {
+    fn new(field: &'static str, reason: impl Into<String>, value: Option<&str>) -> Self {
+        Problem {
+            field,
+            reason: reason.into(),
+            value: value.map(str::to_owned),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)?;
+        if let Some(v) = &self.value {
+            write!(f, " ({v})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A record that maps to a payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    pub line: u64,
+    pub payload: VehiclePayload,
+    /// What the export itself says: sold (true), on the lot (false), or nothing.
+    pub sold: Option<bool>,
+    /// Optional values left out, and conversions worth knowing about.
+    pub warnings: Vec<Problem>,
+}
+
+/// A record that cannot be sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    pub line: u64,
+    /// The VIN when it could be read: a rejected record still shows the vehicle is on the lot.
+    pub vin: Option<String>,
+    pub location_id: Option<u64>,
+    pub problems: Vec<Problem>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one at a time, never stored in bulk by the mapper
+pub enum Mapped {
+    Accepted(Accepted),
+    Rejected(Rejected),
+}
+
+/// Maps the records of one file.
+#[derive(Debug)]
+pub struct Mapper {
+    profile: Profile,
+    binding: Binding,
+    location_id: u64,
+    year_max: u16,
+    /// Value maps with their keys normalized, per target.
+    values: BTreeMap<Target, BTreeMap<String, String>>,
+    /// Lot codes, upper-cased.
+    locations: BTreeMap<String, u64>,
+    seen: HashSet<SeenVin>,
+}
+
+impl Mapper {
+    /// `location_id` is where vehicles go when the profile routes none by lot code.
+    pub fn new(profile: Profile, location_id: u64) -> Mapper {
+        let values = profile
+            .values
+            .iter()
+            .map(|(t, map)| {
+                let map = map
+                    .iter()
+                    .map(|(from, to)| (synonyms::key(from), to.clone()))
+                    .collect();
+                (*t, map)
+            })
+            .collect();
+        let locations = profile
+            .locations
+            .iter()
+            .map(|(code, id)| (code.trim().to_uppercase(), *id))
+            .collect();
+        Mapper {
+            binding: Binding::default(),
+            location_id,
+            year_max: crate::clock::utc_year(std::time::SystemTime::now()) + 2,
+            values,
+            locations,
+            seen: HashSet::new(),
+            profile,
+        }
+    }
+
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// The matching of profile fields to the file's columns or paths, as of the last record.
+    pub fn binding(&self) -> &Binding {
+        &self.binding
+    }
+
+    /// Brings the binding up to date with the schema (new XML paths appear as they are read).
+    pub fn bind(&mut self, schema: &Schema) {
+        if schema.len() != self.binding.seen_names {
+            self.binding.extend(&self.profile, schema);
+        }
+    }
+
+    /// Maps one record.
+    pub fn map(&mut self, schema: &Schema, record: &Record) -> Mapped {
+        self.bind(schema);
+        let mut m = One {
+            mapper: self,
+            record,
+            warnings: Vec::new(),
+            rejections: Vec::new(),
+        };
+        m.run()
+    }
+}
+
+/// The work on one record.
+struct One<'a> {
+    mapper: &'a mut Mapper,
+    record: &'a Record,
+    warnings: Vec<Problem>,
+    rejections: Vec<Problem>,
+}
+
+impl One<'_> {
+    /// The cleaned text of a target's field, after the profile's value map; None when blank.
+    fn text(&self, target: Target) -> Option<Cow<'_, str>> {
+        let id = self.mapper.binding.field(target)?;
+        let raw = self.record.get(id)?;
+        let cleaned = parse::clean(raw);
+        if cleaned.is_empty() {
+            return None;
+        }
+        if let Some(map) = self.mapper.values.get(&target) {
+            if let Some(to) = map.get(&synonyms::key(&cleaned)) {
+                return Some(Cow::Owned(to.clone()));
+            }
+        }
+        Some(cleaned)
+    }
+
+    fn warn(&mut self, target: Target, reason: impl Into<String>, value: &str) {
+        self.warnings
+            .push(Problem::new(target.name(), reason, Some(value)));
+    }
+
+    fn string(&self, target: Target) -> Option<String> {
+        self.text(target).map(Cow::into_owned)
+    }
+
+    /// An enum: the spec's exact spelling, else the synonym table.
+    fn spec_value<T: FromStr + Copy>(
+        &mut self,
+        target: Target,
+        synonyms: fn(&str) -> Found<T>,
+    ) -> Option<T> {
+        let text = self.text(target)?.into_owned();
+        if let Ok(v) = text.parse::<T>() {
+            return Some(v);
+        }
+        match synonyms(&text) {
+            Found::One(v) => Some(v),
+            Found::Ambiguous => {
+                self.warn(
+                    target,
+                    "could mean more than one of the spec's values; left out (map it in the profile's [values])",
+                    &text,
+                );
+                None
+            }
+            Found::None => {
+                self.warn(
+                    target,
+                    "matches none of the spec's values; left out (map it in the profile's [values])",
+                    &text,
+                );
+                None
+            }
+        }
+    }
+
+    /// A parsed number; a value that does not parse is left out with a warning.
+    fn number<T>(
+        &mut self,
+        target: Target,
+        parse: impl Fn(&str) -> Result<Option<T>, String>,
+    ) -> Option<T> {
+        let text = self.text(target)?.into_owned();
+        match parse(&text) {
+            Ok(v) => v,
+            Err(reason) => {
+                self.warn(target, format!("{reason}; left out"), &text);
+                None
+            }
+        }
+    }
+
+    fn run(&mut self) -> Mapped {
+        let line = self.record.line;
+        let vin = self.vin();
+        let location_id = self.location();
+        let stock = self.string(Target::Stock);
+        if stock.is_none() {
+            self.rejections.push(Problem::new(
+                "stock",
+                "missing: every vehicle needs a stock number",
+                None,
+            ));
+        }
+        if let Some(vin) = &vin {
+            let seen = SeenVin::new(vin, line);
+            if let Some(seen) = seen {
+                if let Some(first) = self.mapper.seen.get(&seen) {
+                    self.rejections.push(Problem::new(
+                        "vin",
+                        format!(
+                            "already in this file at line {}; the first record is the one used",
+                            first.line()
+                        ),
+                        Some(vin),
+                    ));
+                } else {
+                    self.mapper.seen.insert(seen);
+                }
+            }
+        }
+        let (Some(vin_ok), Some(stock), Some(location_id), true) =
+            (vin.clone(), stock, location_id, self.rejections.is_empty())
+        else {
+            return Mapped::Rejected(Rejected {
+                line,
+                vin,
+                location_id,
+                problems: std::mem::take(&mut self.rejections),
+            });
+        };
+
+        let mut p = VehiclePayload::new(location_id, stock, vin_ok);
+        let year_max = self.mapper.year_max;
+        p.year = self.number(Target::Year, |s| parse::year(s, year_max));
+        p.make = self.string(Target::Make);
+        p.model = self.string(Target::Model);
+        p.trim = self.string(Target::Trim);
+        p.vehicle_type = self.spec_value(Target::Type, synonyms::vehicle_type);
+        if let Some((miles, from_km)) = self.number(Target::Miles, parse::miles) {
+            if from_km {
+                let text = self.string(Target::Miles).unwrap_or_default();
+                self.warn(
+                    Target::Miles,
+                    format!("kilometres converted to {miles} miles"),
+                    &text,
+                );
+            }
+            p.miles = Some(miles);
+        }
+        p.price = self.price();
+        p.exterior_color = self.spec_value::<Color>(Target::ExteriorColor, synonyms::color);
+        p.interior_color = self.spec_value::<Color>(Target::InteriorColor, synonyms::color);
+        p.interior_type = self.spec_value(Target::InteriorType, synonyms::interior_type);
+        p.body_style = self.spec_value(Target::BodyStyle, synonyms::body_style);
+        p.body_type = self.spec_value(Target::BodyType, |s| {
+            if synonyms::key(s) == "tbd" {
+                Found::One(BodyType::Tbd)
+            } else {
+                Found::None
+            }
+        });
+        p.fuel = self.spec_value(Target::Fuel, synonyms::fuel);
+        p.title_status = self.spec_value(Target::TitleStatus, synonyms::title_status);
+        p.tonnage = self.spec_value(Target::Tonnage, synonyms::tonnage);
+        p.drive_type = self.spec_value(Target::DriveType, synonyms::drive_type);
+        let (kind, speed) = self.transmission();
+        p.transmission_type = kind;
+        p.transmission_speed = speed;
+        let (displacement, cylinders) = self.engine();
+        p.engine_displacement = displacement;
+        p.engine_cylinders = cylinders;
+        p.doors = self.number(Target::Doors, |s| parse::count(s, 1..=6));
+        p.seats = self.number(Target::Seats, |s| parse::count(s, 1..=15));
+        p.lifted = self.number(Target::Lifted, parse::boolean);
+        p.lowered = self.number(Target::Lowered, parse::boolean);
+        p.active = self.number(Target::Active, parse::boolean);
+        p.options = self.list(Target::Options, false);
+        p.images = self.urls(Target::Images);
+        p.url = self.urls(Target::Url).into_iter().next();
+        let sold = self.status();
+        Mapped::Accepted(Accepted {
+            line,
+            payload: p,
+            sold,
+            warnings: std::mem::take(&mut self.warnings),
+        })
+    }
+
+    fn vin(&mut self) -> Option<String> {
+        let Some(text) = self.string(Target::Vin) else {
+            self.rejections.push(Problem::new(
+                "vin",
+                "missing: every vehicle needs a VIN",
+                None,
+            ));
+            return None;
+        };
+        match check_vin(&text, self.mapper.profile.vin_check) {
+            Ok(vin) => Some(vin),
+            Err(reason) => {
+                self.rejections
+                    .push(Problem::new("vin", reason, Some(&text)));
+                None
+            }
+        }
+    }
+
+    /// The record's location: its lot code through `[locations]`, else the feed's location.
+    fn location(&mut self) -> Option<u64> {
+        if self.mapper.locations.is_empty() {
+            return Some(self.mapper.location_id);
+        }
+        let Some(code) = self.string(Target::Location) else {
+            return Some(self.mapper.location_id);
+        };
+        match self.mapper.locations.get(&code.to_uppercase()) {
+            Some(&id) => Some(id),
+            None => {
+                let known: Vec<&str> = self.mapper.locations.keys().map(String::as_str).collect();
+                self.rejections.push(Problem::new(
+                    "location",
+                    format!(
+                        "unknown lot code (known: {}); add it under [locations] in the profile",
+                        known.join(", ")
+                    ),
+                    Some(&code),
+                ));
+                None
+            }
+        }
+    }
+
+    fn price(&mut self) -> Option<Price> {
+        let selling = self.number(Target::Price, parse::price);
+        let internet = self.number(Target::InternetPrice, parse::price);
+        let msrp = self.number(Target::Msrp, parse::price);
+        if selling.is_none() && internet.is_none() && msrp.is_none() {
+            return None;
+        }
+        Some(Price::Detailed(PriceSet {
+            selling: selling.map(Amount),
+            internet: internet.map(Amount),
+            msrp: msrp.map(Amount),
+        }))
+    }
+
+    /// Type and speed from the transmission text and the dedicated columns (which win).
+    fn transmission(&mut self) -> (Option<TransmissionType>, Option<TransmissionSpeed>) {
+        let mut kind = None;
+        let mut speed = None;
+        for target in [
+            Target::Transmission,
+            Target::TransmissionType,
+            Target::TransmissionSpeed,
+        ] {
+            let Some(text) = self.string(target) else {
+                continue;
+            };
+            let read = if target == Target::TransmissionSpeed
+                && text.bytes().all(|b| b.is_ascii_digit())
+            {
+                parse::transmission(&format!("{text} speed"))
+            } else {
+                parse::transmission(&text)
+            };
+            if let Some(gears) = read.unlisted_speed {
+                self.warn(
+                    target,
+                    format!("{gears} speeds is not one of the spec's (4 to 7); speed left out"),
+                    &text,
+                );
+            } else if read.kind.is_none() && read.speed.is_none() {
+                self.warn(
+                    target,
+                    "not a transmission lotsync can read; left out",
+                    &text,
+                );
+            }
+            kind = read.kind.or(kind);
+            speed = read.speed.or(speed);
+        }
+        (kind, speed)
+    }
+
+    /// Displacement and cylinders from the engine text and the dedicated columns (which win).
+    fn engine(&mut self) -> (Option<f64>, Option<u8>) {
+        let (mut displacement, mut cylinders) = self
+            .string(Target::Engine)
+            .map_or((None, None), |text| parse::engine(&text));
+        if let Some(d) = self.number(Target::EngineDisplacement, parse::displacement) {
+            displacement = Some(d);
+        }
+        if let Some(c) = self.number(Target::EngineCylinders, parse::cylinders) {
+            cylinders = Some(c);
+        }
+        (displacement, cylinders)
+    }
+
+    fn list(&self, target: Target, split_on_blanks: bool) -> Vec<String> {
+        let Some(id) = self.mapper.binding.field(target) else {
+            return Vec::new();
+        };
+        parse::list(self.record.all(id), split_on_blanks)
+    }
+
+    /// http(s) URLs; anything else is left out with a warning.
+    fn urls(&mut self, target: Target) -> Vec<String> {
+        let items = self.list(target, true);
+        let mut urls = Vec::with_capacity(items.len());
+        for item in items {
+            match url::Url::parse(&item) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+                    urls.push(item)
+                }
+                _ => self.warn(target, "not an http(s) URL; left out", &item),
+            }
+        }
+        urls
+    }
+
+    fn status(&mut self) -> Option<bool> {
+        let text = self.string(Target::Status)?;
+        let sold = synonyms::sold(&text);
+        if sold.is_none() {
+            self.warn(
+                Target::Status,
+                "neither sold nor in stock as far as lotsync can tell; ignored",
+                &text,
+            );
+        }
+        sold
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{BodyStyle, DriveType, Fuel, VehicleType};
+    use crate::feed::{CsvReader, Item};
+
+    /// Maps every record of a CSV text with the auto profile at location 10.
+    fn map_csv(csv: &str) -> Vec<Mapped> {
+        map_csv_with(csv, Profile::auto())
+    }
+
+    fn map_csv_with(csv: &str, profile: Profile) -> Vec<Mapped> {
+        let mut reader = CsvReader::new(std::io::BufReader::new(csv.as_bytes()), None).unwrap();
+        let mut mapper = Mapper::new(profile, 10);
+        let mut record = Record::default();
+        let mut out = Vec::new();
+        while let Item::Record = reader.next(&mut record).unwrap() {
+            out.push(mapper.map(reader.schema(), &record));
+        }
+        out
+    }
+
+    fn accepted(m: &Mapped) -> &Accepted {
+        match m {
+            Mapped::Accepted(a) => a,
+            Mapped::Rejected(r) => panic!("rejected: {r:?}"),
+        }
+    }
+
+    fn rejected(m: &Mapped) -> &Rejected {
+        match m {
+            Mapped::Rejected(r) => r,
+            Mapped::Accepted(a) => panic!("accepted: {a:?}"),
+        }
+    }
+
+    #[test]
+    fn a_messy_row_becomes_a_clean_payload() {
+        let out = map_csv(
+            "VIN,Stock #,Year,Make,Model,Trim,New/Used,Miles,Price,Internet Price,Ext. Color,Body,Drive,Transmission,Engine,Fuel,Doors,Photo URLs,Options,Status\n\
+             1hgcm82633a004352, A1 ,2019,Honda,  Accord ,EX-L  Sport,Pre-Owned,\"45,123 mi\",\"$23,995.00\",Call,Agate Black Metallic,4dr Car,Front Wheel Drive,6-Speed Automatic,2.4L I4,Regular Unleaded,4dr,https://i/1.jpg|https://i/2.jpg|ftp://x/y,\"Sunroof, Heated Seats|Sunroof\",Sold\n",
+        );
+        let a = accepted(&out[0]);
+        let p = &a.payload;
+        assert_eq!(p.vin, "1HGCM82633A004352");
+        assert_eq!(p.stock, "A1");
+        assert_eq!(p.location_id, 10);
+        assert_eq!(p.year, Some(2019));
+        assert_eq!(p.model.as_deref(), Some("Accord"));
+        assert_eq!(p.trim.as_deref(), Some("EX-L Sport"));
+        assert_eq!(p.vehicle_type, Some(VehicleType::Used));
+        assert_eq!(p.miles, Some(45123));
+        assert_eq!(
+            p.price,
+            Some(Price::Detailed(PriceSet {
+                selling: Some(Amount(23995.0)),
+                internet: None,
+                msrp: None
+            }))
+        );
+        assert_eq!(p.exterior_color, Some(Color::Black));
+        assert_eq!(p.body_style, Some(BodyStyle::Sedan));
+        assert_eq!(p.drive_type, Some(DriveType::Fwd));
+        assert_eq!(p.transmission_type, Some(TransmissionType::Automatic));
+        assert_eq!(p.transmission_speed, Some(TransmissionSpeed::Six));
+        assert_eq!(p.engine_displacement, Some(2.4));
+        assert_eq!(p.engine_cylinders, Some(4));
+        assert_eq!(p.fuel, Some(Fuel::Gas));
+        assert_eq!(p.doors, Some(4));
+        assert_eq!(p.images, vec!["https://i/1.jpg", "https://i/2.jpg"]);
+        assert_eq!(p.options, vec!["Sunroof", "Heated Seats"]);
+        assert_eq!(a.sold, Some(true));
+        assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+        assert_eq!(
+            a.warnings[0].to_string(),
+            "images: not an http(s) URL; left out (ftp://x/y)"
+        );
+    }
+
+    #[test]
+    fn missing_stock_bad_vin_and_duplicates_are_rejected() {
+        let out = map_csv(
+            "VIN,Stock\n1HGCM82633A004352,A1\n1HGCM82633A004353,A2\n,A3\n1M8GDM9AXKP042788,\n1hgcm82633a004352,A5\n",
+        );
+        assert!(matches!(out[0], Mapped::Accepted(_)));
+        let r = rejected(&out[1]);
+        assert!(
+            r.problems[0].reason.contains("check digit"),
+            "{:?}",
+            r.problems
+        );
+        assert_eq!(r.vin, None);
+        assert_eq!(
+            rejected(&out[2]).problems[0].to_string(),
+            "vin: missing: every vehicle needs a VIN"
+        );
+        let r = rejected(&out[3]);
+        assert_eq!(
+            r.vin.as_deref(),
+            Some("1M8GDM9AXKP042788"),
+            "the VIN is still known"
+        );
+        assert_eq!(r.problems[0].field, "stock");
+        let r = rejected(&out[4]);
+        assert_eq!(
+            r.problems[0].to_string(),
+            "vin: already in this file at line 2; the first record is the one used (1HGCM82633A004352)"
+        );
+    }
+
+    #[test]
+    fn unmappable_optional_values_are_left_out_with_warnings() {
+        let out = map_csv(
+            "VIN,Stock,Ext Color,Drive,Year,Transmission,Fuel\n1HGCM82633A004352,A1,Hydro Shimmer,2WD,1850,10-Speed Automatic,Steam\n",
+        );
+        let a = accepted(&out[0]);
+        assert_eq!(a.payload.exterior_color, None);
+        assert_eq!(a.payload.drive_type, None);
+        assert_eq!(a.payload.year, None);
+        assert_eq!(
+            a.payload.transmission_type,
+            Some(TransmissionType::Automatic)
+        );
+        assert_eq!(a.payload.transmission_speed, None);
+        let fields: Vec<&str> = a.warnings.iter().map(|w| w.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "year",
+                "exterior_color",
+                "fuel",
+                "drive_type",
+                "transmission"
+            ]
+        );
+    }
+
+    #[test]
+    fn lot_codes_route_records_and_unknown_codes_are_rejected() {
+        let mut profile = Profile::auto();
+        profile.locations.insert("main".into(), 10);
+        profile.locations.insert("EAST".into(), 11);
+        let out = map_csv_with(
+            "VIN,Stock,Lot\n1HGCM82633A004352,A1,MAIN\n1M8GDM9AXKP042788,A2,east\n5YJ3E1EA2KF317000,A3,NORTH\n11111111111111111,A4,\n",
+            profile,
+        );
+        assert_eq!(accepted(&out[0]).payload.location_id, 10);
+        assert_eq!(accepted(&out[1]).payload.location_id, 11);
+        let r = rejected(&out[2]);
+        assert_eq!(r.vin.as_deref(), Some("5YJ3E1EA2KF317000"));
+        assert!(r.problems[0]
+            .reason
+            .contains("unknown lot code (known: EAST, MAIN)"));
+        assert_eq!(
+            accepted(&out[3]).payload.location_id,
+            10,
+            "blank code: the feed's"
+        );
+    }
+
+    #[test]
+    fn value_maps_come_before_synonyms() {
+        let mut profile = Profile::auto();
+        profile
+            .values
+            .entry(Target::DriveType)
+            .or_default()
+            .insert("2wd".into(), "RWD".into());
+        profile
+            .values
+            .entry(Target::ExteriorColor)
+            .or_default()
+            .insert("Hydro  Shimmer".into(), "Blue".into());
+        let out = map_csv_with(
+            "VIN,Stock,Drive,Color\n1HGCM82633A004352,A1,2WD,hydro shimmer\n",
+            profile,
+        );
+        let a = accepted(&out[0]);
+        assert_eq!(a.payload.drive_type, Some(DriveType::Rwd));
+        assert_eq!(a.payload.exterior_color, Some(Color::Blue));
+        assert!(a.warnings.is_empty());
+    }
+
+    #[test]
+    fn every_payload_value_is_a_spec_value() {
+        // Serialized payloads only ever hold spellings the sandbox's strict tables accept.
+        let out = map_csv(
+            "VIN,Stock,Type,Body,Fuel,Color,Int Color,Interior,Title,Drive,Transmission\n\
+             1HGCM82633A004352,A1,CPO,Crew Cab Pickup,E85,Oxford White,Ebony,Leatherette,Clean,4X4,5-Speed Manual\n",
+        );
+        let json = serde_json::to_value(&accepted(&out[0]).payload).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "location_id": 10, "stock": "A1", "vin": "1HGCM82633A004352", "type": "Certified",
+                "body_style": "Truck", "fuel": "FFV-Ethanol", "exterior_color": "White",
+                "interior_color": "Black", "interior_type": "Vinyl", "title_status": "Clear",
+                "drive_type": "4x4", "transmission_type": "Manual", "transmission_speed": "5 Speed"
+            })
+        );
+    }
+}

@@ -1,0 +1,456 @@
+//! Numbers and lists as DMS exports write them: "$23,995.00", "45,123 mi", "4dr", "3.5L V6",
+//! "6-Speed Automatic", "a | b; c". Each parser returns `Ok(None)` for "no value", or `Err` with
+//! the reason the text cannot be read.
+
+use crate::api::{TransmissionSpeed, TransmissionType};
+use std::borrow::Cow;
+
+/// Trims and collapses runs of whitespace to one space.
+pub fn clean(s: &str) -> Cow<'_, str> {
+    let t = s.trim();
+    let needs_work = t
+        .as_bytes()
+        .windows(2)
+        .any(|w| w[0].is_ascii_whitespace() && w[1].is_ascii_whitespace())
+        || t.bytes().any(|b| matches!(b, b'\t' | b'\n' | b'\r'));
+    if !needs_work {
+        return Cow::Borrowed(t);
+    }
+    Cow::Owned(t.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// A price: "$23,995.00" is 23995; "Call", "0" and "" are no price.
+pub fn price(s: &str) -> Result<Option<f64>, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    let lower = t.to_ascii_lowercase();
+    if ["call", "n/a", "tbd", "please", "contact", "ask"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        return Ok(None);
+    }
+    let digits: String = t
+        .chars()
+        .filter(|c| !matches!(c, '$' | ' ' | '\u{a0}'))
+        .collect();
+    let digits = digits.trim_end_matches("USD").trim_start_matches("USD");
+    let number = decimal(digits).ok_or_else(|| "not a price".to_owned())?;
+    if number < 0.0 {
+        return Err("a negative price".into());
+    }
+    if number == 0.0 {
+        return Ok(None);
+    }
+    Ok(Some((number * 100.0).round() / 100.0))
+}
+
+/// Reads "23,995.50", "23995", and the European "23.995,50": the last `,` or `.` followed by one
+/// or two digits is the decimal mark, the others group thousands.
+fn decimal(s: &str) -> Option<f64> {
+    if s.is_empty()
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b',' | b'.' | b'-'))
+    {
+        return None;
+    }
+    let last_mark = s.rfind([',', '.']);
+    let (whole, fraction) = match last_mark {
+        Some(i) if (1..=2).contains(&(s.len() - i - 1)) => (&s[..i], &s[i + 1..]),
+        _ => (s, ""),
+    };
+    let whole: String = whole
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
+    let text = if fraction.is_empty() {
+        whole
+    } else {
+        format!("{whole}.{fraction}")
+    };
+    text.parse().ok()
+}
+
+/// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says
+/// so).
+pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    if lower.is_empty() {
+        return Ok(None);
+    }
+    let (number, km) = match lower.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => {
+            let unit = lower[i..].trim();
+            let km = matches!(unit, "km" | "kms" | "kilometers" | "kilometres");
+            let thousands = unit == "k";
+            if !(km || thousands || matches!(unit, "mi" | "mi." | "mile" | "miles")) {
+                return Err(format!("unknown unit {unit:?}"));
+            }
+            let n = &lower[..i];
+            let n: String = n.chars().filter(|c| !matches!(c, ',' | ' ')).collect();
+            let n: f64 = n.parse().map_err(|_| "not a number of miles".to_owned())?;
+            (if thousands { n * 1000.0 } else { n }, km)
+        }
+        None => {
+            let n: String = lower.chars().filter(|c| !matches!(c, ',' | ' ')).collect();
+            (
+                n.parse::<f64>()
+                    .map_err(|_| "not a number of miles".to_owned())?,
+                false,
+            )
+        }
+    };
+    if !(number.is_finite() && number >= 0.0) {
+        return Err("not a number of miles".into());
+    }
+    let miles = if km { number * 0.621_371 } else { number };
+    if miles > 2_000_000.0 {
+        return Err("more than 2,000,000 miles".into());
+    }
+    Ok(Some((miles.round() as u64, km)))
+}
+
+/// A model year between 1900 and `max`.
+pub fn year(s: &str, max: u16) -> Result<Option<u16>, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    let year: u16 = t.parse().map_err(|_| "not a four-digit year".to_owned())?;
+    if (1900..=max).contains(&year) {
+        Ok(Some(year))
+    } else {
+        Err(format!("outside 1900 to {max}"))
+    }
+}
+
+/// The first whole number in the text, or a number word ("Four"), within `range`.
+pub fn count(s: &str, range: std::ops::RangeInclusive<u8>) -> Result<Option<u8>, String> {
+    let t = s.trim().to_ascii_lowercase();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    let n = first_number(&t)
+        .map(|n| n as u64)
+        .or_else(|| number_word(&t))
+        .ok_or_else(|| "no number in it".to_owned())?;
+    let n = u8::try_from(n).map_err(|_| format!("{n} is out of range"))?;
+    if range.contains(&n) {
+        Ok(Some(n))
+    } else {
+        Err(format!(
+            "{n} is outside {} to {}",
+            range.start(),
+            range.end()
+        ))
+    }
+}
+
+fn number_word(t: &str) -> Option<u64> {
+    const WORDS: [&str; 12] = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    t.split(|c: char| !c.is_ascii_alphabetic())
+        .find_map(|w| WORDS.iter().position(|&n| n == w))
+        .map(|i| i as u64 + 1)
+}
+
+/// The first decimal number in the text ("3.5L" → 3.5, "V6" → 6).
+fn first_number(t: &str) -> Option<f64> {
+    let start = t.find(|c: char| c.is_ascii_digit())?;
+    let rest = &t[start..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    rest[..end].trim_end_matches('.').parse().ok()
+}
+
+/// Cylinders: "6", "V6", "V-8", "I4", "4 Cyl", "Six".
+pub fn cylinders(s: &str) -> Result<Option<u8>, String> {
+    let t = s.trim().to_ascii_lowercase();
+    if t.is_empty() || t.contains("electric") {
+        return Ok(None);
+    }
+    count(&t, 1..=16)
+}
+
+/// Displacement in litres: "3.5", "2.0L", "5.3 L", "3500cc".
+pub fn displacement(s: &str) -> Result<Option<f64>, String> {
+    let t = s.trim().to_ascii_lowercase();
+    if t.is_empty() || t.contains("electric") {
+        return Ok(None);
+    }
+    let n = first_number(&t).ok_or_else(|| "no number in it".to_owned())?;
+    let litres = if t.contains("cc") || n >= 100.0 {
+        n / 1000.0
+    } else {
+        n
+    };
+    if (0.5..=10.0).contains(&litres) {
+        Ok(Some((litres * 10.0).round() / 10.0))
+    } else {
+        Err(format!("{litres} litres is not an engine size"))
+    }
+}
+
+/// An engine description: "3.5L V6" → (3.5, 6); "2.0L I4 Turbo" → (2.0, 4); "Electric" → none.
+pub fn engine(s: &str) -> (Option<f64>, Option<u8>) {
+    let t = s.trim().to_ascii_lowercase();
+    let mut litres = None;
+    let mut cylinders = None;
+    for token in t.split(|c: char| c.is_whitespace() || c == ',' || c == '/') {
+        let token = token.trim_matches(|c: char| c == '(' || c == ')');
+        if litres.is_none() {
+            if let Some(n) = token
+                .strip_suffix('l')
+                .or_else(|| token.strip_suffix("liter"))
+                .or_else(|| token.strip_suffix("litre"))
+            {
+                litres = n.parse::<f64>().ok().filter(|l| (0.5..=10.0).contains(l));
+            }
+        }
+        if cylinders.is_none() {
+            let layout = token
+                .strip_prefix('v')
+                .or_else(|| token.strip_prefix('i'))
+                .or_else(|| token.strip_prefix('h'))
+                .or_else(|| token.strip_prefix('w'))
+                .map(|n| n.trim_start_matches('-'));
+            let named = token
+                .strip_suffix("-cylinder")
+                .or_else(|| token.strip_suffix("cyl"));
+            if let Some(n) = layout.or(named) {
+                cylinders = n.parse::<u8>().ok().filter(|c| (1..=16).contains(c));
+            }
+        }
+    }
+    if cylinders.is_none() {
+        // "4 Cyl", "6 cylinders": the number stands before the word.
+        let words: Vec<&str> = t.split_whitespace().collect();
+        for pair in words.windows(2) {
+            if pair[1].starts_with("cyl") {
+                cylinders = pair[0].parse::<u8>().ok().filter(|c| (1..=16).contains(c));
+            }
+        }
+    }
+    (litres, cylinders)
+}
+
+/// What a transmission description says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransmissionText {
+    pub kind: Option<TransmissionType>,
+    pub speed: Option<TransmissionSpeed>,
+    /// A gear count the spec has no value for (it lists 4 to 7).
+    pub unlisted_speed: Option<u8>,
+}
+
+/// "6-Speed Automatic", "Automatic 6-Spd", "CVT", "5-Speed Manual", "8AT".
+pub fn transmission(s: &str) -> TransmissionText {
+    let t = s.trim().to_ascii_lowercase();
+    let words: Vec<&str> = t
+        .split(|c: char| {
+            c.is_whitespace() || c == '-' || c == ',' || c == '/' || c == '(' || c == ')'
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |w: &str| words.contains(&w);
+    let manual =
+        has("manual") || has("stick") || has("mt") || t.contains("m/t") || t.contains("standard");
+    let automatic = has("automatic")
+        || has("auto")
+        || has("cvt")
+        || has("at")
+        || t.contains("a/t")
+        || has("dct")
+        || t.contains("dual clutch")
+        || t.contains("dual-clutch")
+        || t.contains("tiptronic")
+        || t.contains("steptronic")
+        || t.contains("powershift");
+    // "8at" / "6mt" glued forms.
+    let glued = words.iter().find_map(|w| {
+        let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let suffix = &w[digits.len()..];
+        match (digits.parse::<u8>(), suffix) {
+            (Ok(n), "at") => Some((n, Some(TransmissionType::Automatic))),
+            (Ok(n), "mt") => Some((n, Some(TransmissionType::Manual))),
+            _ => None,
+        }
+    });
+    let kind = match (manual, automatic, glued.and_then(|g| g.1)) {
+        (true, false, _) => Some(TransmissionType::Manual),
+        (false, true, _) => Some(TransmissionType::Automatic),
+        (false, false, glued) => glued,
+        (true, true, _) => None,
+    };
+    let gears = if has("cvt") || t.contains("variable") {
+        None
+    } else {
+        words
+            .windows(2)
+            .find_map(|w| match w[1] {
+                "speed" | "spd" | "sp" | "spds" | "speeds" => w[0].parse::<u8>().ok(),
+                _ => None,
+            })
+            .or_else(|| {
+                words.iter().find_map(|w| {
+                    w.strip_suffix("speed")
+                        .or_else(|| w.strip_suffix("spd"))
+                        .and_then(|n| n.parse::<u8>().ok())
+                })
+            })
+            .or(glued.map(|g| g.0))
+    };
+    let speed = match gears {
+        Some(4) => Some(TransmissionSpeed::Four),
+        Some(5) => Some(TransmissionSpeed::Five),
+        Some(6) => Some(TransmissionSpeed::Six),
+        Some(7) => Some(TransmissionSpeed::Seven),
+        _ => None,
+    };
+    TransmissionText {
+        kind,
+        speed,
+        unlisted_speed: gears.filter(|_| speed.is_none()),
+    }
+}
+
+/// Items of a list field, split on `|`, `;`, `,` and line breaks (and blanks, for URLs),
+/// trimmed, without empties or repeats (compared case-insensitively; the first spelling stays).
+pub fn list<'a>(values: impl Iterator<Item = &'a str>, split_on_blanks: bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for value in values {
+        for item in value.split(|c: char| {
+            matches!(c, '|' | ';' | ',' | '\n' | '\r') || (split_on_blanks && c.is_whitespace())
+        }) {
+            let item = clean(item);
+            if item.is_empty() || out.iter().any(|o| o.eq_ignore_ascii_case(&item)) {
+                continue;
+            }
+            out.push(item.into_owned());
+        }
+    }
+    out
+}
+
+/// yes/no words.
+pub fn boolean(s: &str) -> Result<Option<bool>, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "" => Ok(None),
+        "y" | "yes" | "true" | "1" | "x" | "t" => Ok(Some(true)),
+        "n" | "no" | "false" | "0" | "f" => Ok(Some(false)),
+        _ => Err("not yes or no".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices() {
+        assert_eq!(price("$23,995.00"), Ok(Some(23995.0)));
+        assert_eq!(price(" 23995 "), Ok(Some(23995.0)));
+        assert_eq!(price("$38,450"), Ok(Some(38450.0)));
+        assert_eq!(price("19,999.5"), Ok(Some(19999.5)));
+        assert_eq!(price("23.995,00"), Ok(Some(23995.0)));
+        assert_eq!(price("USD 1,250"), Ok(Some(1250.0)));
+        for none in ["", "0", "$0.00", "Call", "CALL FOR PRICE", "N/A"] {
+            assert_eq!(price(none), Ok(None), "{none}");
+        }
+        assert!(price("cheap").is_err());
+        assert!(price("-5").is_err());
+    }
+
+    #[test]
+    fn mileage() {
+        assert_eq!(miles("45,123"), Ok(Some((45123, false))));
+        assert_eq!(miles("45123 mi"), Ok(Some((45123, false))));
+        assert_eq!(miles("12 miles"), Ok(Some((12, false))));
+        assert_eq!(miles("12k"), Ok(Some((12000, false))));
+        assert_eq!(miles("10,000 km"), Ok(Some((6214, true))));
+        assert_eq!(miles(""), Ok(None));
+        assert!(miles("lots").is_err());
+        assert!(miles("12 furlongs").is_err());
+    }
+
+    #[test]
+    fn years() {
+        assert_eq!(year("2021", 2028), Ok(Some(2021)));
+        assert!(year("1899", 2028).is_err());
+        assert!(year("2029", 2028).is_err());
+        assert!(year("21", 2028).is_err());
+        assert_eq!(year(" ", 2028), Ok(None));
+    }
+
+    #[test]
+    fn doors_seats_cylinders_displacement() {
+        assert_eq!(count("4dr", 1..=6), Ok(Some(4)));
+        assert_eq!(count("2 Door", 1..=6), Ok(Some(2)));
+        assert_eq!(count("Four", 1..=6), Ok(Some(4)));
+        assert_eq!(count("Seating for 7", 1..=15), Ok(Some(7)));
+        assert!(count("44", 1..=6).is_err());
+        assert_eq!(cylinders("V6"), Ok(Some(6)));
+        assert_eq!(cylinders("V-8"), Ok(Some(8)));
+        assert_eq!(cylinders("I4"), Ok(Some(4)));
+        assert_eq!(cylinders("4 Cyl"), Ok(Some(4)));
+        assert_eq!(cylinders("Electric"), Ok(None));
+        assert_eq!(displacement("3.5"), Ok(Some(3.5)));
+        assert_eq!(displacement("2.0L"), Ok(Some(2.0)));
+        assert_eq!(displacement("5.3 L"), Ok(Some(5.3)));
+        assert_eq!(displacement("3500cc"), Ok(Some(3.5)));
+        assert!(displacement("big").is_err());
+    }
+
+    #[test]
+    fn engine_descriptions() {
+        assert_eq!(engine("3.5L V6"), (Some(3.5), Some(6)));
+        assert_eq!(engine("2.0L I4 Turbo"), (Some(2.0), Some(4)));
+        assert_eq!(engine("5.7L V8 HEMI"), (Some(5.7), Some(8)));
+        assert_eq!(engine("2.5L 4-Cylinder"), (Some(2.5), Some(4)));
+        assert_eq!(engine("4 Cyl 2.4L"), (Some(2.4), Some(4)));
+        assert_eq!(engine("Electric"), (None, None));
+    }
+
+    #[test]
+    fn transmissions() {
+        use TransmissionSpeed::*;
+        use TransmissionType::*;
+        let t = |s| {
+            let t = transmission(s);
+            (t.kind, t.speed, t.unlisted_speed)
+        };
+        assert_eq!(t("6-Speed Automatic"), (Some(Automatic), Some(Six), None));
+        assert_eq!(t("Automatic 6-Spd"), (Some(Automatic), Some(Six), None));
+        assert_eq!(t("5-Speed Manual"), (Some(Manual), Some(Five), None));
+        assert_eq!(t("CVT"), (Some(Automatic), None, None));
+        assert_eq!(t("10-Speed Automatic"), (Some(Automatic), None, Some(10)));
+        assert_eq!(t("8AT"), (Some(Automatic), None, Some(8)));
+        assert_eq!(t("6MT"), (Some(Manual), Some(Six), None));
+        assert_eq!(t("Automatic"), (Some(Automatic), None, None));
+        assert_eq!(
+            t("7-Speed Dual Clutch"),
+            (Some(Automatic), Some(Seven), None)
+        );
+        assert_eq!(t("Sequential"), (None, None, None));
+    }
+
+    #[test]
+    fn lists_split_trim_and_dedupe() {
+        let items = list(["Sunroof, Heated Seats |sunroof\nTow;;"].into_iter(), false);
+        assert_eq!(items, vec!["Sunroof", "Heated Seats", "Tow"]);
+        let urls = list(["https://a/1.jpg https://a/2.jpg"].into_iter(), true);
+        assert_eq!(urls.len(), 2);
+    }
+
+    #[test]
+    fn whitespace_is_collapsed() {
+        assert_eq!(clean("  F-150   XLT\t4x4 "), "F-150 XLT 4x4");
+        assert!(matches!(clean("plain"), Cow::Borrowed(_)));
+    }
+}

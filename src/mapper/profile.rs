@@ -1,0 +1,658 @@
+//! Mapping profiles: which column (CSV) or path (XML) feeds which payload field, value maps,
+//! lot codes, and how to read the file. `auto` is built in: it recognizes the header spellings
+//! DMS exports use; a profile file (`config/profiles/*.toml`) names what auto cannot guess and
+//! may leave the rest to it.
+
+use super::vin::VinCheck;
+use crate::feed::{FieldId, Format, ReadOptions, Schema};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What a source field can feed: the payload parameters of spec §4.2, plus free-text fields
+/// the mapper splits (transmission, engine), the export's own status and the lot code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Vin,
+    Stock,
+    Year,
+    Make,
+    Model,
+    Trim,
+    Type,
+    Miles,
+    Price,
+    InternetPrice,
+    Msrp,
+    ExteriorColor,
+    InteriorColor,
+    InteriorType,
+    BodyStyle,
+    BodyType,
+    Fuel,
+    TitleStatus,
+    Tonnage,
+    /// "6-Speed Automatic": type and speed together.
+    Transmission,
+    TransmissionType,
+    TransmissionSpeed,
+    DriveType,
+    /// "3.5L V6": displacement and cylinders together.
+    Engine,
+    EngineDisplacement,
+    EngineCylinders,
+    Doors,
+    Seats,
+    Lifted,
+    Lowered,
+    Active,
+    Options,
+    Images,
+    Url,
+    /// The export's own sold / in-stock status.
+    Status,
+    /// A lot code, looked up in the profile's `[locations]`.
+    Location,
+}
+
+impl Target {
+    pub const ALL: [Target; 36] = [
+        Target::Vin,
+        Target::Stock,
+        Target::Year,
+        Target::Make,
+        Target::Model,
+        Target::Trim,
+        Target::Type,
+        Target::Miles,
+        Target::Price,
+        Target::InternetPrice,
+        Target::Msrp,
+        Target::ExteriorColor,
+        Target::InteriorColor,
+        Target::InteriorType,
+        Target::BodyStyle,
+        Target::BodyType,
+        Target::Fuel,
+        Target::TitleStatus,
+        Target::Tonnage,
+        Target::Transmission,
+        Target::TransmissionType,
+        Target::TransmissionSpeed,
+        Target::DriveType,
+        Target::Engine,
+        Target::EngineDisplacement,
+        Target::EngineCylinders,
+        Target::Doors,
+        Target::Seats,
+        Target::Lifted,
+        Target::Lowered,
+        Target::Active,
+        Target::Options,
+        Target::Images,
+        Target::Url,
+        Target::Status,
+        Target::Location,
+    ];
+
+    /// The name used in profiles and messages (a payload parameter where there is one).
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Vin => "vin",
+            Target::Stock => "stock",
+            Target::Year => "year",
+            Target::Make => "make",
+            Target::Model => "model",
+            Target::Trim => "trim",
+            Target::Type => "type",
+            Target::Miles => "miles",
+            Target::Price => "price",
+            Target::InternetPrice => "internet_price",
+            Target::Msrp => "msrp",
+            Target::ExteriorColor => "exterior_color",
+            Target::InteriorColor => "interior_color",
+            Target::InteriorType => "interior_type",
+            Target::BodyStyle => "body_style",
+            Target::BodyType => "body_type",
+            Target::Fuel => "fuel",
+            Target::TitleStatus => "title_status",
+            Target::Tonnage => "tonnage",
+            Target::Transmission => "transmission",
+            Target::TransmissionType => "transmission_type",
+            Target::TransmissionSpeed => "transmission_speed",
+            Target::DriveType => "drive_type",
+            Target::Engine => "engine",
+            Target::EngineDisplacement => "engine_displacement",
+            Target::EngineCylinders => "engine_cylinders",
+            Target::Doors => "doors",
+            Target::Seats => "seats",
+            Target::Lifted => "lifted",
+            Target::Lowered => "lowered",
+            Target::Active => "active",
+            Target::Options => "options",
+            Target::Images => "images",
+            Target::Url => "url",
+            Target::Status => "status",
+            Target::Location => "location",
+        }
+    }
+
+    /// Header spellings `auto` recognizes, as letters and digits only, lower case ("Stock #"
+    /// and "stock" both become "stock"). XML paths are tried whole ("Prices/Internet" is
+    /// "pricesinternet") and by their last part.
+    fn synonyms(self) -> &'static [&'static str] {
+        match self {
+            Target::Vin => &[
+                "vin",
+                "vinnumber",
+                "vinno",
+                "vehiclevin",
+                "vehicleidentificationnumber",
+                "serialnumber",
+            ],
+            Target::Stock => &[
+                "stock",
+                "stocknumber",
+                "stockno",
+                "stocknum",
+                "stocknbr",
+                "stk",
+                "stkno",
+                "stocknr",
+            ],
+            Target::Year => &["year", "yr", "modelyear", "vehicleyear"],
+            Target::Make => &["make", "manufacturer", "brand", "makename"],
+            Target::Model => &["model", "modelname"],
+            Target::Trim => &["trim", "series", "trimlevel", "trimname"],
+            Target::Type => &[
+                "type",
+                "newused",
+                "neworused",
+                "condition",
+                "vehiclecondition",
+                "stocktype",
+                "inventorytype",
+                "vehicletype",
+            ],
+            Target::Miles => &["miles", "mileage", "odometer", "odometerreading", "odo"],
+            Target::Price => &[
+                "price",
+                "sellingprice",
+                "saleprice",
+                "askingprice",
+                "ourprice",
+                "retailprice",
+                "retail",
+                "pricesretail",
+                "pricesselling",
+                "selling",
+            ],
+            Target::InternetPrice => &[
+                "internetprice",
+                "webprice",
+                "onlineprice",
+                "eprice",
+                "internetspecial",
+                "internet",
+                "pricesinternet",
+            ],
+            Target::Msrp => &["msrp", "listprice", "stickerprice", "pricesmsrp"],
+            Target::ExteriorColor => &[
+                "exteriorcolor",
+                "extcolor",
+                "color",
+                "colour",
+                "exteriorcolour",
+                "extcolour",
+                "colorsexterior",
+                "colorexterior",
+            ],
+            Target::InteriorColor => &[
+                "interiorcolor",
+                "intcolor",
+                "interiorcolour",
+                "intcolour",
+                "colorsinterior",
+                "colorinterior",
+            ],
+            Target::InteriorType => &[
+                "interior",
+                "interiortype",
+                "upholstery",
+                "seattrim",
+                "interiormaterial",
+                "seatmaterial",
+            ],
+            Target::BodyStyle => &["body", "bodystyle", "bodytype", "style", "vehiclestyle"],
+            Target::BodyType => &[],
+            Target::Fuel => &["fuel", "fueltype", "enginefuel"],
+            Target::TitleStatus => &["title", "titlestatus", "titlebrand", "titletype"],
+            Target::Tonnage => &["tonnage", "tons"],
+            Target::Transmission => &[
+                "transmission",
+                "trans",
+                "transmissiondescription",
+                "transdesc",
+                "transmissiontype",
+                "gearbox",
+            ],
+            Target::TransmissionType => &[],
+            Target::TransmissionSpeed => &["transmissionspeed", "speeds", "gears"],
+            Target::DriveType => &[
+                "drive",
+                "drivetype",
+                "drivetrain",
+                "drivewheels",
+                "drivetraintype",
+                "drivetrain",
+            ],
+            Target::Engine => &["engine", "enginedescription", "enginedesc", "motor"],
+            Target::EngineDisplacement => &[
+                "displacement",
+                "enginedisplacement",
+                "enginesize",
+                "liters",
+                "litres",
+            ],
+            Target::EngineCylinders => {
+                &["cylinders", "cyl", "enginecylinders", "numberofcylinders"]
+            }
+            Target::Doors => &["doors", "numberofdoors", "doorcount", "numdoors"],
+            Target::Seats => &[
+                "seats",
+                "seating",
+                "seatingcapacity",
+                "passengers",
+                "passengercapacity",
+            ],
+            Target::Lifted => &["lifted"],
+            Target::Lowered => &["lowered"],
+            Target::Active => &[],
+            Target::Options => &[
+                "options",
+                "features",
+                "equipment",
+                "optionlist",
+                "installedoptions",
+                "featurelist",
+                "optionsoption",
+                "featuresfeature",
+            ],
+            Target::Images => &[
+                "images",
+                "photos",
+                "photourls",
+                "imagelist",
+                "imageurls",
+                "pictures",
+                "pictureurls",
+                "photo",
+                "image",
+                "imageurl",
+                "photourl",
+                "photosphoto",
+                "imagesimage",
+                "picturespicture",
+            ],
+            Target::Url => &[
+                "url",
+                "vdpurl",
+                "detailurl",
+                "vehicleurl",
+                "link",
+                "website",
+                "vdp",
+            ],
+            Target::Status => &[
+                "status",
+                "vehiclestatus",
+                "inventorystatus",
+                "salestatus",
+                "availability",
+            ],
+            Target::Location => &[
+                "lot",
+                "location",
+                "lotcode",
+                "locationcode",
+                "store",
+                "storecode",
+                "dealercode",
+                "lotlocation",
+            ],
+        }
+    }
+}
+
+/// A profile file, or the built-in `auto`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Set from the file name when loaded; "auto" for the built-in one.
+    #[serde(skip)]
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// csv or xml; detected from the content when left out.
+    #[serde(default)]
+    pub format: Option<Format>,
+    /// CSV delimiter (one character); detected when left out.
+    #[serde(default)]
+    pub delimiter: Option<String>,
+    /// XML: the element that is one vehicle; detected when left out.
+    #[serde(default)]
+    pub record: Option<String>,
+    #[serde(default)]
+    pub vin_check: VinCheck,
+    /// Match the fields not named in `[fields]` by their header, as the `auto` profile does.
+    #[serde(default = "yes")]
+    pub auto: bool,
+    /// Field → source column (CSV) or path (XML: `Prices/Internet`, `@VIN`, `Photos/Photo`).
+    #[serde(default)]
+    pub fields: BTreeMap<Target, String>,
+    /// Per field, source value → value to use instead (matched ignoring case and spacing).
+    #[serde(default)]
+    pub values: BTreeMap<Target, BTreeMap<String, String>>,
+    /// Lot code (the `location` field's value) → location_id.
+    #[serde(default)]
+    pub locations: BTreeMap<String, u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A profile that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("no profile {name:?}: looked for {}", .tried.display())]
+    NotFound { name: String, tried: PathBuf },
+    #[error("profile {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Profile {
+    /// The built-in profile: every field matched by its header.
+    pub fn auto() -> Profile {
+        Profile {
+            name: "auto".into(),
+            description: None,
+            format: None,
+            delimiter: None,
+            record: None,
+            vin_check: VinCheck::Strict,
+            auto: true,
+            fields: BTreeMap::new(),
+            values: BTreeMap::new(),
+            locations: BTreeMap::new(),
+        }
+    }
+
+    /// `auto`, a path to a `.toml` file, or a name looked up as `{dir}/{name}.toml`.
+    pub fn find(name_or_path: &str, dir: &Path) -> Result<Profile, ProfileError> {
+        if name_or_path == "auto" {
+            return Ok(Profile::auto());
+        }
+        let as_path = Path::new(name_or_path);
+        let path = if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
+            as_path.to_owned()
+        } else {
+            dir.join(format!("{name_or_path}.toml"))
+        };
+        if !path.is_file() {
+            return Err(ProfileError::NotFound {
+                name: name_or_path.to_owned(),
+                tried: path,
+            });
+        }
+        Profile::load(&path)
+    }
+
+    pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let shown = path.display().to_string();
+        let invalid = |message: String| ProfileError::Invalid {
+            path: shown.clone(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
+        let mut profile: Profile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        profile.name = path
+            .file_stem()
+            .map_or_else(|| shown.clone(), |s| s.to_string_lossy().into_owned());
+        if let Some(d) = &profile.delimiter {
+            if d.len() != 1 {
+                return Err(invalid(format!(
+                    "delimiter {d:?} must be one character such as \",\", \";\" or \"\\t\""
+                )));
+            }
+        }
+        if !profile.locations.is_empty()
+            && !profile.fields.contains_key(&Target::Location)
+            && !profile.auto
+        {
+            return Err(invalid(
+                "[locations] needs a column to read the lot code from: fields.location".into(),
+            ));
+        }
+        Ok(profile)
+    }
+
+    /// How the feed reader should read files for this profile.
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            format: self.format,
+            delimiter: self.delimiter.as_ref().and_then(|d| d.bytes().next()),
+            record_element: self.record.clone(),
+            confine_to: None,
+        }
+    }
+}
+
+/// Letters and digits of a header, lower-cased: "Ext. Color" → "extcolor".
+fn squash(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// Which source field feeds which target, for one file.
+#[derive(Debug, Clone, Default)]
+pub struct Binding {
+    pub by_target: BTreeMap<Target, FieldId>,
+    /// Targets matched by their header rather than named in the profile.
+    pub by_header: Vec<Target>,
+    /// Fields the profile names that the file does not have (yet: XML paths appear as read).
+    pub missing: Vec<(Target, String)>,
+    /// Things a person should know about the matching.
+    pub notes: Vec<String>,
+    /// How many schema names were looked at.
+    pub(super) seen_names: usize,
+}
+
+impl Binding {
+    /// Matches the profile against the file's field names.
+    pub fn new(profile: &Profile, schema: &Schema) -> Binding {
+        let mut binding = Binding::default();
+        binding.extend(profile, schema);
+        binding
+    }
+
+    /// Matches the names added to the schema since the last call (XML paths appear as read).
+    pub fn extend(&mut self, profile: &Profile, schema: &Schema) {
+        let new_names: Vec<(FieldId, &str)> = schema.names().skip(self.seen_names).collect();
+        self.seen_names = schema.len();
+        self.missing.clear();
+        for (&target, source) in &profile.fields {
+            if self.by_target.contains_key(&target) {
+                continue;
+            }
+            let found = new_names
+                .iter()
+                .find(|(_, name)| name.trim().eq_ignore_ascii_case(source.trim()));
+            match found {
+                Some(&(id, _)) => {
+                    self.by_target.insert(target, id);
+                }
+                None => self.missing.push((target, source.clone())),
+            }
+        }
+        if !profile.auto {
+            return;
+        }
+        for &(id, name) in &new_names {
+            if self.by_target.values().any(|&bound| bound == id) {
+                continue;
+            }
+            let whole = squash(name);
+            let last = squash(name.rsplit('/').next().unwrap_or(name));
+            let target = Target::ALL.into_iter().find(|t| {
+                !profile.fields.contains_key(t)
+                    && (t.synonyms().contains(&whole.as_str())
+                        || t.synonyms().contains(&last.as_str()))
+            });
+            let Some(target) = target else { continue };
+            if let Some(&first) = self.by_target.get(&target) {
+                self.notes.push(format!(
+                    "{:?} and {:?} both look like {}; using {:?}",
+                    schema.name(first),
+                    name,
+                    target.name(),
+                    schema.name(first)
+                ));
+                continue;
+            }
+            if target == Target::Location && profile.locations.is_empty() {
+                self.notes.push(format!(
+                    "{name:?} looks like a lot code, but the profile has no [locations] table: \
+                     every vehicle goes to the feed's location"
+                ));
+                continue;
+            }
+            self.by_target.insert(target, id);
+            self.by_header.push(target);
+        }
+    }
+
+    /// The source field of a target.
+    pub fn field(&self, target: Target) -> Option<FieldId> {
+        self.by_target.get(&target).copied()
+    }
+
+    /// `target <- "source"` lines for people, in target order.
+    pub fn describe(&self, schema: &Schema) -> Vec<String> {
+        self.by_target
+            .iter()
+            .map(|(target, &id)| format!("{} <- {:?}", target.name(), schema.name(id)))
+            .collect()
+    }
+
+    /// Source fields nothing reads.
+    pub fn unused<'a>(&self, schema: &'a Schema) -> Vec<&'a str> {
+        schema
+            .names()
+            .filter(|(id, _)| !self.by_target.values().any(|bound| bound == id))
+            .map(|(_, name)| name)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::{CsvReader, Item, Record};
+
+    fn schema_of(header: &str) -> Schema {
+        let data = format!("{header}\n");
+        let reader = CsvReader::new(std::io::BufReader::new(data.as_bytes()), None).unwrap();
+        let mut r = reader;
+        let mut rec = Record::default();
+        assert_eq!(r.next(&mut rec).unwrap(), Item::End);
+        r.schema().clone()
+    }
+
+    #[test]
+    fn auto_recognizes_dms_header_spellings() {
+        for (header, target) in [
+            ("VIN", Target::Vin),
+            ("Vin Number", Target::Vin),
+            ("VIN#", Target::Vin),
+            ("Stock", Target::Stock),
+            ("Stock #", Target::Stock),
+            ("StockNo", Target::Stock),
+            ("Stock Number", Target::Stock),
+            ("Miles", Target::Miles),
+            ("Mileage", Target::Miles),
+            ("Odometer", Target::Miles),
+            ("Price", Target::Price),
+            ("Selling Price", Target::Price),
+            ("Internet Price", Target::InternetPrice),
+            ("MSRP", Target::Msrp),
+            ("Ext. Color", Target::ExteriorColor),
+            ("ExteriorColor", Target::ExteriorColor),
+            ("Exterior Color", Target::ExteriorColor),
+            ("New/Used", Target::Type),
+            ("Type", Target::Type),
+            ("Condition", Target::Type),
+            ("Photo URLs", Target::Images),
+            ("ImageList", Target::Images),
+            ("Images", Target::Images),
+            ("Photos", Target::Images),
+            ("Options", Target::Options),
+            ("Features", Target::Options),
+            ("Body Type", Target::BodyStyle),
+            ("Drivetrain", Target::DriveType),
+        ] {
+            let schema = schema_of(header);
+            let binding = Binding::new(&Profile::auto(), &schema);
+            assert_eq!(binding.field(target), Some(0), "{header} -> {target:?}");
+        }
+    }
+
+    #[test]
+    fn xml_paths_match_whole_or_by_last_part() {
+        let schema = schema_of("@VIN,Prices/Internet,Colors/Interior,Photos/Photo,Options/Option");
+        let b = Binding::new(&Profile::auto(), &schema);
+        assert_eq!(b.field(Target::Vin), Some(0));
+        assert_eq!(b.field(Target::InternetPrice), Some(1));
+        assert_eq!(b.field(Target::InteriorColor), Some(2));
+        assert_eq!(b.field(Target::Images), Some(3));
+        assert_eq!(b.field(Target::Options), Some(4));
+    }
+
+    #[test]
+    fn named_fields_win_and_the_first_of_two_lookalikes_is_used() {
+        let mut profile = Profile::auto();
+        profile.fields.insert(Target::Price, "Special".into());
+        let schema = schema_of("Price,Special,Color,Ext Color,Lot");
+        let b = Binding::new(&profile, &schema);
+        assert_eq!(b.field(Target::Price), Some(1));
+        assert_eq!(b.field(Target::ExteriorColor), Some(2));
+        assert_eq!(b.field(Target::Location), None, "no [locations]: not used");
+        assert_eq!(b.notes.len(), 2, "{:?}", b.notes);
+        assert_eq!(b.unused(&schema), vec!["Price", "Ext Color", "Lot"]);
+    }
+
+    #[test]
+    fn profile_files_are_checked() {
+        let dir = std::env::temp_dir().join(format!("lotsync-profile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("good.toml"),
+            "vin_check = \"lenient\"\n[fields]\nvin = \"Serial\"\n[locations]\nMAIN = 10\n",
+        )
+        .unwrap();
+        let p = Profile::find("good", &dir).unwrap();
+        assert_eq!(p.name, "good");
+        assert_eq!(p.vin_check, VinCheck::Lenient);
+        std::fs::write(dir.join("bad.toml"), "[fields]\nvinn = \"x\"\n").unwrap();
+        let err = Profile::find("bad", &dir).unwrap_err().to_string();
+        assert!(err.contains("vinn"), "{err}");
+        assert!(matches!(
+            Profile::find("none", &dir),
+            Err(ProfileError::NotFound { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

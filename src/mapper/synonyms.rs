@@ -1,0 +1,479 @@
+//! DMS words for the spec's enum values: "4WD" → 4x4, "Pre-Owned" → Used, "Agate Black
+//! Metallic" → Black. Lookups never guess: a word that could mean two values, or none, gives
+//! `None` and the mapper leaves the field out with a warning that says why.
+
+use crate::api::{
+    BodyStyle, Color, DriveType, Fuel, InteriorType, TitleStatus, Tonnage, VehicleType,
+};
+
+/// Lower-case words separated by single spaces: "Pre-Owned" and "pre owned" meet as "pre owned".
+pub fn key(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for word in s
+        .split(|c: char| !c.is_alphanumeric() && c != '/' && c != '.')
+        .filter(|w| !w.is_empty())
+    {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    out
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found<T> {
+    One(T),
+    /// The text names two different values ("Black/Red", "2WD").
+    Ambiguous,
+    None,
+}
+
+fn exact<T: Copy>(table: &[(&str, T)], k: &str) -> Option<T> {
+    table.iter().find(|(w, _)| *w == k).map(|(_, v)| *v)
+}
+
+/// Looks the whole text up, then (if `by_words`) each of its words; two different values found
+/// among the words is ambiguous.
+fn lookup<T: Copy + PartialEq>(table: &[(&str, T)], s: &str, by_words: bool) -> Found<T> {
+    let k = key(s);
+    if let Some(v) = exact(table, &k) {
+        return Found::One(v);
+    }
+    if !by_words {
+        return Found::None;
+    }
+    let words: Vec<&str> = k.split([' ', '/']).filter(|w| !w.is_empty()).collect();
+    let mut found: Option<T> = None;
+    // Two-word phrases first ("sport utility"), then single words.
+    for n in [3, 2, 1] {
+        for w in words.windows(n) {
+            if let Some(v) = exact(table, &w.join(" ")) {
+                match found {
+                    Some(f) if f != v => return Found::Ambiguous,
+                    _ => found = Some(v),
+                }
+            }
+        }
+        if found.is_some() {
+            break;
+        }
+    }
+    found.map_or(Found::None, Found::One)
+}
+
+const VEHICLE_TYPES: &[(&str, VehicleType)] = &[
+    ("new", VehicleType::New),
+    ("n", VehicleType::New),
+    ("used", VehicleType::Used),
+    ("u", VehicleType::Used),
+    ("pre owned", VehicleType::Used),
+    ("preowned", VehicleType::Used),
+    ("certified", VehicleType::Certified),
+    ("cpo", VehicleType::Certified),
+    ("c", VehicleType::Certified),
+    ("certified pre owned", VehicleType::Certified),
+    ("certified preowned", VehicleType::Certified),
+    ("certified used", VehicleType::Certified),
+];
+
+pub fn vehicle_type(s: &str) -> Found<VehicleType> {
+    lookup(VEHICLE_TYPES, s, false)
+}
+
+const BODY_STYLES: &[(&str, BodyStyle)] = &[
+    ("truck", BodyStyle::Truck),
+    ("pickup", BodyStyle::Truck),
+    ("pickup truck", BodyStyle::Truck),
+    ("crew cab", BodyStyle::Truck),
+    ("crew cab pickup", BodyStyle::Truck),
+    ("regular cab", BodyStyle::Truck),
+    ("extended cab", BodyStyle::Truck),
+    ("double cab", BodyStyle::Truck),
+    ("quad cab", BodyStyle::Truck),
+    ("access cab", BodyStyle::Truck),
+    ("king cab", BodyStyle::Truck),
+    ("supercrew", BodyStyle::Truck),
+    ("supercab", BodyStyle::Truck),
+    ("crewmax", BodyStyle::Truck),
+    ("suv", BodyStyle::Suv),
+    ("sport utility", BodyStyle::Suv),
+    ("sport utility vehicle", BodyStyle::Suv),
+    ("crossover", BodyStyle::Suv),
+    ("cuv", BodyStyle::Suv),
+    ("sedan", BodyStyle::Sedan),
+    ("4dr car", BodyStyle::Sedan),
+    ("4 door car", BodyStyle::Sedan),
+    ("saloon", BodyStyle::Sedan),
+    ("coupe", BodyStyle::Coupe),
+    ("2dr car", BodyStyle::Coupe),
+    ("2 door car", BodyStyle::Coupe),
+    ("convertible", BodyStyle::Convertible),
+    ("cabriolet", BodyStyle::Convertible),
+    ("roadster", BodyStyle::Convertible),
+    ("hatchback", BodyStyle::Hatchback),
+    ("hatch", BodyStyle::Hatchback),
+    ("liftback", BodyStyle::Hatchback),
+    ("wagon", BodyStyle::Wagon),
+    ("station wagon", BodyStyle::Wagon),
+    ("estate", BodyStyle::Wagon),
+    ("minivan", BodyStyle::MinivanVan),
+    ("mini van", BodyStyle::MinivanVan),
+    ("van", BodyStyle::MinivanVan),
+    ("passenger van", BodyStyle::MinivanVan),
+    ("cargo van", BodyStyle::MinivanVan),
+    ("minivan van", BodyStyle::MinivanVan),
+    ("limousine", BodyStyle::Limousine),
+    ("limo", BodyStyle::Limousine),
+    ("rv", BodyStyle::Rv),
+    ("motorhome", BodyStyle::Rv),
+    ("motor home", BodyStyle::Rv),
+    ("motorcycle", BodyStyle::Motorcycle),
+    ("scooter", BodyStyle::Motorcycle),
+    ("snowmobile", BodyStyle::Snowmobile),
+    ("atv", BodyStyle::AtvQuad),
+    ("quad", BodyStyle::AtvQuad),
+    ("atv quad", BodyStyle::AtvQuad),
+    ("trailer", BodyStyle::Trailer),
+    ("travel trailer", BodyStyle::Trailer),
+    ("fifth wheel", BodyStyle::Trailer),
+    ("pwc", BodyStyle::Pwc),
+    ("personal watercraft", BodyStyle::Pwc),
+    ("jet ski", BodyStyle::Pwc),
+    ("other", BodyStyle::Other),
+];
+
+/// "Crew Cab Pickup", "4dr Sport Utility", "2dr Car".
+pub fn body_style(s: &str) -> Found<BodyStyle> {
+    lookup(BODY_STYLES, s, true)
+}
+
+const FUELS: &[(&str, Fuel)] = &[
+    ("gas", Fuel::Gas),
+    ("gasoline", Fuel::Gas),
+    ("petrol", Fuel::Gas),
+    ("unleaded", Fuel::Gas),
+    ("regular", Fuel::Gas),
+    ("regular unleaded", Fuel::Gas),
+    ("premium", Fuel::Gas),
+    ("premium unleaded", Fuel::Gas),
+    ("gasoline fuel", Fuel::Gas),
+    ("diesel", Fuel::Diesel),
+    ("diesel fuel", Fuel::Diesel),
+    ("biodiesel", Fuel::Biodiesel),
+    ("electric", Fuel::Electric),
+    ("ev", Fuel::Electric),
+    ("bev", Fuel::Electric),
+    ("battery electric", Fuel::Electric),
+    ("all electric", Fuel::Electric),
+    ("flex fuel", Fuel::FfvEthanol),
+    ("flexfuel", Fuel::FfvEthanol),
+    ("flex", Fuel::FfvEthanol),
+    ("ffv", Fuel::FfvEthanol),
+    ("e85", Fuel::FfvEthanol),
+    ("ethanol", Fuel::FfvEthanol),
+    ("gasoline/ethanol", Fuel::FfvEthanol),
+    ("ffv ethanol", Fuel::FfvEthanol),
+    ("hybrid", Fuel::HybridElectric),
+    ("hybrid electric", Fuel::HybridElectric),
+    ("gas/electric hybrid", Fuel::HybridElectric),
+    ("gasoline hybrid", Fuel::HybridElectric),
+    ("plug in hybrid", Fuel::HybridElectric),
+    ("phev", Fuel::HybridElectric),
+    ("hev", Fuel::HybridElectric),
+    ("mild hybrid", Fuel::HybridElectric),
+    ("cng", Fuel::Cng),
+    ("natural gas", Fuel::Cng),
+    ("compressed natural gas", Fuel::Cng),
+    ("hydrogen", Fuel::Other),
+    ("other", Fuel::Other),
+];
+
+pub fn fuel(s: &str) -> Found<Fuel> {
+    lookup(FUELS, s, false)
+}
+
+const DRIVE_TYPES: &[(&str, DriveType)] = &[
+    ("4wd", DriveType::FourByFour),
+    ("4x4", DriveType::FourByFour),
+    ("four wheel drive", DriveType::FourByFour),
+    ("4 wheel drive", DriveType::FourByFour),
+    ("awd", DriveType::Awd),
+    ("all wheel drive", DriveType::Awd),
+    ("fwd", DriveType::Fwd),
+    ("front wheel drive", DriveType::Fwd),
+    ("rwd", DriveType::Rwd),
+    ("rear wheel drive", DriveType::Rwd),
+];
+
+/// "4WD", "All Wheel Drive"; "2WD" is ambiguous (front or rear?).
+pub fn drive_type(s: &str) -> Found<DriveType> {
+    let k = key(s);
+    if k == "2wd" || k == "4x2" || k == "two wheel drive" {
+        return Found::Ambiguous;
+    }
+    lookup(DRIVE_TYPES, s, false)
+}
+
+const INTERIOR_TYPES: &[(&str, InteriorType)] = &[
+    ("leather", InteriorType::Leather),
+    ("nappa", InteriorType::Leather),
+    ("cloth", InteriorType::Cloth),
+    ("fabric", InteriorType::Cloth),
+    ("textile", InteriorType::Cloth),
+    ("vinyl", InteriorType::Vinyl),
+    // Synthetic leathers are vinyl by another name.
+    ("leatherette", InteriorType::Vinyl),
+    ("faux leather", InteriorType::Vinyl),
+    ("synthetic leather", InteriorType::Vinyl),
+    ("simulated leather", InteriorType::Vinyl),
+    ("sensatec", InteriorType::Vinyl),
+    ("softex", InteriorType::Vinyl),
+    ("v tex", InteriorType::Vinyl),
+];
+
+/// "Leather", "Premium Cloth", "Leatherette".
+pub fn interior_type(s: &str) -> Found<InteriorType> {
+    lookup(INTERIOR_TYPES, s, true)
+}
+
+const TITLE_STATUSES: &[(&str, TitleStatus)] = &[
+    ("clean", TitleStatus::Clear),
+    ("clear", TitleStatus::Clear),
+    ("clean title", TitleStatus::Clear),
+    ("clear title", TitleStatus::Clear),
+    ("salvage", TitleStatus::Salvage),
+    ("salvage title", TitleStatus::Salvage),
+    ("rebuilt", TitleStatus::Rebuilt),
+    ("reconstructed", TitleStatus::Rebuilt),
+    ("rebuilt title", TitleStatus::Rebuilt),
+    ("rebuilt salvage", TitleStatus::Rebuilt),
+    ("parts only", TitleStatus::PartsOnly),
+    ("parts", TitleStatus::PartsOnly),
+    ("non repairable", TitleStatus::PartsOnly),
+    ("junk", TitleStatus::PartsOnly),
+];
+
+pub fn title_status(s: &str) -> Found<TitleStatus> {
+    lookup(TITLE_STATUSES, s, false)
+}
+
+const TONNAGES: &[(&str, Tonnage)] = &[
+    ("quarter ton", Tonnage::QuarterTon),
+    ("1/4 ton", Tonnage::QuarterTon),
+    ("half ton", Tonnage::HalfTon),
+    ("1/2 ton", Tonnage::HalfTon),
+    ("three quarter ton", Tonnage::ThreeQuarterTon),
+    ("3/4 ton", Tonnage::ThreeQuarterTon),
+    ("one ton", Tonnage::OneTon),
+    ("1 ton", Tonnage::OneTon),
+    ("one and a half ton", Tonnage::OneAndAHalfTon),
+    ("1.5 ton", Tonnage::OneAndAHalfTon),
+    ("1 1/2 ton", Tonnage::OneAndAHalfTon),
+    ("two ton", Tonnage::TwoTon),
+    ("2 ton", Tonnage::TwoTon),
+];
+
+pub fn tonnage(s: &str) -> Found<Tonnage> {
+    lookup(TONNAGES, s, false)
+}
+
+/// Color words, and a few manufacturer names that are a color by themselves.
+const COLOR_WORDS: &[(&str, Color)] = &[
+    ("black", Color::Black),
+    ("ebony", Color::Black),
+    ("onyx", Color::Black),
+    ("obsidian", Color::Black),
+    ("jet", Color::Black),
+    ("noir", Color::Black),
+    ("blue", Color::Blue),
+    ("navy", Color::Blue),
+    ("cobalt", Color::Blue),
+    ("sapphire", Color::Blue),
+    ("blueprint", Color::Blue),
+    ("brown", Color::Brown),
+    ("mocha", Color::Brown),
+    ("chocolate", Color::Brown),
+    ("espresso", Color::Brown),
+    ("burgundy", Color::Burgundy),
+    ("maroon", Color::Burgundy),
+    ("wine", Color::Burgundy),
+    ("gold", Color::Gold),
+    ("gray", Color::Gray),
+    ("grey", Color::Gray),
+    ("graphite", Color::Gray),
+    ("gunmetal", Color::Gray),
+    ("green", Color::Green),
+    ("emerald", Color::Green),
+    ("orange", Color::Orange),
+    ("purple", Color::Purple),
+    ("violet", Color::Purple),
+    ("plum", Color::Purple),
+    ("red", Color::Red),
+    ("ruby", Color::Red),
+    ("crimson", Color::Red),
+    ("scarlet", Color::Red),
+    ("cherry", Color::Red),
+    ("silver", Color::Silver),
+    ("tan", Color::Tan),
+    ("teal", Color::Teal),
+    ("turquoise", Color::Teal),
+    ("white", Color::White),
+    ("yellow", Color::Yellow),
+    ("khaki", Color::Khaki),
+    ("beige", Color::Beige),
+    ("slate", Color::Slate),
+    ("pewter", Color::Pewter),
+    ("charcoal", Color::Charcoal),
+];
+
+/// The friendly color in a manufacturer's color name: "Agate Black Metallic" → Black, "Magnetic
+/// Gray Metallic" → Gray; "Black/Red" is ambiguous; "Hydro Shimmer" names none.
+pub fn color(s: &str) -> Found<Color> {
+    lookup(COLOR_WORDS, s, true)
+}
+
+/// The export's own sale status: Some(true) sold, Some(false) on the lot, None unknown.
+pub fn sold(s: &str) -> Option<bool> {
+    match key(s).as_str() {
+        "sold" | "sold pending delivery" | "delivered" | "retailed" | "s" => Some(true),
+        "in stock" | "instock" | "available" | "active" | "for sale" | "on lot" | "a" | "i"
+        | "stock" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Found::*;
+
+    #[test]
+    fn keys_meet_across_spellings() {
+        assert_eq!(key(" Pre-Owned "), "pre owned");
+        assert_eq!(key("Crew_Cab  Pickup"), "crew cab pickup");
+        assert_eq!(key("1/2 Ton"), "1/2 ton");
+    }
+
+    #[test]
+    fn vehicle_types() {
+        for (s, t) in [
+            ("N", VehicleType::New),
+            ("new", VehicleType::New),
+            ("U", VehicleType::Used),
+            ("Pre-Owned", VehicleType::Used),
+            ("PreOwned", VehicleType::Used),
+            ("CPO", VehicleType::Certified),
+            ("Certified Pre-Owned", VehicleType::Certified),
+        ] {
+            assert_eq!(vehicle_type(s), One(t), "{s}");
+        }
+        assert_eq!(vehicle_type("Demo"), None);
+    }
+
+    #[test]
+    fn body_styles() {
+        for (s, b) in [
+            ("Crew Cab Pickup", BodyStyle::Truck),
+            ("SuperCrew", BodyStyle::Truck),
+            ("Sport Utility", BodyStyle::Suv),
+            ("4dr Sport Utility", BodyStyle::Suv),
+            ("Crossover", BodyStyle::Suv),
+            ("4dr Car", BodyStyle::Sedan),
+            ("2dr Car", BodyStyle::Coupe),
+            ("Passenger Van", BodyStyle::MinivanVan),
+            ("Hatchback", BodyStyle::Hatchback),
+            ("Wagon", BodyStyle::Wagon),
+            ("SUV", BodyStyle::Suv),
+        ] {
+            assert_eq!(body_style(s), One(b), "{s}");
+        }
+        assert_eq!(body_style("Convertible Wagon"), Ambiguous);
+        assert_eq!(body_style("Spaceship"), None);
+    }
+
+    #[test]
+    fn fuels() {
+        for (s, f) in [
+            ("Gasoline", Fuel::Gas),
+            ("Regular Unleaded", Fuel::Gas),
+            ("Flex Fuel", Fuel::FfvEthanol),
+            ("E85", Fuel::FfvEthanol),
+            ("Hybrid", Fuel::HybridElectric),
+            ("Plug-In Hybrid", Fuel::HybridElectric),
+            ("Electric", Fuel::Electric),
+            ("Diesel", Fuel::Diesel),
+            ("Natural Gas", Fuel::Cng),
+        ] {
+            assert_eq!(fuel(s), One(f), "{s}");
+        }
+        assert_eq!(fuel("Steam"), None);
+    }
+
+    #[test]
+    fn drive_types() {
+        for (s, d) in [
+            ("4WD", DriveType::FourByFour),
+            ("4X4", DriveType::FourByFour),
+            ("Four Wheel Drive", DriveType::FourByFour),
+            ("Four-Wheel Drive", DriveType::FourByFour),
+            ("All Wheel Drive", DriveType::Awd),
+            ("AWD", DriveType::Awd),
+            ("Front Wheel Drive", DriveType::Fwd),
+            ("FWD", DriveType::Fwd),
+            ("Rear Wheel Drive", DriveType::Rwd),
+        ] {
+            assert_eq!(drive_type(s), One(d), "{s}");
+        }
+        assert_eq!(drive_type("2WD"), Ambiguous);
+    }
+
+    #[test]
+    fn colors() {
+        for (s, c) in [
+            ("Oxford White", Color::White),
+            ("Agate Black Metallic", Color::Black),
+            ("Magnetic Gray Metallic", Color::Gray),
+            ("Grey", Color::Gray),
+            ("Ruby Red", Color::Red),
+            ("Ruby Red Metallic", Color::Red),
+            ("Deep Crystal Blue Mica", Color::Blue),
+            ("Jet Black", Color::Black),
+            ("Ebony", Color::Black),
+            ("Blueprint", Color::Blue),
+            ("Celestial Silver Metallic", Color::Silver),
+            ("White", Color::White),
+        ] {
+            assert_eq!(color(s), One(c), "{s}");
+        }
+        assert_eq!(color("Black/Red"), Ambiguous);
+        assert_eq!(color("Hydro Shimmer"), None);
+        assert_eq!(color("Café Latte Metallic"), None);
+        assert_eq!(
+            color("Octane Red"),
+            One(Color::Red),
+            "tan inside a word is not tan"
+        );
+    }
+
+    #[test]
+    fn interiors_titles_tonnage() {
+        assert_eq!(interior_type("Leather"), One(InteriorType::Leather));
+        assert_eq!(interior_type("Premium Cloth"), One(InteriorType::Cloth));
+        assert_eq!(interior_type("Leatherette"), One(InteriorType::Vinyl));
+        assert_eq!(interior_type("Leather/Cloth"), Ambiguous);
+        assert_eq!(title_status("Clean"), One(TitleStatus::Clear));
+        assert_eq!(title_status("Rebuilt"), One(TitleStatus::Rebuilt));
+        assert_eq!(tonnage("1/2 Ton"), One(Tonnage::HalfTon));
+        assert_eq!(tonnage("3/4 ton"), One(Tonnage::ThreeQuarterTon));
+    }
+
+    #[test]
+    fn sale_status() {
+        assert_eq!(sold("Sold"), Some(true));
+        assert_eq!(sold("In Stock"), Some(false));
+        assert_eq!(sold("Available"), Some(false));
+        assert_eq!(sold("In Transit"), Option::None);
+    }
+}
