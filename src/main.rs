@@ -6,8 +6,11 @@ use lotsync::cli;
 use std::process::ExitCode;
 
 /// Keeps a dealership's vehicles on the Vehicle Inventory Service in step with its DMS exports.
+///
+/// Exit codes: 0 done; 2 bad input or config (the message names the file and the reason);
+/// 3 done, but some vehicles were rejected or could not be delivered.
 #[derive(Debug, Parser)]
-#[command(name = "lotsync", version, about, long_about = None)]
+#[command(name = "lotsync", version, about, long_about)]
 struct Args {
     #[command(subcommand)]
     command: Command,
@@ -15,6 +18,8 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Read and map export files and report what would be sent (no state, no network).
+    Check(cli::CheckArgs),
     /// Serve a local imitation of the Vehicle Inventory Service (for tests, demos, trying a feed).
     Sandbox(cli::SandboxArgs),
 }
@@ -22,23 +27,22 @@ enum Command {
 fn main() -> ExitCode {
     let args = Args::parse();
     cli::init_logging();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("lotsync: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+    let result = match args.command {
+        Command::Check(a) => cli::check(a),
+        Command::Sandbox(a) => {
+            tokio_runtime().and_then(|rt| rt.block_on(cli::sandbox(a)).map(|()| 0))
         }
     };
-    let result = runtime.block_on(async {
-        match args.command {
-            Command::Sandbox(a) => cli::sandbox(a).await,
-        }
-    });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("lotsync: {e:#}");
             ExitCode::from(cli::EXIT_BAD_INPUT)
         }
     }
+}
+
+fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }

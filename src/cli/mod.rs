@@ -3,8 +3,10 @@
 //! `anyhow` lives here and only here; exit codes follow DESIGN.md (0 done, 2 bad input or
 //! config, 3 done with rejected or undelivered vehicles).
 
+mod check;
 mod sandbox;
 
+pub use check::{check, CheckArgs, OutputFormat};
 pub use sandbox::{sandbox, SandboxArgs};
 
 /// Exit code for bad input or config.

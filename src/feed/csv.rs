@@ -24,15 +24,22 @@ pub struct CsvReader<R: BufRead> {
     legacy_encoding_seen: bool,
     warnings: Vec<String>,
     finished: bool,
+    /// Added to the csv crate's line numbers: 1 for CRLF files (below).
+    line_offset: u64,
 }
 
 impl<R: BufRead> CsvReader<R> {
     /// Reads the header row; `delimiter` is detected from it when not given.
     pub fn new(mut input: R, delimiter: Option<u8>) -> Result<Self, FeedError> {
-        let delimiter = match delimiter {
-            Some(d) => d,
-            None => detect_delimiter(input.fill_buf().map_err(FeedError::Io)?),
-        };
+        let head = input.fill_buf().map_err(FeedError::Io)?;
+        let delimiter = delimiter.unwrap_or_else(|| detect_delimiter(head));
+        // The csv crate ends a CRLF record at the CR and counts the LF's line only once it
+        // starts the next record, whose position then says the line before. Files end their
+        // lines one way throughout, so the first line break tells.
+        let crlf = head
+            .iter()
+            .position(|&b| b == b'\n')
+            .is_some_and(|i| i > 0 && head[i - 1] == b'\r');
         let reader = csv::ReaderBuilder::new()
             .delimiter(delimiter)
             .has_headers(false)
@@ -48,6 +55,7 @@ impl<R: BufRead> CsvReader<R> {
             legacy_encoding_seen: false,
             warnings: Vec::new(),
             finished: false,
+            line_offset: u64::from(crlf),
         };
         this.read_header()?;
         Ok(this)
@@ -115,7 +123,7 @@ impl<R: BufRead> CsvReader<R> {
             if row_is_blank(&self.row) {
                 continue;
             }
-            let line = self.row.position().map_or(0, |p| p.line());
+            let line = self.row.position().map_or(0, |p| p.line()) + self.line_offset;
             self.index += 1;
             let columns = self.schema.len();
             let fields = self.row.len();
@@ -176,7 +184,7 @@ impl<R: BufRead> CsvReader<R> {
         match self.reader.read_byte_record(&mut self.row) {
             Ok(more) => Ok(more),
             Err(e) => {
-                let line = self.row.position().map_or(0, |p| p.line() + 1);
+                let line = self.row.position().map_or(0, |p| p.line() + 1) + self.line_offset;
                 if self.reader.get_ref().over_limit() {
                     return Err(FeedError::RecordTooLarge { line });
                 }
@@ -284,6 +292,21 @@ mod tests {
         let first = rows[0].as_ref().unwrap();
         assert_eq!(first[1].1, "x;y\r\nz");
         assert_eq!(rows[1].as_ref().unwrap()[1].1, "say \"hi\"");
+    }
+
+    #[test]
+    fn lines_are_counted_alike_for_lf_and_crlf() {
+        let lines = |data: &[u8]| -> Vec<u64> {
+            let mut reader = CsvReader::new(std::io::BufReader::new(data), None).unwrap();
+            let mut record = Record::default();
+            let mut lines = Vec::new();
+            while let Item::Record = reader.next(&mut record).unwrap() {
+                lines.push(record.line);
+            }
+            lines
+        };
+        assert_eq!(lines(b"a,b\n1,2\n\"x\ny\",3\n4,5\n"), [2, 3, 5]);
+        assert_eq!(lines(b"a,b\r\n1,2\r\n\"x\ny\",3\r\n4,5\r\n"), [2, 3, 5]);
     }
 
     #[test]

@@ -206,19 +206,19 @@ impl One<'_> {
         match synonyms(&text) {
             Found::One(v) => Some(v),
             Found::Ambiguous => {
-                self.warn(
-                    target,
-                    "could mean more than one of the spec's values; left out (map it in the profile's [values])",
-                    &text,
+                let reason = format!(
+                    "could mean more than one spec value, left out; a profile can map it under [values.{}]",
+                    target.name()
                 );
+                self.warn(target, reason, &text);
                 None
             }
             Found::None => {
-                self.warn(
-                    target,
-                    "matches none of the spec's values; left out (map it in the profile's [values])",
-                    &text,
+                let reason = format!(
+                    "no spec value matches, left out; a profile can map it under [values.{}]",
+                    target.name()
                 );
+                self.warn(target, reason, &text);
                 None
             }
         }
@@ -417,7 +417,7 @@ impl One<'_> {
             if let Some(gears) = read.unlisted_speed {
                 self.warn(
                     target,
-                    format!("{gears} speeds is not one of the spec's (4 to 7); speed left out"),
+                    format!("{gears}-speed is not among the spec's 4 to 7 speeds; speed left out"),
                     &text,
                 );
             } else if read.kind.is_none() && read.speed.is_none() {

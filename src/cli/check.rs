@@ -1,0 +1,358 @@
+//! `lotsync check`: reads and maps export files and says what would be sent; no state, no
+//! network.
+
+use crate::api::VehiclePayload;
+use crate::feed::{self, FeedError, FeedReader, Item, Record};
+use crate::mapper::{Mapped, Mapper, Problem, Profile, Target};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `lotsync check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Export files (CSV or XML).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Mapping profile: `auto`, a name in --profiles-dir, or a path to a .toml file.
+    #[arg(long, default_value = "auto", value_name = "NAME|PATH")]
+    pub profile: String,
+    /// Where profiles named by --profile live.
+    #[arg(long, default_value = "config/profiles", value_name = "DIR")]
+    pub profiles_dir: PathBuf,
+    /// The location the vehicles belong to; without it a placeholder (0) is used.
+    #[arg(long, value_name = "N")]
+    pub location_id: Option<u64>,
+    /// text: a summary and every problem; ndjson: one POST body per accepted vehicle on
+    /// stdout, one JSON line per problem on stderr.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Ndjson,
+}
+
+/// The location used when none is given: no real location has id 0.
+const PLACEHOLDER_LOCATION: u64 = 0;
+
+/// Runs the check; the exit code is 0 when every file could be read, 2 when one could not.
+pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
+    let profile = Profile::find(&args.profile, &args.profiles_dir)?;
+    let location_id = args.location_id.unwrap_or(PLACEHOLDER_LOCATION);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let mut err = std::io::stderr().lock();
+    if args.location_id.is_none() {
+        let note = format!(
+            "no --location-id: vehicles get the placeholder location {PLACEHOLDER_LOCATION}"
+        );
+        match args.format {
+            OutputFormat::Text => writeln!(out, "{note}")?,
+            OutputFormat::Ndjson => writeln!(err, "{}", serde_json::json!({ "note": note }))?,
+        }
+    }
+    let mut failed = false;
+    for file in &args.files {
+        let outcome = check_file(file, &profile, location_id, args.format, &mut out, &mut err);
+        if let Err(CheckError::Output(e)) = outcome {
+            return Err(anyhow::Error::from(e).context("writing the report"));
+        }
+        if let Err(e) = outcome {
+            failed = true;
+            out.flush()?;
+            let shown = file.display().to_string();
+            match args.format {
+                OutputFormat::Text => writeln!(err, "{shown}: cannot be read: {e}")?,
+                OutputFormat::Ndjson => writeln!(
+                    err,
+                    "{}",
+                    serde_json::json!({ "file": shown, "error": e.to_string() })
+                )?,
+            }
+        }
+    }
+    out.flush()?;
+    Ok(if failed { 2 } else { 0 })
+}
+
+/// Counts for one file.
+#[derive(Debug, Default)]
+struct Tally {
+    records: u64,
+    accepted: u64,
+    rejected: u64,
+    warnings: u64,
+}
+
+/// One line of problem output in ndjson mode.
+#[derive(Serialize)]
+struct ProblemLine<'a> {
+    file: &'a str,
+    line: u64,
+    severity: &'static str,
+    #[serde(flatten)]
+    problem: &'a Problem,
+}
+
+/// An accepted record in ndjson mode: the POST body plus where it came from.
+#[derive(Serialize)]
+struct PayloadLine<'a> {
+    #[serde(flatten)]
+    payload: &'a VehiclePayload,
+    #[serde(rename = "_source")]
+    source: Source<'a>,
+    #[serde(rename = "_sold", skip_serializing_if = "Option::is_none")]
+    sold: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct Source<'a> {
+    file: &'a str,
+    line: u64,
+}
+
+fn check_file(
+    path: &Path,
+    profile: &Profile,
+    location_id: u64,
+    format: OutputFormat,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), CheckError> {
+    let shown = path.display().to_string();
+    let mut options = profile.read_options();
+    options.confine_to = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            p.to_owned()
+        }
+    });
+    let mut reader = feed::open(path, &options)?;
+    let mut mapper = Mapper::new(profile.clone(), location_id);
+    let mut record = Record::default();
+    let mut tally = Tally::default();
+    let mut rejected: Vec<(u64, Problem)> = Vec::new();
+    let mut warnings: Vec<(u64, Problem)> = Vec::new();
+    let mut checked_fields = false;
+    if matches!(reader, FeedReader::Csv(_)) {
+        mapper.bind(reader.schema());
+        require_key_fields(&mapper, &reader)?;
+        checked_fields = true;
+    }
+    loop {
+        let item = reader.next(&mut record)?;
+        match item {
+            Item::End => break,
+            Item::Problem(p) => {
+                tally.records += 1;
+                tally.rejected += 1;
+                let problem = Problem {
+                    field: "record",
+                    reason: p.reason,
+                    value: None,
+                };
+                report(
+                    format,
+                    &shown,
+                    p.line,
+                    "rejected",
+                    problem,
+                    &mut rejected,
+                    err,
+                )?;
+            }
+            Item::Record => {
+                tally.records += 1;
+                let mapped = mapper.map(reader.schema(), &record);
+                if !checked_fields {
+                    require_key_fields(&mapper, &reader)?;
+                    checked_fields = true;
+                }
+                match mapped {
+                    Mapped::Accepted(a) => {
+                        tally.accepted += 1;
+                        tally.warnings += a.warnings.len() as u64;
+                        if format == OutputFormat::Ndjson {
+                            let line = PayloadLine {
+                                payload: &a.payload,
+                                source: Source {
+                                    file: &shown,
+                                    line: a.line,
+                                },
+                                sold: a.sold,
+                            };
+                            serde_json::to_writer(&mut *out, &line)
+                                .map_err(std::io::Error::from)?;
+                            out.write_all(b"\n")?;
+                        }
+                        for w in a.warnings {
+                            report(format, &shown, a.line, "warning", w, &mut warnings, err)?;
+                        }
+                    }
+                    Mapped::Rejected(r) => {
+                        tally.rejected += 1;
+                        for p in r.problems {
+                            report(format, &shown, r.line, "rejected", p, &mut rejected, err)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if !checked_fields {
+        require_key_fields(&mapper, &reader)?;
+    }
+    let mut notes = reader.take_warnings();
+    notes.extend(mapper.binding().notes.iter().cloned());
+    for (target, source) in &mapper.binding().missing {
+        notes.push(format!(
+            "the profile reads {} from {source:?}, which this file does not have",
+            target.name()
+        ));
+    }
+    tally.warnings += notes.len() as u64;
+    match format {
+        OutputFormat::Text => {
+            write_summary(out, &shown, &reader, &mapper, &tally, location_id)?;
+            if !rejected.is_empty() {
+                writeln!(out, "  rejected:")?;
+                for (line, p) in &rejected {
+                    writeln!(out, "    {shown}:{line}: {p}")?;
+                }
+            }
+            if !warnings.is_empty() {
+                writeln!(out, "  warnings:")?;
+                for (line, p) in &warnings {
+                    writeln!(out, "    {shown}:{line}: {p}")?;
+                }
+            }
+            if !notes.is_empty() {
+                writeln!(out, "  about the file:")?;
+                for note in &notes {
+                    writeln!(out, "    {note}")?;
+                }
+            }
+        }
+        OutputFormat::Ndjson => {
+            for note in &notes {
+                writeln!(
+                    err,
+                    "{}",
+                    serde_json::json!({ "file": shown, "note": note })
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// In text mode problems are gathered for the summary; in ndjson mode each is a stderr line.
+fn report(
+    format: OutputFormat,
+    file: &str,
+    line: u64,
+    severity: &'static str,
+    problem: Problem,
+    gathered: &mut Vec<(u64, Problem)>,
+    err: &mut impl Write,
+) -> std::io::Result<()> {
+    match format {
+        OutputFormat::Text => gathered.push((line, problem)),
+        OutputFormat::Ndjson => {
+            let json = ProblemLine {
+                file,
+                line,
+                severity,
+                problem: &problem,
+            };
+            serde_json::to_writer(&mut *err, &json)?;
+            err.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
+fn write_summary(
+    out: &mut impl Write,
+    shown: &str,
+    reader: &FeedReader,
+    mapper: &Mapper,
+    tally: &Tally,
+    location_id: u64,
+) -> std::io::Result<()> {
+    let profile = mapper.profile();
+    writeln!(
+        out,
+        "{shown}: {}; profile {}",
+        reader.describe(),
+        profile.name
+    )?;
+    let schema = reader.schema();
+    writeln!(
+        out,
+        "  fields: {}",
+        mapper.binding().describe(schema).join(", ")
+    )?;
+    let unused = mapper.binding().unused(schema);
+    if !unused.is_empty() {
+        let unused: Vec<String> = unused.iter().map(|n| format!("{n:?}")).collect();
+        writeln!(out, "  not used: {}", unused.join(", "))?;
+    }
+    if profile.locations.is_empty() {
+        writeln!(out, "  location_id: {location_id}")?;
+    } else {
+        let codes: Vec<String> = profile
+            .locations
+            .iter()
+            .map(|(code, id)| format!("{code} -> {id}"))
+            .collect();
+        writeln!(out, "  location_id by lot code: {}", codes.join(", "))?;
+    }
+    writeln!(
+        out,
+        "  {} records: {} accepted, {} rejected; {} warnings",
+        tally.records, tally.accepted, tally.rejected, tally.warnings
+    )
+}
+
+/// A file in which neither the profile nor auto finds a VIN or stock field cannot be mapped.
+fn require_key_fields(mapper: &Mapper, reader: &FeedReader) -> Result<(), CheckError> {
+    let binding = mapper.binding();
+    let missing: Vec<&str> = [Target::Vin, Target::Stock]
+        .into_iter()
+        .filter(|t| binding.field(*t).is_none())
+        .map(Target::name)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = reader
+        .schema()
+        .names()
+        .take(12)
+        .map(|(_, n)| format!("{n:?}"))
+        .collect();
+    Err(CheckError::NoKeyFields(format!(
+        "no field for {} among {}; name it in a profile ([fields] vin = \"...\", stock = \"...\")",
+        missing.join(" or "),
+        if names.is_empty() {
+            "no fields at all".to_owned()
+        } else {
+            names.join(", ")
+        }
+    )))
+}
+
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    #[error(transparent)]
+    Feed(#[from] FeedError),
+    #[error("{0}")]
+    NoKeyFields(String),
+    #[error("cannot write: {0}")]
+    Output(#[from] std::io::Error),
+}
