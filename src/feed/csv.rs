@@ -26,6 +26,8 @@ pub struct CsvReader<R: BufRead> {
     finished: bool,
     /// Added to the csv crate's line numbers: 1 for CRLF files (below).
     line_offset: u64,
+    /// The line of the last record read (the header's is 1).
+    last_line: u64,
 }
 
 impl<R: BufRead> CsvReader<R> {
@@ -56,6 +58,7 @@ impl<R: BufRead> CsvReader<R> {
             warnings: Vec::new(),
             finished: false,
             line_offset: u64::from(crlf),
+            last_line: 1,
         };
         this.read_header()?;
         Ok(this)
@@ -124,6 +127,7 @@ impl<R: BufRead> CsvReader<R> {
                 continue;
             }
             let line = self.row.position().map_or(0, |p| p.line()) + self.line_offset;
+            self.last_line = line;
             self.index += 1;
             let columns = self.schema.len();
             let fields = self.row.len();
@@ -184,7 +188,9 @@ impl<R: BufRead> CsvReader<R> {
         match self.reader.read_byte_record(&mut self.row) {
             Ok(more) => Ok(more),
             Err(e) => {
-                let line = self.row.position().map_or(0, |p| p.line() + 1) + self.line_offset;
+                // The failing record starts after the last one read (exact unless that one
+                // spanned several lines).
+                let line = self.last_line + 1;
                 if self.reader.get_ref().over_limit() {
                     return Err(FeedError::RecordTooLarge { line });
                 }

@@ -1,0 +1,243 @@
+//! Malformed exports through the real binary: each gives its documented exit code and message,
+//! and none makes lotsync panic. The files are made here, in a fresh folder, so that binary
+//! and very large cases need not live in the repository.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const HEADER: &str = "VIN,Stock,Year,Make,Model\n";
+const ROW: &str = "1HGCM82633A004352,A1,2019,Honda,Accord\n";
+
+struct Case {
+    name: &'static str,
+    contents: Vec<u8>,
+    exit: i32,
+    /// Expected in stderr (exit 2) or stdout (exit 0).
+    says: &'static str,
+}
+
+fn case(name: &'static str, contents: impl Into<Vec<u8>>, exit: i32, says: &'static str) -> Case {
+    Case {
+        name,
+        contents: contents.into(),
+        exit,
+        says,
+    }
+}
+
+fn rows(n: usize) -> String {
+    let vins = [
+        "1HGCM82633A004352",
+        "1M8GDM9AXKP042788",
+        "5YJ3E1EA2KF317000",
+        "11111111111111111",
+    ];
+    let mut out = String::from(HEADER);
+    for i in 0..n {
+        out.push_str(&format!(
+            "{},S{i},2019,Honda,Accord\n",
+            vins[i % vins.len()]
+        ));
+    }
+    out
+}
+
+fn cases() -> Vec<Case> {
+    let mut long_line = HEADER.as_bytes().to_vec();
+    long_line.extend(b"1HGCM82633A004352,A1,2019,Honda,");
+    long_line.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
+    long_line.extend(b"\n");
+
+    let mut nul_late = rows(400).into_bytes();
+    nul_late.extend(b"1HGCM82633A004352,A\0\0,2019,Honda,Accord\n");
+
+    let mut binary: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+    binary[10] = 0;
+
+    let mut huge_xml = b"<Inventory><Vehicle><VIN>1HGCM82633A004352</VIN><Notes>".to_vec();
+    huge_xml.extend(std::iter::repeat_n(b'y', 2 * 1024 * 1024));
+    huge_xml.extend(b"</Notes></Vehicle><Vehicle><VIN>2</VIN></Vehicle></Inventory>");
+
+    let deep = format!(
+        "<?xml version=\"1.0\"?>{}{}",
+        "<a>".repeat(100_000),
+        "</a>".repeat(100_000)
+    );
+
+    vec![
+        case("empty.csv", "", 2, "the file is empty"),
+        case("blank-lines.csv", "\n\n  \r\n", 2, "the file is empty"),
+        case("header-only.csv", "VIN,Stock\r\n", 0, "0 records: 0 accepted, 0 rejected"),
+        case("binary.csv", binary, 2, "binary data (NUL bytes), not CSV or XML"),
+        case("gzip.csv", vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3], 2, "gzip-compressed data"),
+        case("zip.csv", b"PK\x03\x04\x14\x00\x00\x00".to_vec(), 2, "a ZIP archive"),
+        case("report.pdf", b"%PDF-1.7\n%\xe2\xe3\n".to_vec(), 2, "a PDF document"),
+        case(
+            "unbalanced-quotes.csv",
+            format!("{HEADER}1HGCM82633A004352,\"A1,2019,Honda,Accord\n1M8GDM9AXKP042788,A2,2019,Honda,Accord\n"),
+            2,
+            "line 2: a quoted field opened here never closes",
+        ),
+        case(
+            "ragged.csv",
+            format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019\n5YJ3E1EA2KF317000,A3,2019,Tesla,Model 3,extra\n"),
+            0,
+            "ragged.csv:3: record: has 3 fields where the header has 5",
+        ),
+        case("five-mb-line.csv", long_line, 2, "line 2: a record larger than 1024 KiB"),
+        case("nul-early.csv", format!("{HEADER}1HGCM\0\0"), 2, "binary data (NUL bytes)"),
+        case("nul-late.csv", nul_late, 0, "record: contains a NUL byte"),
+        case(
+            "invalid-utf8.csv",
+            [HEADER.as_bytes(), b"1HGCM82633A004352,A1,2019,Citro\xebn,C5\n"].concat(),
+            0,
+            "not UTF-8 (first at line 2): read as Windows-1252",
+        ),
+        case(
+            "truncated.csv",
+            format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,20"),
+            2,
+            "line 3: the file ends in the middle of a record",
+        ),
+        case(
+            "duplicate-headers.csv",
+            format!("VIN,Stock,Price,Price\n1HGCM82633A004352,A1,100,200\n"),
+            0,
+            "column \"Price\" appears twice (columns 3 and 4)",
+        ),
+        case(
+            "no-known-headers.csv",
+            "Foo,Bar,Baz\n1,2,3\n",
+            2,
+            "no field for vin or stock among \"Foo\", \"Bar\", \"Baz\"",
+        ),
+        case(
+            "broken.xml",
+            "<Inventory><Vehicle><VIN>1HGCM82633A004352</Stock></Vehicle><Vehicle/></Inventory>",
+            2,
+            "line 1:",
+        ),
+        case(
+            "truncated.xml",
+            "<Inventory>\n<Vehicle><VIN>1HGCM82633A004352</VIN><Stock>A1</Stock></Vehicle>\n<Vehicle><VIN>1M8GD",
+            2,
+            "line 3: the file ends in the middle of a record",
+        ),
+        case(
+            "billion-laughs.xml",
+            "<?xml version=\"1.0\"?>\n<!DOCTYPE lolz [\n <!ENTITY lol \"lol\">\n <!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;\">\n <!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;\">\n]>\n<lolz><v><a>&lol3;</a></v><v/></lolz>\n",
+            2,
+            "a DOCTYPE with entity declarations is refused",
+        ),
+        case(
+            "xxe.xml",
+            "<?xml version=\"1.0\"?>\n<!DOCTYPE inv SYSTEM \"file:///etc/passwd\">\n<inv><v><VIN>x</VIN></v><v/></inv>\n",
+            2,
+            "a DOCTYPE with an external reference is refused",
+        ),
+        case("deep.xml", deep, 2, "nesting deeper than 64 elements"),
+        case("huge-record.xml", huge_xml, 2, "a record larger than 1024 KiB"),
+        case(
+            "undeclared-entity.xml",
+            "<Inventory><Vehicle><VIN>1HGCM82633A004352</VIN><Trim>A&nbsp;B</Trim></Vehicle><Vehicle/></Inventory>",
+            2,
+            "the entity &nbsp; is not one of XML's own",
+        ),
+        case(
+            "no-records.xml",
+            "<Inventory></Inventory>",
+            2,
+            "cannot tell which element is one vehicle under <Inventory>",
+        ),
+    ]
+}
+
+fn check(dir: &Path, file: &str) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .current_dir(dir)
+        .args(["check", file, "--location-id", "10"])
+        .output()
+        .expect("lotsync runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn fresh_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lotsync-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn every_malformed_file_gets_its_exit_code_and_message() {
+    let dir = fresh_dir("malformed");
+    let cases = cases();
+    assert!(cases.len() >= 20);
+    for c in &cases {
+        std::fs::write(dir.join(c.name), &c.contents).unwrap();
+        let (code, stdout, stderr) = check(&dir, c.name);
+        assert!(!stderr.contains("panicked"), "{}: {stderr}", c.name);
+        assert_eq!(code, c.exit, "{}: stdout {stdout} stderr {stderr}", c.name);
+        let said = if c.exit == 2 { &stderr } else { &stdout };
+        assert!(
+            said.contains(c.says),
+            "{}: expected {:?} in\n{said}",
+            c.name,
+            c.says
+        );
+        if c.exit == 2 {
+            // One line naming the file and why.
+            assert_eq!(stderr.lines().count(), 1, "{}: {stderr}", c.name);
+            assert!(
+                stderr.starts_with(&format!("{}: cannot be read: ", c.name)),
+                "{stderr}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_link_out_of_the_folder_is_refused_and_one_inside_is_read() {
+    let outside = fresh_dir("outside");
+    let inbox = fresh_dir("inbox");
+    std::fs::write(outside.join("secret.csv"), rows(1)).unwrap();
+    std::fs::write(inbox.join("real.csv"), rows(1)).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.csv"), inbox.join("link-out.csv")).unwrap();
+    std::os::unix::fs::symlink(inbox.join("real.csv"), inbox.join("link-in.csv")).unwrap();
+
+    let (code, _, stderr) = check(&inbox, "link-out.csv");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("a symbolic link to"), "{stderr}");
+    assert!(
+        stderr.contains("lotsync reads only files in the folder itself"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = check(&inbox, "link-in.csv");
+    assert_eq!(code, 0);
+    assert!(stdout.contains("1 accepted"), "{stdout}");
+    std::fs::remove_dir_all(&inbox).unwrap();
+    std::fs::remove_dir_all(&outside).unwrap();
+}
+
+/// One unreadable file among good ones: the good ones are still reported, the exit is 2.
+#[test]
+fn a_bad_file_does_not_hide_the_good_ones() {
+    let dir = fresh_dir("mixed");
+    std::fs::write(dir.join("good.csv"), rows(3)).unwrap();
+    std::fs::write(dir.join("bad.csv"), "").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .current_dir(&dir)
+        .args(["check", "bad.csv", "good.csv"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("good.csv: CSV"), "{stdout}");
+    assert!(stdout.contains("no --location-id: vehicles get the placeholder location 0"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
