@@ -101,7 +101,7 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "duplicate-headers.csv",
-            format!("VIN,Stock,Price,Price\n1HGCM82633A004352,A1,100,200\n"),
+            "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,100,200\n",
             0,
             "column \"Price\" appears twice (columns 3 and 4)",
         ),
