@@ -22,7 +22,7 @@ mod vehicle;
 
 pub use error::{ApiError, Call, ErrorClass};
 pub use payload::{
-    Amount, BodyStyle, BodyType, Color, DriveType, Fuel, InteriorType, Price, PriceSet,
+    Amount, BodyStyle, BodyType, Color, DriveType, Fuel, InteriorType, Price, PriceSet, SpecEnum,
     TitleStatus, Tonnage, TransmissionSpeed, TransmissionType, UnknownValue, VehiclePayload,
     VehicleType,
 };

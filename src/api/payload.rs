@@ -26,6 +26,12 @@ macro_rules! spec_enum {
             }
         }
 
+        impl SpecEnum for $name {
+            fn all() -> &'static [Self] {
+                Self::ALL
+            }
+        }
+
         impl FromStr for $name {
             type Err = UnknownValue;
             fn from_str(s: &str) -> Result<Self, UnknownValue> {
@@ -55,6 +61,12 @@ macro_rules! spec_enum {
             }
         }
     };
+}
+
+/// An enum of spec §4.2: a closed list of exact spellings.
+pub trait SpecEnum: Copy + PartialEq + FromStr + fmt::Display + 'static {
+    /// Every value, in the spec's order.
+    fn all() -> &'static [Self];
 }
 
 /// A string that is not one of the spec's values for an enum.

@@ -28,6 +28,7 @@ pub struct CsvReader<R: BufRead> {
     line_offset: u64,
     /// The line of the last record read (the header's is 1).
     last_line: u64,
+    double_space: memchr::memmem::Finder<'static>,
 }
 
 impl<R: BufRead> CsvReader<R> {
@@ -59,6 +60,7 @@ impl<R: BufRead> CsvReader<R> {
             finished: false,
             line_offset: u64::from(crlf),
             last_line: 1,
+            double_space: memchr::memmem::Finder::new(b"  "),
         };
         this.read_header()?;
         Ok(this)
@@ -143,7 +145,7 @@ impl<R: BufRead> CsvReader<R> {
                 }));
             }
             self.last_row_ragged = None;
-            if self.row.iter().any(|f| f.contains(&0)) {
+            if memchr::memchr(0, self.row.as_slice()).is_some() {
                 return Ok(Item::Problem(RowProblem {
                     line,
                     reason: "contains a NUL byte (binary data in a text export)".into(),
@@ -152,6 +154,19 @@ impl<R: BufRead> CsvReader<R> {
             record.clear();
             record.line = line;
             record.index = self.index;
+            // One UTF-8 check for the whole row; field by field only when it fails.
+            let bytes = self.row.as_slice();
+            record.tidy = memchr::memchr3(b'\t', b'\n', b'\r', bytes).is_none()
+                && self.double_space.find(bytes).is_none();
+            if let Ok(all) = std::str::from_utf8(bytes) {
+                for i in 0..columns {
+                    match self.row.range(i) {
+                        Some(range) if !range.is_empty() => record.push(i as FieldId, &all[range]),
+                        _ => {}
+                    }
+                }
+                return Ok(Item::Record);
+            }
             for i in 0..columns {
                 let raw = self.row.get(i).unwrap_or_default();
                 if raw.is_empty() {

@@ -78,15 +78,20 @@ pub struct Record {
     text: String,
     /// (field, start, end) into `text`, in source order; a field may repeat (a list).
     fields: Vec<(FieldId, u32, u32)>,
+    /// Per field id, 1 + the index in `fields` of its first value (0: none), so that `get`
+    /// costs no search.
+    first: Vec<u32>,
+    /// No value holds a tab, a line break or two spaces in a row: values need trimming only.
+    /// Known for a whole CSV row from two vectorized scans; XML records say false.
+    pub tidy: bool,
 }
 
 impl Record {
     /// The first value of a field, if the record has it.
     pub fn get(&self, id: FieldId) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(f, _, _)| *f == id)
-            .map(|&(_, s, e)| &self.text[s as usize..e as usize])
+        let slot = *self.first.get(id as usize)?;
+        let &(_, s, e) = self.fields.get(slot.checked_sub(1)? as usize)?;
+        Some(&self.text[s as usize..e as usize])
     }
 
     /// Every value of a field, in source order.
@@ -111,12 +116,21 @@ impl Record {
     fn clear(&mut self) {
         self.text.clear();
         self.fields.clear();
+        self.first.fill(0);
+        self.tidy = false;
     }
 
     fn push(&mut self, id: FieldId, value: &str) {
         let start = self.text.len() as u32;
         self.text.push_str(value);
         self.fields.push((id, start, self.text.len() as u32));
+        let slot = id as usize;
+        if self.first.len() <= slot {
+            self.first.resize(slot + 1, 0);
+        }
+        if self.first[slot] == 0 {
+            self.first[slot] = self.fields.len() as u32;
+        }
     }
 }
 
@@ -189,14 +203,14 @@ pub struct ReadOptions {
     pub confine_to: Option<PathBuf>,
 }
 
-/// A reader of either format.
+/// A reader of either format, over a file (the default) or any buffered input.
 #[derive(Debug)]
-pub enum FeedReader {
-    Csv(CsvReader<BufReader<File>>),
-    Xml(XmlReader<BufReader<File>>),
+pub enum FeedReader<R: BufRead = BufReader<File>> {
+    Csv(CsvReader<R>),
+    Xml(XmlReader<R>),
 }
 
-impl FeedReader {
+impl<R: BufRead> FeedReader<R> {
     /// Reads the next record into `record`.
     pub fn next(&mut self, record: &mut Record) -> Result<Item, FeedError> {
         match self {
@@ -262,6 +276,30 @@ pub fn open(path: &Path, options: &ReadOptions) -> Result<FeedReader, FeedError>
                 }
             };
             Ok(FeedReader::Xml(XmlReader::new(input, element)))
+        }
+    }
+}
+
+/// A reader over bytes in memory, detected as `open` does (for tests and fuzzing).
+pub fn from_bytes<'a>(
+    bytes: &'a [u8],
+    options: &ReadOptions,
+) -> Result<FeedReader<&'a [u8]>, FeedError> {
+    if bytes.is_empty() {
+        return Err(FeedError::Empty);
+    }
+    let format = match options.format {
+        Some(format) => format,
+        None => sniff(bytes)?,
+    };
+    match format {
+        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(bytes, options.delimiter)?)),
+        Format::Xml => {
+            let element = match &options.record_element {
+                Some(e) => e.clone(),
+                None => xml::detect_record_element(bytes)?,
+            };
+            Ok(FeedReader::Xml(XmlReader::new(bytes, element)))
         }
     }
 }

@@ -17,13 +17,13 @@ pub use profile::{Binding, Profile, ProfileError, Target};
 pub use vin::{check_vin, VinCheck};
 
 use crate::api::{
-    Amount, BodyType, Color, Price, PriceSet, TransmissionSpeed, TransmissionType, VehiclePayload,
+    Amount, BodyType, Color, Price, PriceSet, SpecEnum, TransmissionSpeed, TransmissionType,
+    VehiclePayload,
 };
 use crate::feed::{Record, Schema};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
-use std::str::FromStr;
 use synonyms::Found;
 use vin::SeenVin;
 
@@ -98,6 +98,27 @@ pub struct Mapper {
     /// Lot codes, upper-cased.
     locations: BTreeMap<String, u64>,
     seen: HashSet<SeenVin>,
+    memo: Memo,
+}
+
+/// Entries at most in each memo table: beyond it (a file of endlessly varied free text) values
+/// are still looked up, only not remembered.
+const MEMO_LIMIT: usize = 4096;
+
+/// What one file's distinct texts were found to mean. DMS values repeat (a few dozen colors,
+/// bodies and transmissions over thousands of vehicles), so each is worked out once.
+#[derive(Debug, Default)]
+struct Memo {
+    /// Per target: text → index into the enum's values.
+    enums: HashMap<Target, HashMap<Box<str>, Found<u8>>>,
+    transmissions: HashMap<Box<str>, parse::TransmissionText>,
+    engines: HashMap<Box<str>, (Option<f64>, Option<u8>)>,
+}
+
+fn remember<V>(table: &mut HashMap<Box<str>, V>, text: &str, value: V) {
+    if table.len() < MEMO_LIMIT {
+        table.insert(text.into(), value);
+    }
 }
 
 impl Mapper {
@@ -126,6 +147,7 @@ impl Mapper {
             values,
             locations,
             seen: HashSet::new(),
+            memo: Memo::default(),
             profile,
         }
     }
@@ -167,18 +189,26 @@ struct One<'a> {
     rejections: Vec<Problem>,
 }
 
-impl One<'_> {
+impl<'a> One<'a> {
     /// The cleaned text of a target's field, after the profile's value map; None when blank.
-    fn text(&self, target: Target) -> Option<Cow<'_, str>> {
+    /// It borrows the record, not `self`, so warnings can be added while it is held.
+    fn text(&self, target: Target) -> Option<Cow<'a, str>> {
         let id = self.mapper.binding.field(target)?;
-        let raw = self.record.get(id)?;
-        let cleaned = parse::clean(raw);
+        let record: &'a Record = self.record;
+        let raw = record.get(id)?;
+        let cleaned = if record.tidy {
+            parse::clean_tidy(raw)
+        } else {
+            parse::clean(raw)
+        };
         if cleaned.is_empty() {
             return None;
         }
-        if let Some(map) = self.mapper.values.get(&target) {
-            if let Some(to) = map.get(&synonyms::key(&cleaned)) {
-                return Some(Cow::Owned(to.clone()));
+        if !self.mapper.values.is_empty() {
+            if let Some(map) = self.mapper.values.get(&target) {
+                if let Some(to) = map.get(&synonyms::key(&cleaned)) {
+                    return Some(Cow::Owned(to.clone()));
+                }
             }
         }
         Some(cleaned)
@@ -193,35 +223,37 @@ impl One<'_> {
         self.text(target).map(Cow::into_owned)
     }
 
-    /// An enum: the spec's exact spelling, else the synonym table.
-    fn spec_value<T: FromStr + Copy>(
+    /// An enum: the spec's exact spelling, else the synonym table (remembered per text).
+    fn spec_value<T: SpecEnum>(
         &mut self,
         target: Target,
         synonyms: fn(&str) -> Found<T>,
     ) -> Option<T> {
-        let text = self.text(target)?.into_owned();
-        if let Ok(v) = text.parse::<T>() {
-            return Some(v);
-        }
-        match synonyms(&text) {
-            Found::One(v) => Some(v),
-            Found::Ambiguous => {
-                let reason = format!(
-                    "could mean more than one spec value, left out; a profile can map it under [values.{}]",
-                    target.name()
-                );
-                self.warn(target, reason, &text);
-                None
+        let text = self.text(target)?;
+        let table = self.mapper.memo.enums.entry(target).or_default();
+        let found = match table.get(&*text) {
+            Some(found) => *found,
+            None => {
+                let found = match text.parse::<T>() {
+                    Ok(v) => Found::One(v),
+                    Err(_) => synonyms(&text),
+                };
+                let found = found.map(|v| T::all().iter().position(|x| *x == v).unwrap_or(0) as u8);
+                remember(table, &text, found);
+                found
             }
-            Found::None => {
-                let reason = format!(
-                    "no spec value matches, left out; a profile can map it under [values.{}]",
-                    target.name()
-                );
-                self.warn(target, reason, &text);
-                None
-            }
-        }
+        };
+        let what = match found {
+            Found::One(i) => return T::all().get(usize::from(i)).copied(),
+            Found::Ambiguous => "could mean more than one spec value",
+            Found::None => "no spec value matches",
+        };
+        let reason = format!(
+            "{what}, left out; a profile can map it under [values.{}]",
+            target.name()
+        );
+        self.warn(target, reason, &text);
+        None
     }
 
     /// A parsed number; a value that does not parse is left out with a warning.
@@ -404,15 +436,19 @@ impl One<'_> {
             Target::TransmissionType,
             Target::TransmissionSpeed,
         ] {
-            let Some(text) = self.string(target) else {
+            let Some(text) = self.text(target) else {
                 continue;
             };
-            let read = if target == Target::TransmissionSpeed
-                && text.bytes().all(|b| b.is_ascii_digit())
-            {
+            let bare_speed =
+                target == Target::TransmissionSpeed && text.bytes().all(|b| b.is_ascii_digit());
+            let read = if bare_speed {
                 parse::transmission(&format!("{text} speed"))
+            } else if let Some(read) = self.mapper.memo.transmissions.get(&*text) {
+                *read
             } else {
-                parse::transmission(&text)
+                let read = parse::transmission(&text);
+                remember(&mut self.mapper.memo.transmissions, &text, read);
+                read
             };
             if let Some(gears) = read.unlisted_speed {
                 self.warn(
@@ -435,9 +471,17 @@ impl One<'_> {
 
     /// Displacement and cylinders from the engine text and the dedicated columns (which win).
     fn engine(&mut self) -> (Option<f64>, Option<u8>) {
-        let (mut displacement, mut cylinders) = self
-            .string(Target::Engine)
-            .map_or((None, None), |text| parse::engine(&text));
+        let (mut displacement, mut cylinders) = match self.text(Target::Engine) {
+            None => (None, None),
+            Some(text) => match self.mapper.memo.engines.get(&*text) {
+                Some(read) => *read,
+                None => {
+                    let read = parse::engine(&text);
+                    remember(&mut self.mapper.memo.engines, &text, read);
+                    read
+                }
+            },
+        };
         if let Some(d) = self.number(Target::EngineDisplacement, parse::displacement) {
             displacement = Some(d);
         }
@@ -451,7 +495,7 @@ impl One<'_> {
         let Some(id) = self.mapper.binding.field(target) else {
             return Vec::new();
         };
-        parse::list(self.record.all(id), split_on_blanks)
+        parse::list(self.record.all(id), split_on_blanks, self.record.tidy)
     }
 
     /// http(s) URLs; anything else is left out with a warning.
@@ -459,11 +503,10 @@ impl One<'_> {
         let items = self.list(target, true);
         let mut urls = Vec::with_capacity(items.len());
         for item in items {
-            match url::Url::parse(&item) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
-                    urls.push(item)
-                }
-                _ => self.warn(target, "not an http(s) URL; left out", &item),
+            if parse::is_web_url(&item) {
+                urls.push(item);
+            } else {
+                self.warn(target, "not an http(s) URL; left out", &item);
             }
         }
         urls

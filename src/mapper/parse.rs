@@ -7,16 +7,32 @@ use std::borrow::Cow;
 
 /// Trims and collapses runs of whitespace to one space.
 pub fn clean(s: &str) -> Cow<'_, str> {
-    let t = s.trim();
-    let needs_work = t
-        .as_bytes()
-        .windows(2)
-        .any(|w| w[0].is_ascii_whitespace() && w[1].is_ascii_whitespace())
-        || t.bytes().any(|b| matches!(b, b'\t' | b'\n' | b'\r'));
-    if !needs_work {
+    let t = trim(s);
+    let mut previous_blank = false;
+    let tidy = t.bytes().all(|b| {
+        let blank = b <= b' ';
+        let fine = !blank || (b == b' ' && !previous_blank);
+        previous_blank = blank;
+        fine
+    });
+    if tidy {
         return Cow::Borrowed(t);
     }
     Cow::Owned(t.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+/// `clean` for text already known to hold no tab, line break or double space.
+pub fn clean_tidy(s: &str) -> Cow<'_, str> {
+    Cow::Borrowed(trim(s))
+}
+
+/// `str::trim`, with the common all-ASCII case first.
+pub fn trim(s: &str) -> &str {
+    let t = s.trim_ascii();
+    match (t.as_bytes().first(), t.as_bytes().last()) {
+        (Some(&a), Some(&z)) if a >= 0x80 || z >= 0x80 => t.trim(),
+        _ => t,
+    }
 }
 
 /// A price: "$23,995.00" is 23995; "Call", "0" and "" are no price.
@@ -25,19 +41,22 @@ pub fn price(s: &str) -> Result<Option<f64>, String> {
     if t.is_empty() {
         return Ok(None);
     }
-    let lower = t.to_ascii_lowercase();
-    if ["call", "n/a", "tbd", "please", "contact", "ask"]
-        .iter()
-        .any(|w| lower.contains(w))
-    {
-        return Ok(None);
-    }
-    let digits: String = t
-        .chars()
-        .filter(|c| !matches!(c, '$' | ' ' | '\u{a0}'))
-        .collect();
-    let digits = digits.trim_end_matches("USD").trim_start_matches("USD");
-    let number = decimal(digits).ok_or_else(|| "not a price".to_owned())?;
+    let t = t
+        .trim_start_matches("USD")
+        .trim_end_matches("USD")
+        .trim()
+        .trim_start_matches('$')
+        .trim();
+    let Some(number) = decimal(t) else {
+        let lower = t.to_ascii_lowercase();
+        if ["call", "n/a", "tbd", "please", "contact", "ask"]
+            .iter()
+            .any(|w| lower.contains(w))
+        {
+            return Ok(None);
+        }
+        return Err("not a price".into());
+    };
     if number < 0.0 {
         return Err("a negative price".into());
     }
@@ -48,36 +67,57 @@ pub fn price(s: &str) -> Result<Option<f64>, String> {
 }
 
 /// Reads "23,995.50", "23995", and the European "23.995,50": the last `,` or `.` followed by one
-/// or two digits is the decimal mark, the others group thousands.
+/// or two digits is the decimal mark, the others group thousands. Digits are summed by hand:
+/// prices are read on every record.
 fn decimal(s: &str) -> Option<f64> {
-    if s.is_empty()
-        || !s
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b',' | b'.' | b'-'))
-    {
+    let b = s.as_bytes();
+    let (negative, b) = match b {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, b),
+    };
+    if b.is_empty() || !b[0].is_ascii_digit() {
         return None;
     }
-    let last_mark = s.rfind([',', '.']);
-    let (whole, fraction) = match last_mark {
-        Some(i) if (1..=2).contains(&(s.len() - i - 1)) => (&s[..i], &s[i + 1..]),
-        _ => (s, ""),
-    };
-    let whole: String = whole
-        .chars()
-        .filter(|c| c.is_ascii_digit() || *c == '-')
-        .collect();
-    let text = if fraction.is_empty() {
-        whole
-    } else {
-        format!("{whole}.{fraction}")
-    };
-    text.parse().ok()
+    let decimal_mark = b
+        .iter()
+        .rposition(|&c| c == b',' || c == b'.')
+        .filter(|&i| (1..=2).contains(&(b.len() - i - 1)));
+    let mut whole: u64 = 0;
+    let mut cents: u64 = 0;
+    let mut fraction_digits = 0;
+    for (i, &c) in b.iter().enumerate() {
+        match c {
+            b'0'..=b'9' if decimal_mark.is_some_and(|m| i > m) => {
+                cents = cents * 10 + u64::from(c - b'0');
+                fraction_digits += 1;
+            }
+            b'0'..=b'9' => whole = whole.checked_mul(10)?.checked_add(u64::from(c - b'0'))?,
+            b',' | b'.' | b' ' => {}
+            _ => return None,
+        }
+    }
+    if fraction_digits == 1 {
+        cents *= 10;
+    }
+    let value = whole as f64 + cents as f64 / 100.0;
+    Some(if negative { -value } else { value })
 }
 
 /// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says
 /// so).
 pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
-    let lower = s.trim().to_ascii_lowercase();
+    let t = s.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b',') {
+        let n = t.bytes().filter(u8::is_ascii_digit).fold(0u64, |n, d| {
+            n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+        });
+        return if n > 2_000_000 {
+            Err("more than 2,000,000 miles".into())
+        } else {
+            Ok(Some((n, false)))
+        };
+    }
+    let lower = t.to_ascii_lowercase();
     if lower.is_empty() {
         return Ok(None);
     }
@@ -322,20 +362,62 @@ pub fn transmission(s: &str) -> TransmissionText {
 
 /// Items of a list field, split on `|`, `;`, `,` and line breaks (and blanks, for URLs),
 /// trimmed, without empties or repeats (compared case-insensitively; the first spelling stays).
-pub fn list<'a>(values: impl Iterator<Item = &'a str>, split_on_blanks: bool) -> Vec<String> {
+/// `tidy` says the values hold no tab, line break or double space (`Record::tidy`).
+pub fn list<'a>(
+    values: impl Iterator<Item = &'a str>,
+    split_on_blanks: bool,
+    tidy: bool,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for value in values {
-        for item in value.split(|c: char| {
-            matches!(c, '|' | ';' | ',' | '\n' | '\r') || (split_on_blanks && c.is_whitespace())
-        }) {
-            let item = clean(item);
-            if item.is_empty() || out.iter().any(|o| o.eq_ignore_ascii_case(&item)) {
-                continue;
+        // Every separator is ASCII, so cutting the bytes there keeps each piece valid UTF-8.
+        let bytes = value.as_bytes();
+        let mut start = 0;
+        while start <= bytes.len() {
+            let rest = &bytes[start..];
+            let cut = memchr::memchr3(b'|', b';', b',', rest);
+            let cut = if tidy && !split_on_blanks {
+                cut
+            } else {
+                let other = match (split_on_blanks, tidy) {
+                    // In a tidy value the only blank is a single space.
+                    (true, true) => memchr::memchr(b' ', rest),
+                    (true, false) => rest.iter().position(u8::is_ascii_whitespace),
+                    (false, _) => memchr::memchr2(b'\n', b'\r', rest),
+                };
+                match (cut, other) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            };
+            let end = cut.map_or(bytes.len(), |c| start + c);
+            let piece = &value[start..end];
+            let item = if tidy {
+                clean_tidy(piece)
+            } else {
+                clean(piece)
+            };
+            if !item.is_empty() && !out.iter().any(|o| o.eq_ignore_ascii_case(&item)) {
+                out.push(item.into_owned());
             }
-            out.push(item.into_owned());
+            start = end + 1;
         }
     }
     out
+}
+
+/// Whether a text is an absolute http(s) URL with a host.
+pub fn is_web_url(s: &str) -> bool {
+    let b = s.as_bytes();
+    let rest = if b.len() > 8 && b[..8].eq_ignore_ascii_case(b"https://") {
+        &b[8..]
+    } else if b.len() > 7 && b[..7].eq_ignore_ascii_case(b"http://") {
+        &b[7..]
+    } else {
+        return false;
+    };
+    let host_end = memchr::memchr3(b'/', b'?', b'#', rest).unwrap_or(rest.len());
+    host_end > 0 && rest[0] != b':' && !rest[..host_end].iter().any(u8::is_ascii_whitespace)
 }
 
 /// yes/no words.
@@ -365,6 +447,9 @@ mod tests {
         }
         assert!(price("cheap").is_err());
         assert!(price("-5").is_err());
+        assert_eq!(price("1,234.5"), Ok(Some(1234.5)));
+        assert_eq!(price("99.99"), Ok(Some(99.99)));
+        assert!(price("1.2.3x").is_err());
     }
 
     #[test]
@@ -442,10 +527,34 @@ mod tests {
 
     #[test]
     fn lists_split_trim_and_dedupe() {
-        let items = list(["Sunroof, Heated Seats |sunroof\nTow;;"].into_iter(), false);
+        let items = list(
+            ["Sunroof, Heated Seats |sunroof\nTow;;"].into_iter(),
+            false,
+            false,
+        );
         assert_eq!(items, vec!["Sunroof", "Heated Seats", "Tow"]);
-        let urls = list(["https://a/1.jpg https://a/2.jpg"].into_iter(), true);
-        assert_eq!(urls.len(), 2);
+        let tidy = list(
+            ["Sunroof, Heated Seats |sunroof;Tow;;"].into_iter(),
+            false,
+            true,
+        );
+        assert_eq!(tidy, vec!["Sunroof", "Heated Seats", "Tow"]);
+        let urls = list(
+            ["https://a/1.jpg https://a/2.jpg|https://a/3.jpg"].into_iter(),
+            true,
+            true,
+        );
+        assert_eq!(urls.len(), 3);
+    }
+
+    #[test]
+    fn web_urls() {
+        assert!(is_web_url("https://images.example.com/a/1.jpg"));
+        assert!(is_web_url("HTTP://h:8080/x?y=1"));
+        assert!(!is_web_url("ftp://h/x"));
+        assert!(!is_web_url("https://"));
+        assert!(!is_web_url("https:///path"));
+        assert!(!is_web_url("images/1.jpg"));
     }
 
     #[test]

@@ -461,6 +461,8 @@ fn squash(name: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Binding {
     pub by_target: BTreeMap<Target, FieldId>,
+    /// The same, indexed by target: `field` is on the hot path of every record.
+    slots: Vec<Option<FieldId>>,
     /// Targets matched by their header rather than named in the profile.
     pub by_header: Vec<Target>,
     /// Fields the profile names that the file does not have (yet: XML paths appear as read).
@@ -492,9 +494,7 @@ impl Binding {
                 .iter()
                 .find(|(_, name)| name.trim().eq_ignore_ascii_case(source.trim()));
             match found {
-                Some(&(id, _)) => {
-                    self.by_target.insert(target, id);
-                }
+                Some(&(id, _)) => self.set(target, id),
                 None => self.missing.push((target, source.clone())),
             }
         }
@@ -530,14 +530,23 @@ impl Binding {
                 ));
                 continue;
             }
-            self.by_target.insert(target, id);
+            self.set(target, id);
             self.by_header.push(target);
         }
     }
 
+    fn set(&mut self, target: Target, id: FieldId) {
+        self.by_target.insert(target, id);
+        let slot = target as usize;
+        if self.slots.len() <= slot {
+            self.slots.resize(slot + 1, None);
+        }
+        self.slots[slot] = Some(id);
+    }
+
     /// The source field of a target.
     pub fn field(&self, target: Target) -> Option<FieldId> {
-        self.by_target.get(&target).copied()
+        self.slots.get(target as usize).copied().flatten()
     }
 
     /// `target <- "source"` lines for people, in target order.

@@ -30,6 +30,16 @@ pub enum Found<T> {
     None,
 }
 
+impl<T> Found<T> {
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Found<U> {
+        match self {
+            Found::One(v) => Found::One(f(v)),
+            Found::Ambiguous => Found::Ambiguous,
+            Found::None => Found::None,
+        }
+    }
+}
+
 fn exact<T: Copy>(table: &[(&str, T)], k: &str) -> Option<T> {
     table.iter().find(|(w, _)| *w == k).map(|(_, v)| *v)
 }

@@ -1,0 +1,86 @@
+//! Parse + map throughput on a 100,000-vehicle CSV, next to a raw csv-crate ByteRecord scan of
+//! the same file in the same run (the target: at least 40% of the raw scan's speed).
+//!
+//! `cargo bench --bench ingest`
+
+mod feedgen;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use lotsync::feed::{self, Item, ReadOptions, Record};
+use lotsync::mapper::{Mapped, Mapper, Profile};
+use std::hint::black_box;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+const ROWS: u64 = 100_000;
+
+fn feed_file() -> PathBuf {
+    let path = std::env::temp_dir().join(format!("lotsync-ingest-{ROWS}.csv"));
+    if !path.exists() {
+        let mut out = BufWriter::new(std::fs::File::create(&path).expect("temp file"));
+        feedgen::write_feed(&mut out, ROWS).expect("feed written");
+        out.flush().expect("feed flushed");
+    }
+    path
+}
+
+/// The floor: the csv crate reading every record as bytes, nothing else.
+fn raw_scan(path: &Path) -> u64 {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_path(path)
+        .expect("open");
+    let mut record = csv::ByteRecord::new();
+    let mut n = 0;
+    while reader.read_byte_record(&mut record).expect("read") {
+        n += record.len() as u64;
+    }
+    n
+}
+
+/// The reader alone: records with their fields decoded, nothing mapped.
+fn parse_only(path: &Path) -> u64 {
+    let mut reader = feed::open(path, &ReadOptions::default()).expect("open");
+    let mut record = Record::default();
+    let mut fields = 0;
+    while let Item::Record = reader.next(&mut record).expect("read") {
+        fields += record.iter().count() as u64;
+    }
+    fields
+}
+
+/// What `lotsync check` does per file: read, detect, decode, map to payloads.
+fn parse_and_map(path: &Path) -> u64 {
+    let mut reader = feed::open(path, &ReadOptions::default()).expect("open");
+    let mut mapper = Mapper::new(Profile::auto(), 10);
+    let mut record = Record::default();
+    let mut accepted = 0;
+    loop {
+        match reader.next(&mut record).expect("read") {
+            Item::End => return accepted,
+            Item::Problem(_) => {}
+            Item::Record => {
+                if let Mapped::Accepted(a) = mapper.map(reader.schema(), &record) {
+                    black_box(&a.payload);
+                    accepted += 1;
+                }
+            }
+        }
+    }
+}
+
+fn ingest(c: &mut Criterion) {
+    let path = feed_file();
+    let bytes = std::fs::metadata(&path).expect("file").len();
+    assert_eq!(parse_and_map(&path), ROWS, "every generated vehicle maps");
+    let mut group = c.benchmark_group("ingest-100k");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(bytes));
+    group.bench_function("raw csv ByteRecord scan", |b| b.iter(|| raw_scan(&path)));
+    group.bench_function("lotsync parse only", |b| b.iter(|| parse_only(&path)));
+    group.bench_function("lotsync parse + map", |b| b.iter(|| parse_and_map(&path)));
+    group.finish();
+}
+
+criterion_group!(benches, ingest);
+criterion_main!(benches);
