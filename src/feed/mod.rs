@@ -205,6 +205,8 @@ pub struct ReadOptions {
 
 /// A reader of either format, over a file (the default) or any buffered input.
 #[derive(Debug)]
+// One reader per open file, never stored in bulk: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum FeedReader<R: BufRead = BufReader<File>> {
     Csv(CsvReader<R>),
     Xml(XmlReader<R>),
