@@ -61,26 +61,7 @@ pub fn vin(n: u64) -> String {
         chars[slot] = ALPHABET[(x % ALPHABET.len() as u64) as usize];
         x /= ALPHABET.len() as u64;
     }
-    const WEIGHTS: [u32; 17] = [8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2];
-    let value = |c: u8| -> u32 {
-        match c {
-            b'0'..=b'9' => u32::from(c - b'0'),
-            b'A' | b'J' => 1,
-            b'B' | b'K' | b'S' => 2,
-            b'C' | b'L' | b'T' => 3,
-            b'D' | b'M' | b'U' => 4,
-            b'E' | b'N' | b'V' => 5,
-            b'F' | b'W' => 6,
-            b'G' | b'P' | b'X' => 7,
-            b'H' | b'Y' => 8,
-            _ => 9,
-        }
-    };
-    let sum: u32 = chars.iter().zip(WEIGHTS).map(|(&c, w)| value(c) * w).sum();
-    chars[8] = match sum % 11 {
-        10 => b'X',
-        d => b'0' + d as u8,
-    };
+    chars[8] = lotsync::mapper::check_digit(&chars) as u8;
     String::from_utf8(chars).expect("ASCII")
 }
 

@@ -14,7 +14,7 @@ mod synonyms;
 mod vin;
 
 pub use profile::{Binding, Profile, ProfileError, Target};
-pub use vin::{check_vin, VinCheck};
+pub use vin::{check_digit, check_vin, VinCheck};
 
 use crate::api::{
     Amount, BodyType, Color, Price, PriceSet, SpecEnum, TransmissionSpeed, TransmissionType,

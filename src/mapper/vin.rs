@@ -50,8 +50,9 @@ pub fn check_vin(raw: &str, mode: VinCheck) -> Result<String, String> {
     }
 }
 
-/// The check digit of a 17-character VIN of digits and letters other than I, O, Q.
-fn check_digit(vin: &[u8]) -> char {
+/// The check digit (9th character) that a 17-character VIN of digits and letters other than
+/// I, O, Q must carry.
+pub fn check_digit(vin: &[u8]) -> char {
     const WEIGHTS: [u32; 17] = [8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2];
     let sum: u32 = vin
         .iter()
