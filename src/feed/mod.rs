@@ -258,7 +258,29 @@ pub fn open(path: &Path, options: &ReadOptions) -> Result<FeedReader, FeedError>
         check_confined(path, folder)?;
     }
     let file = File::open(path).map_err(FeedError::Open)?;
-    let mut input = BufReader::with_capacity(64 * 1024, file);
+    let input = BufReader::with_capacity(64 * 1024, file);
+    // XML detection reads the start of the file once more, through a second handle.
+    reader_for(input, options, || {
+        let file = File::open(path).map_err(FeedError::Open)?;
+        xml::detect_record_element(BufReader::new(file))
+    })
+}
+
+/// A reader over bytes in memory, detected as `open` does (for tests and fuzzing).
+pub fn from_bytes<'a>(
+    bytes: &'a [u8],
+    options: &ReadOptions,
+) -> Result<FeedReader<&'a [u8]>, FeedError> {
+    reader_for(bytes, options, || xml::detect_record_element(bytes))
+}
+
+/// Picks the format (given, or sniffed from the first bytes) and the XML record element
+/// (given, or found by `detect_element`).
+fn reader_for<R: BufRead>(
+    mut input: R,
+    options: &ReadOptions,
+    detect_element: impl FnOnce() -> Result<String, FeedError>,
+) -> Result<FeedReader<R>, FeedError> {
     let head = input.fill_buf().map_err(FeedError::Io)?;
     if head.is_empty() {
         return Err(FeedError::Empty);
@@ -272,36 +294,9 @@ pub fn open(path: &Path, options: &ReadOptions) -> Result<FeedReader, FeedError>
         Format::Xml => {
             let element = match &options.record_element {
                 Some(e) => e.clone(),
-                None => {
-                    let file = File::open(path).map_err(FeedError::Open)?;
-                    xml::detect_record_element(BufReader::new(file))?
-                }
+                None => detect_element()?,
             };
             Ok(FeedReader::Xml(XmlReader::new(input, element)))
-        }
-    }
-}
-
-/// A reader over bytes in memory, detected as `open` does (for tests and fuzzing).
-pub fn from_bytes<'a>(
-    bytes: &'a [u8],
-    options: &ReadOptions,
-) -> Result<FeedReader<&'a [u8]>, FeedError> {
-    if bytes.is_empty() {
-        return Err(FeedError::Empty);
-    }
-    let format = match options.format {
-        Some(format) => format,
-        None => sniff(bytes)?,
-    };
-    match format {
-        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(bytes, options.delimiter)?)),
-        Format::Xml => {
-            let element = match &options.record_element {
-                Some(e) => e.clone(),
-                None => xml::detect_record_element(bytes)?,
-            };
-            Ok(FeedReader::Xml(XmlReader::new(bytes, element)))
         }
     }
 }
