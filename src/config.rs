@@ -1,19 +1,73 @@
 //! lotsync's own config file (TOML): where the service is and as whom lotsync calls it.
 //!
 //! Typed and checked where it is declared: unknown keys are errors with their path, defaults
-//! are small named functions. Sections for state, feeds and notifications join here as the
-//! stages that read them arrive.
+//! are small named functions, and [`Config::load`] checks what types cannot (unique feed names,
+//! fractions in range) and names every problem at once. The notifications section joins here
+//! with the stage that reads it.
 
 use crate::api::{ApiToken, ClientSettings};
+use crate::diff::{Mode, Rules};
 use serde::Deserialize;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Where the config is read from when no `--config` is given.
+pub const DEFAULT_PATH: &str = "/etc/lotsync/lotsync.toml";
 
 /// The whole config file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub api: ApiConfig,
+    #[serde(default)]
+    pub state: StateConfig,
+    /// Mapping profiles named by feeds; relative to the config file's folder.
+    #[serde(default = "default_profiles_dir")]
+    pub profiles_dir: PathBuf,
+    /// `[[feed]]`: one per export the DMS writes.
+    #[serde(default, rename = "feed")]
+    pub feeds: Vec<FeedConfig>,
+}
+
+/// `[state]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// The sled database and its lock live here (systemd's StateDirectory).
+    #[serde(default = "default_state_dir")]
+    pub dir: PathBuf,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            dir: default_state_dir(),
+        }
+    }
+}
+
+/// `[[feed]]`: one DMS export.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedConfig {
+    pub name: String,
+    /// The folder the DMS drops its files into.
+    pub inbox: PathBuf,
+    /// Where its vehicles are, unless the profile routes them by lot code.
+    pub location_id: u64,
+    /// `auto`, a profile name in `profiles_dir`, or a path to a .toml file.
+    #[serde(default = "default_profile")]
+    pub profile: String,
+    /// `full`: every file lists all vehicles, absent ones were sold; `delta`: only changes.
+    #[serde(default)]
+    pub mode: Mode,
+    /// A full snapshot that would sell more than this share of a location's vehicles is held.
+    #[serde(default = "default_max_sold_fraction")]
+    pub max_sold_fraction: f64,
+    /// Sold only after this many consecutive full snapshots without the vehicle.
+    #[serde(default = "default_sold_after_absent")]
+    pub sold_after_absent: u32,
 }
 
 /// `[api]`: the Vehicle Inventory Service.
@@ -56,18 +110,139 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("{0}")]
     Token(String),
+    #[error("config {path}:\n  {}", problems.join("\n  "))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
+    #[error("{0}")]
+    Feed(String),
 }
 
 impl Config {
+    /// Reads and checks a config; relative paths in it are taken from the file's folder.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
             message: e.to_string(),
-        })
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve_paths(base);
+        let problems = config.problems();
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                problems,
+            });
+        }
+        Ok(config)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let resolve = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        resolve(&mut self.state.dir);
+        resolve(&mut self.profiles_dir);
+        for feed in &mut self.feeds {
+            resolve(&mut feed.inbox);
+        }
+    }
+
+    /// What is wrong with the values, each named by its key.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.api.organization_id == 0 {
+            problems.push("api.organization_id: must be the organization's id (not 0)".into());
+        }
+        if !(self.api.max_requests_per_second > 0.0) {
+            problems.push("api.max_requests_per_second: must be more than 0".into());
+        }
+        if self.api.max_in_flight == 0 {
+            problems.push("api.max_in_flight: must be at least 1".into());
+        }
+        let mut names = HashSet::new();
+        for (i, feed) in self.feeds.iter().enumerate() {
+            let at = format!("feed[{i}] ({:?})", feed.name);
+            if feed.name.trim().is_empty() {
+                problems.push(format!("feed[{i}].name: must not be empty"));
+            } else if !names.insert(feed.name.as_str()) {
+                problems.push(format!("{at}.name: another feed has the same name"));
+            }
+            if !(0.0..=1.0).contains(&feed.max_sold_fraction) {
+                problems.push(format!(
+                    "{at}.max_sold_fraction: {} is not a share between 0 and 1",
+                    feed.max_sold_fraction
+                ));
+            }
+            if feed.sold_after_absent == 0 {
+                problems.push(format!("{at}.sold_after_absent: must be at least 1"));
+            }
+        }
+        problems
+    }
+
+    /// The feed a file belongs to: the one named, else the only one, else the one whose inbox
+    /// holds the file.
+    pub fn feed_for(&self, file: &Path, name: Option<&str>) -> Result<&FeedConfig, ConfigError> {
+        let names = || {
+            self.feeds
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if let Some(name) = name {
+            return self.feeds.iter().find(|f| f.name == name).ok_or_else(|| {
+                ConfigError::Feed(format!("no feed named {name:?} (feeds: {})", names()))
+            });
+        }
+        match self.feeds.as_slice() {
+            [] => Err(ConfigError::Feed(
+                "the config has no [[feed]]; add one (see config/lotsync.example.toml)".into(),
+            )),
+            [only] => Ok(only),
+            _ => {
+                let dir = file.parent().and_then(|d| d.canonicalize().ok());
+                self.feeds
+                    .iter()
+                    .find(|f| dir.is_some() && f.inbox.canonicalize().ok() == dir)
+                    .ok_or_else(|| {
+                        ConfigError::Feed(format!(
+                            "{}: which feed? it is in no feed's inbox; pick one with --feed ({})",
+                            file.display(),
+                            names()
+                        ))
+                    })
+            }
+        }
+    }
+}
+
+impl FeedConfig {
+    /// The diff's rules for this feed. `lot_locations` are the locations its profile routes
+    /// to by lot code (empty: every vehicle is at `location_id`).
+    pub fn rules(&self, organization_id: u64, lot_locations: &[u64], force: bool) -> Rules {
+        let locations: BTreeSet<u64> = if lot_locations.is_empty() {
+            BTreeSet::from([self.location_id])
+        } else {
+            lot_locations.iter().copied().collect()
+        };
+        Rules {
+            organization_id,
+            feed: self.name.clone(),
+            mode: self.mode,
+            sold_after_absent: self.sold_after_absent,
+            max_sold_fraction: self.max_sold_fraction,
+            locations,
+            force,
+        }
     }
 }
 
@@ -114,6 +289,26 @@ impl ApiConfig {
             timeout: Duration::from_secs(self.timeout_secs),
         }
     }
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from("/var/lib/lotsync")
+}
+
+fn default_profiles_dir() -> PathBuf {
+    PathBuf::from("profiles")
+}
+
+fn default_profile() -> String {
+    "auto".into()
+}
+
+fn default_max_sold_fraction() -> f64 {
+    0.25
+}
+
+fn default_sold_after_absent() -> u32 {
+    1
 }
 
 fn default_version() -> String {
@@ -163,6 +358,61 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("organisation"), "{err}");
+    }
+
+    #[test]
+    fn feeds_are_checked_and_every_problem_named() {
+        let dir = std::env::temp_dir().join(format!("lotsync-config-feeds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lotsync.toml");
+        std::fs::write(
+            &path,
+            r#"
+            [api]
+            base_url = "https://x"
+            organization_id = 100
+            [state]
+            dir = "state"
+            [[feed]]
+            name = "main"
+            inbox = "inbox/main"
+            location_id = 10
+            max_sold_fraction = 1.5
+            [[feed]]
+            name = "main"
+            inbox = "inbox/other"
+            location_id = 11
+            sold_after_absent = 0
+            "#,
+        )
+        .unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("max_sold_fraction: 1.5 is not a share"),
+            "{err}"
+        );
+        assert!(err.contains("another feed has the same name"), "{err}");
+        assert!(
+            err.contains("sold_after_absent: must be at least 1"),
+            "{err}"
+        );
+        std::fs::write(
+            &path,
+            "[api]\nbase_url = \"https://x\"\norganization_id = 100\n\
+             [[feed]]\nname = \"main\"\ninbox = \"in\"\nlocation_id = 10\nmode = \"delta\"\n",
+        )
+        .unwrap();
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.state.dir, PathBuf::from("/var/lib/lotsync"));
+        assert_eq!(config.feeds[0].inbox, dir.join("in"));
+        assert_eq!(config.feeds[0].mode, Mode::Delta);
+        assert_eq!(config.feeds[0].max_sold_fraction, 0.25);
+        let feed = config.feed_for(Path::new("/tmp/x.csv"), None).unwrap();
+        assert_eq!(feed.name, "main");
+        assert!(config
+            .feed_for(Path::new("/tmp/x.csv"), Some("nope"))
+            .is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

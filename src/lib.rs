@@ -14,6 +14,9 @@
 //!   demo and integrators.
 //! - [`feed`]: streaming CSV and XML readers of DMS exports, yielding records.
 //! - [`mapper`]: a record to a spec §4.2 payload through a profile, with warnings or a rejection.
+//! - [`state`]: what the service holds as far as lotsync knows, in sled.
+//! - [`diff`]: one file's payloads against the state become operations, behind a safety guard.
+//! - [`outbox`]: the durable queue of operations, committed before anything is sent.
 //! - [`config`]: lotsync's config file.
 //!
 //! The binary (`lotsync --help`) wires these together; `main.rs` only parses arguments.
@@ -23,6 +26,9 @@ pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod diff;
 pub mod feed;
 pub mod mapper;
+pub mod outbox;
 pub mod sandbox;
+pub mod state;

@@ -2,8 +2,8 @@
 //! network.
 
 use crate::api::VehiclePayload;
-use crate::feed::{self, FeedError, FeedReader, Item, Record};
-use crate::mapper::{Mapped, Mapper, Problem, Profile, Target};
+use crate::feed::FeedReader;
+use crate::mapper::{ExportError, ExportFile, Mapped, Mapper, Problem, Profile};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -123,101 +123,52 @@ fn check_file(
     err: &mut impl Write,
 ) -> Result<(), CheckError> {
     let shown = path.display().to_string();
-    let mut options = profile.read_options();
-    options.confine_to = path.parent().map(|p| {
-        if p.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            p.to_owned()
-        }
-    });
-    let mut reader = feed::open(path, &options)?;
-    let mut mapper = Mapper::new(profile.clone(), location_id);
-    let mut record = Record::default();
+    let mut file = ExportFile::open(path, profile, location_id)?;
     let mut tally = Tally::default();
     let mut rejected: Vec<(u64, Problem)> = Vec::new();
     let mut warnings: Vec<(u64, Problem)> = Vec::new();
-    let mut checked_fields = false;
-    if matches!(reader, FeedReader::Csv(_)) {
-        mapper.bind(reader.schema());
-        require_key_fields(&mapper, &reader)?;
-        checked_fields = true;
-    }
-    loop {
-        let item = reader.next(&mut record)?;
-        match item {
-            Item::End => break,
-            Item::Problem(p) => {
-                tally.records += 1;
-                tally.rejected += 1;
-                let problem = Problem {
-                    field: "record",
-                    reason: p.reason,
-                    value: None,
-                };
-                report(
-                    format,
-                    &shown,
-                    p.line,
-                    "rejected",
-                    problem,
-                    &mut rejected,
-                    err,
-                )?;
-            }
-            Item::Record => {
-                tally.records += 1;
-                let mapped = mapper.map(reader.schema(), &record);
-                if !checked_fields {
-                    require_key_fields(&mapper, &reader)?;
-                    checked_fields = true;
+    while let Some(mapped) = file.next()? {
+        tally.records += 1;
+        match mapped {
+            Mapped::Accepted(a) => {
+                tally.accepted += 1;
+                tally.warnings += a.warnings.len() as u64;
+                if format == OutputFormat::Ndjson {
+                    let line = PayloadLine {
+                        payload: &a.payload,
+                        source: Source {
+                            file: &shown,
+                            line: a.line,
+                        },
+                        sold: a.sold,
+                    };
+                    serde_json::to_writer(&mut *out, &line).map_err(std::io::Error::from)?;
+                    out.write_all(b"\n")?;
                 }
-                match mapped {
-                    Mapped::Accepted(a) => {
-                        tally.accepted += 1;
-                        tally.warnings += a.warnings.len() as u64;
-                        if format == OutputFormat::Ndjson {
-                            let line = PayloadLine {
-                                payload: &a.payload,
-                                source: Source {
-                                    file: &shown,
-                                    line: a.line,
-                                },
-                                sold: a.sold,
-                            };
-                            serde_json::to_writer(&mut *out, &line)
-                                .map_err(std::io::Error::from)?;
-                            out.write_all(b"\n")?;
-                        }
-                        for w in a.warnings {
-                            report(format, &shown, a.line, "warning", w, &mut warnings, err)?;
-                        }
-                    }
-                    Mapped::Rejected(r) => {
-                        tally.rejected += 1;
-                        for p in r.problems {
-                            report(format, &shown, r.line, "rejected", p, &mut rejected, err)?;
-                        }
-                    }
+                for w in a.warnings {
+                    report(format, &shown, a.line, "warning", w, &mut warnings, err)?;
+                }
+            }
+            Mapped::Rejected(r) => {
+                tally.rejected += 1;
+                for p in r.problems {
+                    report(format, &shown, r.line, "rejected", p, &mut rejected, err)?;
                 }
             }
         }
     }
-    if !checked_fields {
-        require_key_fields(&mapper, &reader)?;
-    }
-    let mut notes = reader.take_warnings();
-    notes.extend(mapper.binding().notes.iter().cloned());
-    for (target, source) in &mapper.binding().missing {
-        notes.push(format!(
-            "the profile reads {} from {source:?}, which this file does not have",
-            target.name()
-        ));
-    }
+    let notes = file.notes();
     tally.warnings += notes.len() as u64;
     match format {
         OutputFormat::Text => {
-            write_summary(out, &shown, &reader, &mapper, &tally, location_id)?;
+            write_summary(
+                out,
+                &shown,
+                file.reader(),
+                file.mapper(),
+                &tally,
+                location_id,
+            )?;
             if !rejected.is_empty() {
                 writeln!(out, "  rejected:")?;
                 for (line, p) in &rejected {
@@ -319,40 +270,10 @@ fn write_summary(
     )
 }
 
-/// A file in which neither the profile nor auto finds a VIN or stock field cannot be mapped.
-fn require_key_fields(mapper: &Mapper, reader: &FeedReader) -> Result<(), CheckError> {
-    let binding = mapper.binding();
-    let missing: Vec<&str> = [Target::Vin, Target::Stock]
-        .into_iter()
-        .filter(|t| binding.field(*t).is_none())
-        .map(Target::name)
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let names: Vec<String> = reader
-        .schema()
-        .names()
-        .take(12)
-        .map(|(_, n)| format!("{n:?}"))
-        .collect();
-    Err(CheckError::NoKeyFields(format!(
-        "no field for {} among {}; name it in a profile ([fields] vin = \"...\", stock = \"...\")",
-        missing.join(" or "),
-        if names.is_empty() {
-            "no fields at all".to_owned()
-        } else {
-            names.join(", ")
-        }
-    )))
-}
-
 #[derive(Debug, thiserror::Error)]
 enum CheckError {
     #[error(transparent)]
-    Feed(#[from] FeedError),
-    #[error("{0}")]
-    NoKeyFields(String),
+    Export(#[from] ExportError),
     #[error("cannot write: {0}")]
     Output(#[from] std::io::Error),
 }

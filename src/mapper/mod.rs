@@ -8,11 +8,13 @@
 //! a VIN already seen in the file, is rejected. It owns no state beyond one file and does no
 //! I/O; the diff engine decides what the payloads mean for the service.
 
+mod export;
 mod parse;
 mod profile;
 mod synonyms;
 mod vin;
 
+pub use export::{ExportError, ExportFile};
 pub use profile::{Binding, Profile, ProfileError, Target};
 pub use vin::{check_digit, check_vin, VinCheck};
 

@@ -1,0 +1,432 @@
+//! The diff engine: one file's mapped records against the state become the operations that
+//! bring the service in line with the file: [`Op::Create`], [`Op::Update`], [`Op::MarkSold`],
+//! [`Op::MarkInStock`], and nothing for what did not change.
+//!
+//! It compares with what the service acknowledged, projected through the operations already
+//! in flight (they will land before anything this file queues); a file's plan replaces the
+//! pending operations of every vehicle it judges. Payloads are compared by the digest of their
+//! normalized form ([`payload_digest`]). A full snapshot judges absence per location and passes
+//! the safety guard before anything of it is queued.
+//!
+//! It owns the rules, not the storage: it reads the state and the outbox, and hands a [`Plan`]
+//! to [`crate::outbox`], which commits it. It sends nothing.
+
+mod plan;
+
+pub use plan::{Counts, FileId, GuardCount, Plan, PlannedOp, Verdict, VinChange};
+
+use crate::api::VehiclePayload;
+use crate::mapper::{Accepted, Rejected};
+use crate::outbox::{InFlight, Outbox, OutboxError, Queued};
+use crate::state::{Digest, StateError, VehicleRecord};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::MutexGuard;
+
+/// One call to make on the service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// POST /v1/inventory for a VIN the service does not have yet.
+    Create(VehiclePayload),
+    /// POST /v1/inventory (create-or-modify) with the changed payload.
+    Update(VehiclePayload),
+    /// POST /v1/inventory/{id}/sold.
+    MarkSold,
+    /// POST /v1/inventory/{id}/in-stock.
+    MarkInStock,
+}
+
+impl Op {
+    /// The name used in output and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Create(_) => "create",
+            Op::Update(_) => "update",
+            Op::MarkSold => "sold",
+            Op::MarkInStock => "in_stock",
+        }
+    }
+
+    pub fn payload(&self) -> Option<&VehiclePayload> {
+        match self {
+            Op::Create(p) | Op::Update(p) => Some(p),
+            Op::MarkSold | Op::MarkInStock => None,
+        }
+    }
+}
+
+/// Full snapshot or delta.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The file lists every vehicle on its lots: absent ones were sold.
+    #[default]
+    Full,
+    /// The file lists only vehicles that changed.
+    Delta,
+}
+
+/// The rules of one feed, from its config.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    pub organization_id: u64,
+    pub feed: String,
+    pub mode: Mode,
+    /// A vehicle is sold after this many consecutive full snapshots without it.
+    pub sold_after_absent: u32,
+    /// A full snapshot selling more than this share of a location's vehicles is held.
+    pub max_sold_fraction: f64,
+    /// The locations a full snapshot of this feed speaks for.
+    pub locations: BTreeSet<u64>,
+    /// Override the safety guard (`lotsync release`, `--force`).
+    pub force: bool,
+}
+
+/// The diff cannot be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+}
+
+/// The digest of a payload's normalized form: what means nothing (the order of options) does
+/// not change it. Image order is kept: the first photo is the listing's main one.
+pub fn payload_digest(payload: &VehiclePayload) -> Digest {
+    let json = if payload.options.is_sorted() {
+        serde_json::to_vec(payload)
+    } else {
+        let mut sorted = payload.clone();
+        sorted.options.sort();
+        serde_json::to_vec(&sorted)
+    };
+    // A payload is plain strings and numbers: serializing it cannot fail.
+    Digest::of(&json.unwrap_or_default())
+}
+
+/// What the service will hold once the operations in flight land.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Base {
+    digest: Option<Digest>,
+    sold: bool,
+}
+
+/// A vehicle the state knows, as the diff sees it.
+#[derive(Debug, Clone)]
+struct Known {
+    location_id: u64,
+    record: VehicleRecord,
+    /// Its queued operations (only read when the record says it has some).
+    queued: Vec<Queued>,
+}
+
+impl Known {
+    fn base(&self) -> Base {
+        let mut base = Base {
+            digest: self.record.digest,
+            sold: self.record.sold,
+        };
+        for q in self.queued.iter().filter(|q| q.in_flight) {
+            apply(&mut base, &q.op);
+        }
+        base
+    }
+
+    /// Where the vehicle will be once every queued operation lands.
+    fn planned_location(&self) -> u64 {
+        self.queued
+            .iter()
+            .filter_map(|q| q.op.payload().map(|p| p.location_id))
+            .next_back()
+            .unwrap_or(self.location_id)
+    }
+
+    fn pending(&self) -> bool {
+        self.queued.iter().any(|q| !q.in_flight)
+    }
+}
+
+fn apply(base: &mut Base, op: &Op) {
+    match op {
+        Op::Create(p) | Op::Update(p) => base.digest = Some(payload_digest(p)),
+        Op::MarkSold => base.sold = true,
+        Op::MarkInStock => base.sold = false,
+    }
+}
+
+/// Diffs one file. It holds the outbox's in-flight lock from creation to
+/// [`Differ::commit`] or [`Differ::finish`], so nothing is taken for sending meanwhile.
+pub struct Differ<'o> {
+    outbox: &'o Outbox,
+    in_flight: MutexGuard<'o, InFlight>,
+    rules: Rules,
+    file: FileId,
+    /// Full mode: every vehicle at the judged locations, by VIN.
+    at_locations: HashMap<String, Known>,
+    /// Every VIN the file shows on a lot, accepted or rejected.
+    present: HashSet<String>,
+    /// Accepted records per location.
+    accepted_at: BTreeMap<u64, u64>,
+    plan: Plan,
+}
+
+impl<'o> Differ<'o> {
+    pub fn new(outbox: &'o Outbox, rules: Rules, file: FileId) -> Result<Differ<'o>, DiffError> {
+        let in_flight = outbox.lock();
+        let mut at_locations = HashMap::new();
+        if rules.mode == Mode::Full {
+            for &location_id in &rules.locations {
+                let records = outbox
+                    .state()
+                    .location_vehicles(rules.organization_id, location_id)?;
+                for (vin, record) in records {
+                    let queued = if record.queued > 0 {
+                        outbox.queued_ops(rules.organization_id, &vin, &in_flight)?
+                    } else {
+                        Vec::new()
+                    };
+                    let known = Known {
+                        location_id,
+                        record,
+                        queued,
+                    };
+                    at_locations.insert(vin, known);
+                }
+            }
+        }
+        let mut plan = Plan::new(&rules, file.clone());
+        if let Some(last) = outbox
+            .state()
+            .feed(&rules.feed)?
+            .and_then(|f| f.last_applied)
+        {
+            if last.sha256 == file.sha256 {
+                plan.verdict = Verdict::AlreadyApplied {
+                    same_as: last.name,
+                    at: last.at,
+                };
+            }
+        }
+        Ok(Differ {
+            outbox,
+            in_flight,
+            rules,
+            file,
+            at_locations,
+            present: HashSet::new(),
+            accepted_at: BTreeMap::new(),
+            plan,
+        })
+    }
+
+    /// The file has the same content as the one last applied for its feed: its records need
+    /// not be read, the plan is empty.
+    pub fn already_applied(&self) -> bool {
+        matches!(self.plan.verdict, Verdict::AlreadyApplied { .. })
+    }
+
+    fn known(&mut self, vin: &str) -> Result<Option<Known>, DiffError> {
+        if let Some(k) = self.at_locations.get(vin) {
+            return Ok(Some(k.clone()));
+        }
+        let org = self.rules.organization_id;
+        let Some((key, record)) = self.outbox.state().find_vin(org, vin)? else {
+            return Ok(None);
+        };
+        let queued = if record.queued > 0 {
+            self.outbox.queued_ops(org, vin, &self.in_flight)?
+        } else {
+            Vec::new()
+        };
+        Ok(Some(Known {
+            location_id: key.location_id,
+            record,
+            queued,
+        }))
+    }
+
+    /// A record the mapper accepted.
+    pub fn accepted(&mut self, accepted: Accepted) -> Result<(), DiffError> {
+        let Accepted { payload, sold, .. } = accepted;
+        let vin = payload.vin.clone();
+        let location_id = payload.location_id;
+        *self.accepted_at.entry(location_id).or_default() += 1;
+        self.present.insert(vin.clone());
+        let known = self.known(&vin)?;
+        let Some(known) = known else {
+            if sold == Some(true) {
+                self.plan.counts.skipped_sold += 1;
+            } else {
+                self.plan.push(location_id, &vin, Op::Create(payload), true);
+            }
+            return Ok(());
+        };
+        let change = self.plan.change(&vin, known.location_id);
+        if known.pending() {
+            change.supersede = true;
+        }
+        if known.record.absent > 0 {
+            change.absent = Some(0);
+        }
+        let base = known.base();
+        let Some(base_digest) = base.digest else {
+            // Queued as a create that has not gone out: this file's version replaces it.
+            if sold == Some(true) {
+                change.drop_stub = true;
+                self.plan.counts.skipped_sold += 1;
+            } else {
+                self.plan
+                    .push(location_id, &vin, Op::Create(payload), false);
+            }
+            return Ok(());
+        };
+        let digest = payload_digest(&payload);
+        if let Some(r) = &known.record.rejected {
+            if r.digest == Some(digest) {
+                self.plan.counts.still_rejected += 1;
+                return Ok(());
+            }
+        }
+        let want_sold = sold.unwrap_or(false);
+        let mut changed = false;
+        if digest != base_digest {
+            self.plan
+                .push(location_id, &vin, Op::Update(payload), false);
+            changed = true;
+        }
+        if want_sold != base.sold {
+            let op = if want_sold {
+                Op::MarkSold
+            } else {
+                Op::MarkInStock
+            };
+            self.plan.push(known.location_id, &vin, op, false);
+            changed = true;
+        }
+        if !changed {
+            self.plan.counts.unchanged += 1;
+        }
+        Ok(())
+    }
+
+    /// A record the mapper rejected: its VIN, when readable, still shows the vehicle is on the
+    /// lot, so it is not judged absent; nothing else changes for it.
+    pub fn rejected(&mut self, rejected: &Rejected) {
+        self.plan.counts.rejected_records += 1;
+        if let Some(vin) = &rejected.vin {
+            self.present.insert(vin.clone());
+        }
+        if let Some(loc) = rejected.location_id {
+            self.accepted_at.entry(loc).or_default();
+        }
+    }
+
+    /// Judges absence and the guard, and returns the plan. Nothing is written.
+    pub fn finish(mut self) -> Plan {
+        self.judge_absence();
+        self.plan
+    }
+
+    /// Finishes and commits the plan to the outbox (unless it is held or already applied),
+    /// under the same lock, and makes it durable.
+    pub fn commit(mut self) -> Result<Plan, DiffError> {
+        self.judge_absence();
+        self.outbox.commit(&self.plan, &self.in_flight)?;
+        Ok(self.plan)
+    }
+
+    fn judge_absence(&mut self) {
+        if self.already_applied() {
+            return;
+        }
+        if self.rules.mode != Mode::Full {
+            self.plan.verdict = Verdict::Apply {
+                forced: self.rules.force,
+            };
+            return;
+        }
+        let mut absent: Vec<(&String, &Known)> = self
+            .at_locations
+            .iter()
+            .filter(|(vin, _)| !self.present.contains(*vin))
+            .collect();
+        absent.sort_by(|a, b| a.0.cmp(b.0));
+        let mut guard: BTreeMap<u64, GuardCount> = self
+            .rules
+            .locations
+            .iter()
+            .map(|&l| (l, GuardCount::default()))
+            .collect();
+        for known in self.at_locations.values() {
+            let base = known.base();
+            if base.digest.is_some() && !base.sold {
+                if let Some(g) = guard.get_mut(&known.location_id) {
+                    g.in_stock += 1;
+                }
+            }
+        }
+        for (vin, known) in absent {
+            if known.planned_location() != known.location_id {
+                continue; // on its way to another lot: that lot's file judges it
+            }
+            let base = known.base();
+            let change = self.plan.change(vin, known.location_id);
+            if known.pending() {
+                change.supersede = true;
+            }
+            if base.digest.is_none() {
+                change.drop_stub = true; // never created: nothing to sell
+                continue;
+            }
+            if base.sold {
+                continue;
+            }
+            let absent = known.record.absent.saturating_add(1);
+            change.absent = Some(absent);
+            if absent >= self.rules.sold_after_absent.max(1) {
+                self.plan.push(known.location_id, vin, Op::MarkSold, false);
+                if let Some(g) = guard.get_mut(&known.location_id) {
+                    g.would_sell += 1;
+                }
+            } else {
+                self.plan.counts.absent_waiting += 1;
+            }
+        }
+        let mut reasons = Vec::new();
+        for (&location_id, g) in &mut guard {
+            g.accepted = self.accepted_at.get(&location_id).copied().unwrap_or(0);
+            if g.in_stock == 0 {
+                continue;
+            }
+            let share = g.would_sell as f64 / g.in_stock as f64;
+            if g.accepted == 0 {
+                reasons.push(format!(
+                    "location {location_id}: the file has no vehicle for it, and it has {} in stock",
+                    g.in_stock
+                ));
+            } else if share > self.rules.max_sold_fraction {
+                reasons.push(format!(
+                    "location {location_id}: would mark {} of {} in-stock vehicles sold ({:.0}%, \
+                     more than max_sold_fraction {:.0}%)",
+                    g.would_sell,
+                    g.in_stock,
+                    share * 100.0,
+                    self.rules.max_sold_fraction * 100.0
+                ));
+            }
+        }
+        self.plan.guard = guard.into_iter().collect();
+        self.plan.verdict = if reasons.is_empty() || self.rules.force {
+            Verdict::Apply {
+                forced: !reasons.is_empty(),
+            }
+        } else {
+            Verdict::Held { reasons }
+        };
+        if let Verdict::Apply { forced: true } = self.plan.verdict {
+            tracing::warn!(file = %self.file.name, "the safety guard was overridden");
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! A file's plan: its operations, what it changes in the vehicles' bookkeeping, and whether it
+//! may be applied.
+
+use super::{Op, Rules};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The file a plan is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileId {
+    /// The file's name (no directories).
+    pub name: String,
+    /// SHA-256 of its bytes, hex.
+    pub sha256: String,
+}
+
+/// An operation with its vehicle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedOp {
+    /// For create and update the payload's location; for sold and in-stock where the vehicle is.
+    pub location_id: u64,
+    pub vin: String,
+    pub op: Op,
+}
+
+/// What the plan does to one vehicle's record besides queueing operations.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VinChange {
+    /// Where its record is, or will be for a new vehicle.
+    pub location_id: u64,
+    /// Operations this plan queues for it.
+    pub new_ops: u32,
+    /// Its pending operations are replaced by this plan's.
+    pub supersede: bool,
+    /// New absence count.
+    pub absent: Option<u32>,
+    /// A vehicle the state does not know yet: its record is created.
+    pub new_record: bool,
+    /// A vehicle never created on the service and no longer wanted: its record goes.
+    pub drop_stub: bool,
+}
+
+/// Per kind of outcome, vehicles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub create: u64,
+    pub update: u64,
+    pub sold: u64,
+    pub in_stock: u64,
+    pub unchanged: u64,
+    /// Records the mapper rejected.
+    pub rejected_records: u64,
+    /// Payloads the service refused before, unchanged since: not re-sent.
+    pub still_rejected: u64,
+    /// Absent, but fewer times than `sold_after_absent`.
+    pub absent_waiting: u64,
+    /// Unknown vehicles the export lists as sold: not created.
+    pub skipped_sold: u64,
+}
+
+/// One location's figures for the safety guard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GuardCount {
+    pub in_stock: u64,
+    pub would_sell: u64,
+    pub accepted: u64,
+}
+
+/// Whether the plan may be queued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Queue it (`forced`: the guard would have held it, and was overridden).
+    Apply { forced: bool },
+    /// The safety guard holds it until `lotsync release`.
+    Held { reasons: Vec<String> },
+    /// The same content as the file last applied for this feed: nothing to do.
+    AlreadyApplied { same_as: String, at: i64 },
+}
+
+/// A file's plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub organization_id: u64,
+    pub feed: String,
+    pub file: FileId,
+    pub verdict: Verdict,
+    /// In order; the operations of one vehicle keep theirs.
+    pub ops: Vec<PlannedOp>,
+    pub changes: BTreeMap<String, VinChange>,
+    pub counts: Counts,
+    /// Full snapshots: the guard's figures per location.
+    pub guard: Vec<(u64, GuardCount)>,
+}
+
+impl Plan {
+    pub(super) fn new(rules: &Rules, file: FileId) -> Plan {
+        Plan {
+            organization_id: rules.organization_id,
+            feed: rules.feed.clone(),
+            file,
+            verdict: Verdict::Apply { forced: false },
+            ops: Vec::new(),
+            changes: BTreeMap::new(),
+            counts: Counts::default(),
+            guard: Vec::new(),
+        }
+    }
+
+    pub(super) fn change(&mut self, vin: &str, location_id: u64) -> &mut VinChange {
+        self.changes
+            .entry(vin.to_owned())
+            .or_insert_with(|| VinChange {
+                location_id,
+                ..VinChange::default()
+            })
+    }
+
+    pub(super) fn push(&mut self, location_id: u64, vin: &str, op: Op, new_record: bool) {
+        let counter = match &op {
+            Op::Create(_) => &mut self.counts.create,
+            Op::Update(_) => &mut self.counts.update,
+            Op::MarkSold => &mut self.counts.sold,
+            Op::MarkInStock => &mut self.counts.in_stock,
+        };
+        *counter += 1;
+        let change = self.change(vin, location_id);
+        change.new_ops += 1;
+        change.new_record |= new_record;
+        change.drop_stub = false;
+        self.ops.push(PlannedOp {
+            location_id,
+            vin: vin.to_owned(),
+            op,
+        });
+    }
+
+    /// Whether committing it queues its operations.
+    pub fn applies(&self) -> bool {
+        matches!(self.verdict, Verdict::Apply { .. })
+    }
+}

@@ -1,0 +1,136 @@
+//! One export file read and mapped, record by record: the loop every command shares (`check`,
+//! `plan`, `sync`, the daemon). A row the reader cannot split becomes a rejection like any
+//! other; only what stops the whole file is an [`ExportError`].
+
+use super::{Mapped, Mapper, Problem, Profile, Rejected, Target};
+use crate::feed::{self, FeedError, FeedReader, Item, Record};
+use std::path::{Path, PathBuf};
+
+/// The file as a whole cannot be read or mapped.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Feed(#[from] FeedError),
+    /// Neither the profile nor `auto` finds the VIN or stock field.
+    #[error("{0}")]
+    NoKeyFields(String),
+}
+
+/// An export file being read and mapped.
+pub struct ExportFile {
+    reader: FeedReader,
+    mapper: Mapper,
+    record: Record,
+    checked_fields: bool,
+}
+
+impl ExportFile {
+    /// Opens a file for a profile; symlinks may not lead out of the file's own folder.
+    pub fn open(path: &Path, profile: &Profile, location_id: u64) -> Result<Self, ExportError> {
+        let mut options = profile.read_options();
+        options.confine_to = path.parent().map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p.to_owned()
+            }
+        });
+        let reader = feed::open(path, &options)?;
+        let mut file = ExportFile {
+            reader,
+            mapper: Mapper::new(profile.clone(), location_id),
+            record: Record::default(),
+            checked_fields: false,
+        };
+        // A CSV header is known before the first record: a file without key fields fails
+        // before anything is mapped. XML paths appear as records are read.
+        if matches!(file.reader, FeedReader::Csv(_)) {
+            file.mapper.bind(file.reader.schema());
+            file.require_key_fields()?;
+        }
+        Ok(file)
+    }
+
+    /// The next record, mapped; None at the end of the file.
+    pub fn next(&mut self) -> Result<Option<Mapped>, ExportError> {
+        let mapped = match self.reader.next(&mut self.record)? {
+            Item::End => {
+                self.require_key_fields()?;
+                return Ok(None);
+            }
+            Item::Problem(p) => Mapped::Rejected(Rejected {
+                line: p.line,
+                vin: None,
+                location_id: None,
+                problems: vec![Problem {
+                    field: "record",
+                    reason: p.reason,
+                    value: None,
+                }],
+            }),
+            Item::Record => {
+                let mapped = self.mapper.map(self.reader.schema(), &self.record);
+                self.require_key_fields()?;
+                mapped
+            }
+        };
+        Ok(Some(mapped))
+    }
+
+    pub fn reader(&self) -> &FeedReader {
+        &self.reader
+    }
+
+    pub fn mapper(&self) -> &Mapper {
+        &self.mapper
+    }
+
+    /// What is worth knowing about the file as a whole: the reader's warnings (encoding, …),
+    /// how fields were bound, fields the profile names that the file lacks.
+    pub fn notes(&mut self) -> Vec<String> {
+        let mut notes = self.reader.take_warnings();
+        let binding = self.mapper.binding();
+        notes.extend(binding.notes.iter().cloned());
+        for (target, source) in &binding.missing {
+            notes.push(format!(
+                "the profile reads {} from {source:?}, which this file does not have",
+                target.name()
+            ));
+        }
+        notes
+    }
+
+    /// A file in which neither the profile nor auto finds a VIN or stock field cannot be
+    /// mapped. Checked once, as soon as the fields are known.
+    fn require_key_fields(&mut self) -> Result<(), ExportError> {
+        if self.checked_fields {
+            return Ok(());
+        }
+        self.checked_fields = true;
+        let binding = self.mapper.binding();
+        let missing: Vec<&str> = [Target::Vin, Target::Stock]
+            .into_iter()
+            .filter(|t| binding.field(*t).is_none())
+            .map(Target::name)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = self
+            .reader
+            .schema()
+            .names()
+            .take(12)
+            .map(|(_, n)| format!("{n:?}"))
+            .collect();
+        Err(ExportError::NoKeyFields(format!(
+            "no field for {} among {}; name it in a profile ([fields] vin = \"...\", stock = \"...\")",
+            missing.join(" or "),
+            if names.is_empty() {
+                "no fields at all".to_owned()
+            } else {
+                names.join(", ")
+            }
+        )))
+    }
+}

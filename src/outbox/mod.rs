@@ -1,0 +1,509 @@
+//! The outbox: the durable queue of operations between the diff and the uploader.
+//!
+//! A file's plan is committed in one sled transaction with the file's bookkeeping and the
+//! vehicles' records, and flushed before anything is sent. Each answer of the service removes
+//! its operation in the same transaction that records the answer on the vehicle, and answers
+//! are flushed in small batches ([`FLUSH_EVERY`]), so a crash at any instant loses nothing and
+//! applies nothing twice; after a power cut at most the last batch of answers is asked again,
+//! which the service's create-or-modify and transitions make harmless.
+//!
+//! Operations of one vehicle go out one at a time, in order. Which operations are in flight
+//! lives in memory: one process owns the state (its lock), and after a crash every operation
+//! is pending again. It owns the queue, not the rules (that is [`crate::diff`]) nor the calls
+//! (the uploader).
+
+use crate::diff::{payload_digest, Op, Plan, Verdict};
+use crate::state::{
+    self, vehicle_key, vin_key, Counters, FeedRecord, FileOutcome, FileRecord, Rejection, State,
+    StateError, VehicleRecord,
+};
+use serde::{Deserialize, Serialize};
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::Transactional;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Answers recorded between two flushes.
+pub const FLUSH_EVERY: u32 = 16;
+
+const NEXT_SEQ_KEY: &[u8] = b"outbox_next_seq";
+const NEXT_FILE_KEY: &[u8] = b"files_next";
+
+/// The outbox cannot do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboxError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("operation {0} is not in the outbox")]
+    NotQueued(u64),
+}
+
+impl From<sled::Error> for OutboxError {
+    fn from(e: sled::Error) -> Self {
+        OutboxError::State(StateError::Storage(e))
+    }
+}
+
+impl From<TransactionError<OutboxError>> for OutboxError {
+    fn from(e: TransactionError<OutboxError>) -> Self {
+        match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => e.into(),
+        }
+    }
+}
+
+type TxResult<T> = Result<T, ConflictableTransactionError<OutboxError>>;
+
+fn abort(e: StateError) -> ConflictableTransactionError<OutboxError> {
+    ConflictableTransactionError::Abort(OutboxError::State(e))
+}
+
+/// One queued operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub seq: u64,
+    pub organization_id: u64,
+    /// Where the vehicle was when it was queued (create and update: the payload's location).
+    pub location_id: u64,
+    pub vin: String,
+    pub op: Op,
+    /// The file that queued it.
+    pub file: String,
+    pub queued_at: i64,
+}
+
+/// A queued operation of a vehicle, as the diff sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    pub seq: u64,
+    pub op: Op,
+    pub in_flight: bool,
+}
+
+/// The service's answer to an operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Done. `service_id` and `sold` as the answer's vehicle says, when it has them.
+    Applied {
+        service_id: Option<u64>,
+        sold: Option<bool>,
+    },
+    /// Refused (400, 404, 422): recorded on the vehicle, not retried until it changes.
+    Rejected { status: u16, messages: Vec<String> },
+}
+
+/// Operations handed out and not yet answered or given back.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    seqs: HashSet<u64>,
+}
+
+impl InFlight {
+    pub fn contains(&self, seq: u64) -> bool {
+        self.seqs.contains(&seq)
+    }
+
+    pub fn len(&self) -> usize {
+        self.seqs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+}
+
+/// The durable queue over an open [`State`].
+#[derive(Debug)]
+pub struct Outbox {
+    state: State,
+    in_flight: Mutex<InFlight>,
+    answers_since_flush: AtomicU32,
+}
+
+/// The `queue` index key: (organization, VIN, seq), the VIN length-prefixed so one VIN's
+/// prefix never matches another's.
+fn queue_key(organization_id: u64, vin: &str, seq: u64) -> Vec<u8> {
+    let mut key = queue_prefix(organization_id, vin);
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+fn queue_prefix(organization_id: u64, vin: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + 1 + vin.len() + 8);
+    key.extend_from_slice(&organization_id.to_be_bytes());
+    key.push(u8::try_from(vin.len()).unwrap_or(u8::MAX));
+    key.extend_from_slice(vin.as_bytes());
+    key
+}
+
+impl Outbox {
+    pub fn new(state: State) -> Outbox {
+        Outbox {
+            state,
+            in_flight: Mutex::new(InFlight::default()),
+            answers_since_flush: AtomicU32::new(0),
+        }
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The in-flight set; held by the diff while it plans and commits.
+    pub fn lock(&self) -> MutexGuard<'_, InFlight> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Operations in the outbox.
+    pub fn len(&self) -> usize {
+        self.state.trees.outbox.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.state.trees.outbox.is_empty()
+    }
+
+    /// Every queued operation, oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = Result<Entry, OutboxError>> + '_ {
+        self.state
+            .trees
+            .outbox
+            .iter()
+            .values()
+            .map(|v| Ok(state::records::decode::<Entry>(&v?, "outbox entry")?))
+    }
+
+    /// One vehicle's queued operations, in order.
+    pub fn queued_ops(
+        &self,
+        organization_id: u64,
+        vin: &str,
+        in_flight: &InFlight,
+    ) -> Result<Vec<Queued>, OutboxError> {
+        let mut out = Vec::new();
+        for item in self
+            .state
+            .trees
+            .queue
+            .scan_prefix(queue_prefix(organization_id, vin))
+        {
+            let (k, _) = item?;
+            let seq = state::decode_u64(&k[k.len().saturating_sub(8)..], "queue key")?;
+            if let Some(v) = self.state.trees.outbox.get(seq.to_be_bytes())? {
+                let entry: Entry = state::records::decode(&v, "outbox entry")?;
+                out.push(Queued {
+                    seq,
+                    op: entry.op,
+                    in_flight: in_flight.contains(seq),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits a plan: its operations, the replaced pending ones, the vehicles' records, the
+    /// file's record and the feed's last applied file, in one transaction; then flushes.
+    /// A held or already applied plan records only the file.
+    pub(crate) fn commit(&self, plan: &Plan, in_flight: &InFlight) -> Result<(), OutboxError> {
+        let t = &self.state.trees;
+        let org = plan.organization_id;
+        let now = state::now();
+        let applies = plan.applies();
+        // Pending operations this plan replaces (the in-flight ones stay: they are projected).
+        let mut replaced: Vec<(&str, Vec<u64>)> = Vec::new();
+        if applies {
+            for (vin, _) in plan.changes.iter().filter(|(_, c)| c.supersede) {
+                let mut seqs = Vec::new();
+                for item in t.queue.scan_prefix(queue_prefix(org, vin)) {
+                    let (k, _) = item?;
+                    let seq = state::decode_u64(&k[k.len().saturating_sub(8)..], "queue key")?;
+                    if !in_flight.contains(seq) {
+                        seqs.push(seq);
+                    }
+                }
+                replaced.push((vin.as_str(), seqs));
+            }
+        }
+        let outcome = |first_seq: Option<u64>, last_seq: Option<u64>| match &plan.verdict {
+            Verdict::Apply { forced } => FileOutcome::Queued {
+                ops: plan.ops.len() as u64,
+                first_seq,
+                last_seq,
+                rejected_records: plan.counts.rejected_records,
+                forced: *forced,
+            },
+            Verdict::Held { reasons } => FileOutcome::Held {
+                reason: reasons.join("; "),
+            },
+            Verdict::AlreadyApplied { same_as, .. } => FileOutcome::AlreadyApplied {
+                same_as: same_as.clone(),
+            },
+        };
+        (
+            &t.meta,
+            &t.vehicles,
+            &t.vins,
+            &t.files,
+            &t.feeds,
+            &t.outbox,
+            &t.queue,
+        )
+            .transaction(|(meta, vehicles, vins, files, feeds, outbox, queue)| {
+                let mut counters = read_counters(meta)?;
+                let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
+                let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
+                let (mut first_seq, mut last_seq) = (None, None);
+                if applies {
+                    let mut removed: HashMap<&str, u32> = HashMap::new();
+                    for (vin, seqs) in &replaced {
+                        for &seq in seqs {
+                            if outbox.remove(&seq.to_be_bytes())?.is_some() {
+                                queue.remove(queue_key(org, vin, seq))?;
+                                counters.superseded += 1;
+                                *removed.entry(vin).or_default() += 1;
+                            }
+                        }
+                    }
+                    for planned in &plan.ops {
+                        let seq = next_seq;
+                        next_seq += 1;
+                        first_seq.get_or_insert(seq);
+                        last_seq = Some(seq);
+                        let entry = Entry {
+                            seq,
+                            organization_id: org,
+                            location_id: planned.location_id,
+                            vin: planned.vin.clone(),
+                            op: planned.op.clone(),
+                            file: plan.file.name.clone(),
+                            queued_at: now,
+                        };
+                        outbox.insert(&seq.to_be_bytes(), state::records::encode(&entry))?;
+                        queue.insert(queue_key(org, &planned.vin, seq), &[][..])?;
+                        counters.queued += 1;
+                    }
+                    for (vin, change) in &plan.changes {
+                        let indexed = vins.get(vin_key(org, vin))?;
+                        let location_id = match &indexed {
+                            Some(v) => state::decode_u64(v, "VIN index").map_err(abort)?,
+                            None => change.location_id,
+                        };
+                        let key = vehicle_key(org, location_id, vin);
+                        let mut record = match vehicles.get(&key)? {
+                            Some(v) => VehicleRecord::decode(&v).map_err(abort)?,
+                            None if change.new_ops > 0 || change.new_record => VehicleRecord {
+                                first_seen: now,
+                                ..VehicleRecord::default()
+                            },
+                            None => continue,
+                        };
+                        let gone = removed.get(vin.as_str()).copied().unwrap_or(0);
+                        record.queued = (record.queued + change.new_ops).saturating_sub(gone);
+                        if let Some(absent) = change.absent {
+                            record.absent = absent;
+                        }
+                        if change.new_ops > 0 {
+                            record.file = plan.file.name.clone();
+                        }
+                        record.updated_at = now;
+                        let unwanted = change.drop_stub
+                            && !record.exists()
+                            && record.queued == 0
+                            && record.rejected.is_none();
+                        if unwanted {
+                            vehicles.remove(key)?;
+                            vins.remove(vin_key(org, vin))?;
+                        } else {
+                            vehicles.insert(key, record.encode())?;
+                            if indexed.is_none() {
+                                vins.insert(vin_key(org, vin), &location_id.to_be_bytes())?;
+                            }
+                        }
+                    }
+                    let feed = FeedRecord {
+                        last_applied: Some(state::records::AppliedFile {
+                            name: plan.file.name.clone(),
+                            sha256: plan.file.sha256.clone(),
+                            at: now,
+                        }),
+                    };
+                    feeds.insert(plan.feed.as_bytes(), state::records::encode(&feed))?;
+                }
+                let file = FileRecord {
+                    feed: plan.feed.clone(),
+                    name: plan.file.name.clone(),
+                    sha256: plan.file.sha256.clone(),
+                    seen_at: now,
+                    outcome: outcome(first_seq, last_seq),
+                };
+                files.insert(&file_no.to_be_bytes(), state::records::encode(&file))?;
+                meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
+                meta.insert(NEXT_SEQ_KEY, &next_seq.to_be_bytes())?;
+                meta.insert(
+                    state::records::COUNTERS_KEY,
+                    state::records::encode(&counters),
+                )?;
+                Ok(())
+            })?;
+        self.state.flush()?;
+        Ok(())
+    }
+
+    /// Hands out up to `max` operations to send, marking them in flight: the oldest first, and
+    /// of each vehicle only its next one (the rest wait for its answer).
+    pub fn take(&self, max: usize) -> Result<Vec<Entry>, OutboxError> {
+        let mut in_flight = self.lock();
+        let mut out = Vec::new();
+        let mut waiting: HashSet<(u64, String)> = HashSet::new();
+        for item in self.state.trees.outbox.iter() {
+            if out.len() >= max {
+                break;
+            }
+            let (_, v) = item?;
+            let entry: Entry = state::records::decode(&v, "outbox entry")?;
+            if !waiting.insert((entry.organization_id, entry.vin.clone())) {
+                continue; // an earlier operation of this vehicle is queued
+            }
+            if in_flight.seqs.contains(&entry.seq) {
+                continue;
+            }
+            in_flight.seqs.insert(entry.seq);
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// An operation handed out goes back to the queue, unanswered (to be retried).
+    pub fn give_back(&self, seq: u64) {
+        self.lock().seqs.remove(&seq);
+    }
+
+    /// Records the service's answer to an operation: removes it from the outbox and updates
+    /// the vehicle in one transaction. Flushes every [`FLUSH_EVERY`] answers.
+    pub fn acknowledge(&self, seq: u64, answer: &Answer) -> Result<(), OutboxError> {
+        let t = &self.state.trees;
+        let now = state::now();
+        let result = (
+            &t.meta,
+            &t.vehicles,
+            &t.payloads,
+            &t.vins,
+            &t.outbox,
+            &t.queue,
+        )
+            .transaction(|(meta, vehicles, payloads, vins, outbox, queue)| {
+                let Some(v) = outbox.remove(&seq.to_be_bytes())? else {
+                    return Err(ConflictableTransactionError::Abort(OutboxError::NotQueued(
+                        seq,
+                    )));
+                };
+                let entry: Entry = state::records::decode(&v, "outbox entry").map_err(abort)?;
+                let org = entry.organization_id;
+                queue.remove(queue_key(org, &entry.vin, seq))?;
+                let location_id = match vins.get(vin_key(org, &entry.vin))? {
+                    Some(v) => state::decode_u64(&v, "VIN index").map_err(abort)?,
+                    None => entry.location_id,
+                };
+                let mut key = vehicle_key(org, location_id, &entry.vin);
+                let mut record = match vehicles.get(&key)? {
+                    Some(v) => VehicleRecord::decode(&v).map_err(abort)?,
+                    None => VehicleRecord {
+                        first_seen: now,
+                        ..VehicleRecord::default()
+                    },
+                };
+                let mut counters = read_counters(meta)?;
+                match answer {
+                    Answer::Applied { service_id, sold } => {
+                        counters.acknowledged += 1;
+                        if service_id.is_some() {
+                            record.service_id = *service_id;
+                        }
+                        match &entry.op {
+                            Op::Create(p) | Op::Update(p) => {
+                                record.digest = Some(payload_digest(p));
+                                if p.location_id != location_id {
+                                    vehicles.remove(key.clone())?;
+                                    payloads.remove(key.clone())?;
+                                    key = vehicle_key(org, p.location_id, &entry.vin);
+                                }
+                                payloads.insert(key.clone(), state::records::encode(p))?;
+                            }
+                            Op::MarkSold => {
+                                record.sold = true;
+                                record.absent = 0;
+                            }
+                            Op::MarkInStock => record.sold = false,
+                        }
+                        if let Some(sold) = sold {
+                            record.sold = *sold;
+                        }
+                        if record
+                            .rejected
+                            .as_ref()
+                            .is_some_and(|r| r.op == entry.op.name())
+                        {
+                            record.rejected = None;
+                        }
+                    }
+                    Answer::Rejected { status, messages } => {
+                        counters.rejected += 1;
+                        record.rejected = Some(Rejection {
+                            op: entry.op.name().to_owned(),
+                            digest: entry.op.payload().map(payload_digest),
+                            status: *status,
+                            messages: messages.clone(),
+                            at: now,
+                        });
+                    }
+                }
+                record.queued = record.queued.saturating_sub(1);
+                record.acked_seq = seq;
+                record.updated_at = now;
+                let new_location = state::decode_u64(&key[8..16], "vehicle key").map_err(abort)?;
+                vehicles.insert(key, record.encode())?;
+                vins.insert(vin_key(org, &entry.vin), &new_location.to_be_bytes())?;
+                meta.insert(
+                    state::records::COUNTERS_KEY,
+                    state::records::encode(&counters),
+                )?;
+                Ok(())
+            });
+        self.lock().seqs.remove(&seq);
+        result?;
+        if self.answers_since_flush.fetch_add(1, Ordering::AcqRel) + 1 >= FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Makes every answer recorded so far durable.
+    pub fn flush(&self) -> Result<(), OutboxError> {
+        self.answers_since_flush.store(0, Ordering::Release);
+        self.state.flush()?;
+        Ok(())
+    }
+
+    /// The conservation counters.
+    pub fn counters(&self) -> Result<Counters, OutboxError> {
+        Ok(self.state.counters()?)
+    }
+}
+
+fn read_counters(meta: &sled::transaction::TransactionalTree) -> TxResult<Counters> {
+    match meta.get(state::records::COUNTERS_KEY)? {
+        Some(v) => state::records::decode(&v, "outbox counters").map_err(abort),
+        None => Ok(Counters::default()),
+    }
+}
+
+fn read_u64(meta: &sled::transaction::TransactionalTree, key: &[u8]) -> TxResult<u64> {
+    match meta.get(key)? {
+        Some(v) => state::decode_u64(&v, "counter").map_err(abort),
+        None => Ok(0),
+    }
+}

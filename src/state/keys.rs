@@ -1,0 +1,81 @@
+//! Byte keys of the state's trees: big-endian numbers, so sled's order is numeric order and a
+//! location's vehicles are one prefix.
+
+use super::StateError;
+
+/// A vehicle's identity: (organization, location, VIN upper-cased).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VehicleKey {
+    pub organization_id: u64,
+    pub location_id: u64,
+    pub vin: String,
+}
+
+impl VehicleKey {
+    pub fn new(organization_id: u64, location_id: u64, vin: &str) -> VehicleKey {
+        VehicleKey {
+            organization_id,
+            location_id,
+            vin: vin.to_owned(),
+        }
+    }
+
+    /// The key in the `vehicles` and `payloads` trees.
+    pub fn bytes(&self) -> Vec<u8> {
+        vehicle_key(self.organization_id, self.location_id, &self.vin)
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<VehicleKey, StateError> {
+        if bytes.len() < 16 {
+            return Err(StateError::Decode {
+                what: "vehicle key",
+                reason: format!("{} bytes", bytes.len()),
+            });
+        }
+        let organization_id = super::decode_u64(&bytes[..8], "vehicle key")?;
+        let location_id = super::decode_u64(&bytes[8..16], "vehicle key")?;
+        let vin = String::from_utf8_lossy(&bytes[16..]).into_owned();
+        Ok(VehicleKey {
+            organization_id,
+            location_id,
+            vin,
+        })
+    }
+}
+
+pub fn vehicle_key(organization_id: u64, location_id: u64, vin: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(16 + vin.len());
+    key.extend_from_slice(&organization_id.to_be_bytes());
+    key.extend_from_slice(&location_id.to_be_bytes());
+    key.extend_from_slice(vin.as_bytes());
+    key
+}
+
+/// The prefix of every vehicle at a location.
+pub fn location_prefix(organization_id: u64, location_id: u64) -> [u8; 16] {
+    let mut key = [0; 16];
+    key[..8].copy_from_slice(&organization_id.to_be_bytes());
+    key[8..].copy_from_slice(&location_id.to_be_bytes());
+    key
+}
+
+/// The key in the `vins` index: (organization, VIN).
+pub fn vin_key(organization_id: u64, vin: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + vin.len());
+    key.extend_from_slice(&organization_id.to_be_bytes());
+    key.extend_from_slice(vin.as_bytes());
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_sort_by_location() {
+        let key = VehicleKey::new(100, 10, "1HGCM82633A004352");
+        assert_eq!(VehicleKey::from_bytes(&key.bytes()).unwrap(), key);
+        assert!(vehicle_key(100, 9, "Z") < vehicle_key(100, 10, "A"));
+        assert!(key.bytes().starts_with(&location_prefix(100, 10)));
+    }
+}

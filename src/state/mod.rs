@@ -1,0 +1,414 @@
+//! The state: what lotsync knows the service holds, in one sled database in the state dir.
+//!
+//! Owns the database, its lock, its schema version and the layout of its trees:
+//! - `vehicles`: (organization, location, VIN) → [`VehicleRecord`]: the service's id, sold or in
+//!   stock and the digest of the payload as last acknowledged, the count of full snapshots it
+//!   has been absent from, its ops in the outbox, the service's last rejection;
+//! - `payloads`: same key → the last acknowledged payload (kept apart so that diffing a file
+//!   reads only the small records);
+//! - `vins`: (organization, VIN) → location, so a VIN is known across the organization's lots;
+//! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
+//!   last applied;
+//! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`];
+//! - `meta`: the schema version and the outbox's conservation counters.
+//!
+//! It does not decide what to send (that is [`crate::diff`]) nor change vehicles' acknowledged
+//! state (that happens only when the outbox records an answer of the service).
+
+mod keys;
+mod lock;
+pub(crate) mod records;
+
+pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
+pub use records::{
+    AppliedFile, Counters, Digest, FeedRecord, FileOutcome, FileRecord, Rejection, StoredVehicle,
+    VehicleRecord,
+};
+
+use lock::StateLock;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The layout this build reads and writes. Bump it with a step in [`migrate`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+const SCHEMA_KEY: &[u8] = b"schema_version";
+
+/// The state cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state is in use by pid {pid} (lotsync run?); stop it or use its control commands")]
+    InUse { pid: String },
+    #[error("cannot create or lock the state dir {dir}: {source}")]
+    Dir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the state database in {dir} cannot be opened ({reason}); move it aside \
+         (mv {dir} {dir}.broken) and rebuild the state from the service with `lotsync reconcile`"
+    )]
+    Corrupt { dir: PathBuf, reason: String },
+    #[error(
+        "the state in {dir} has schema version {found}, newer than this lotsync ({SCHEMA_VERSION}); \
+         run the newer lotsync, or move the state aside and rebuild it with `lotsync reconcile`"
+    )]
+    TooNew { dir: PathBuf, found: u32 },
+    #[error("state database: {0}")]
+    Storage(#[from] sled::Error),
+    #[error("state database: a stored {what} cannot be read: {reason}")]
+    Decode { what: &'static str, reason: String },
+}
+
+/// The open state database. One process owns it at a time.
+#[derive(Debug)]
+pub struct State {
+    dir: PathBuf,
+    db: sled::Db,
+    pub(crate) trees: Trees,
+    _lock: StateLock,
+}
+
+/// The trees of the database, cheap to clone (sled trees are shared handles).
+#[derive(Debug, Clone)]
+pub(crate) struct Trees {
+    pub meta: sled::Tree,
+    pub vehicles: sled::Tree,
+    pub payloads: sled::Tree,
+    pub vins: sled::Tree,
+    pub files: sled::Tree,
+    pub feeds: sled::Tree,
+    pub outbox: sled::Tree,
+    pub queue: sled::Tree,
+}
+
+impl State {
+    /// Opens (or creates) the state in `dir`: takes the lock, opens sled, checks the schema.
+    pub fn open(dir: &Path) -> Result<State, StateError> {
+        std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
+            dir: dir.to_owned(),
+            source,
+        })?;
+        let lock = StateLock::take(&dir.join("lock"))?;
+        let db_dir = dir.join("db");
+        let db = open_db(&db_dir)?;
+        let tree = |name: &str| db.open_tree(name);
+        let trees = Trees {
+            meta: tree("meta")?,
+            vehicles: tree("vehicles")?,
+            payloads: tree("payloads")?,
+            vins: tree("vins")?,
+            files: tree("files")?,
+            feeds: tree("feeds")?,
+            outbox: tree("outbox")?,
+            queue: tree("queue")?,
+        };
+        let state = State {
+            dir: dir.to_owned(),
+            db,
+            trees,
+            _lock: lock,
+        };
+        state.check_schema()?;
+        Ok(state)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Makes every write so far durable (sled writes are durable only once flushed).
+    pub fn flush(&self) -> Result<(), StateError> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Bytes the database takes on disk.
+    pub fn size_on_disk(&self) -> Result<u64, StateError> {
+        Ok(self.db.size_on_disk()?)
+    }
+
+    fn check_schema(&self) -> Result<(), StateError> {
+        let found = match self.trees.meta.get(SCHEMA_KEY)? {
+            Some(v) => decode_u32(&v, "schema version")?,
+            None => {
+                let empty = self.trees.vehicles.is_empty()
+                    && self.trees.outbox.is_empty()
+                    && self.trees.files.is_empty();
+                if !empty {
+                    return Err(StateError::Corrupt {
+                        dir: self.dir.join("db"),
+                        reason: "it holds data but no schema version".into(),
+                    });
+                }
+                self.trees
+                    .meta
+                    .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
+                self.flush()?;
+                SCHEMA_VERSION
+            }
+        };
+        if found > SCHEMA_VERSION {
+            return Err(StateError::TooNew {
+                dir: self.dir.clone(),
+                found,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            migrate(self, found)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the stored schema version (tests of the migration path use it).
+    #[doc(hidden)]
+    pub fn set_schema_version(&self, version: u32) -> Result<(), StateError> {
+        self.trees.meta.insert(SCHEMA_KEY, &version.to_be_bytes())?;
+        Ok(())
+    }
+
+    pub fn schema_version(&self) -> Result<u32, StateError> {
+        match self.trees.meta.get(SCHEMA_KEY)? {
+            Some(v) => decode_u32(&v, "schema version"),
+            None => Ok(SCHEMA_VERSION),
+        }
+    }
+
+    /// The record of a vehicle at a location.
+    pub fn vehicle(&self, key: &VehicleKey) -> Result<Option<VehicleRecord>, StateError> {
+        self.trees
+            .vehicles
+            .get(key.bytes())?
+            .map(|v| VehicleRecord::decode(&v))
+            .transpose()
+    }
+
+    /// Where a VIN lives in the organization, and its record.
+    pub fn find_vin(
+        &self,
+        organization_id: u64,
+        vin: &str,
+    ) -> Result<Option<(VehicleKey, VehicleRecord)>, StateError> {
+        let Some(loc) = self.trees.vins.get(vin_key(organization_id, vin))? else {
+            return Ok(None);
+        };
+        let key = VehicleKey::new(organization_id, decode_u64(&loc, "VIN index")?, vin);
+        Ok(self.vehicle(&key)?.map(|r| (key, r)))
+    }
+
+    /// Every vehicle recorded at a location, by VIN.
+    pub fn location_vehicles(
+        &self,
+        organization_id: u64,
+        location_id: u64,
+    ) -> Result<HashMap<String, VehicleRecord>, StateError> {
+        let prefix = location_prefix(organization_id, location_id);
+        let mut out = HashMap::new();
+        for item in self.trees.vehicles.scan_prefix(prefix) {
+            let (k, v) = item?;
+            let vin = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
+            out.insert(vin, VehicleRecord::decode(&v)?);
+        }
+        Ok(out)
+    }
+
+    /// The payload the service last acknowledged for a vehicle.
+    pub fn payload(
+        &self,
+        key: &VehicleKey,
+    ) -> Result<Option<crate::api::VehiclePayload>, StateError> {
+        self.trees
+            .payloads
+            .get(key.bytes())?
+            .map(|v| {
+                serde_json::from_slice(&v).map_err(|e| StateError::Decode {
+                    what: "payload",
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()
+    }
+
+    /// Every stored vehicle with its payload, in key order.
+    pub fn vehicles(&self) -> impl Iterator<Item = Result<StoredVehicle, StateError>> + '_ {
+        self.trees.vehicles.iter().map(move |item| {
+            let (k, v) = item?;
+            let key = VehicleKey::from_bytes(&k)?;
+            let record = VehicleRecord::decode(&v)?;
+            let payload = self.payload(&key)?;
+            Ok(StoredVehicle {
+                key,
+                record,
+                payload,
+            })
+        })
+    }
+
+    /// Number of vehicle records.
+    pub fn vehicle_count(&self) -> usize {
+        self.trees.vehicles.len()
+    }
+
+    pub fn feed(&self, name: &str) -> Result<Option<FeedRecord>, StateError> {
+        self.trees
+            .feeds
+            .get(name.as_bytes())?
+            .map(|v| records::decode(&v, "feed record"))
+            .transpose()
+    }
+
+    /// Every file planned, oldest first.
+    pub fn files(&self) -> impl Iterator<Item = Result<FileRecord, StateError>> + '_ {
+        self.trees.files.iter().values().map(|v| {
+            let v = v?;
+            records::decode(&v, "file record")
+        })
+    }
+
+    /// The outbox's conservation counters.
+    pub fn counters(&self) -> Result<Counters, StateError> {
+        Counters::read(&self.trees.meta)
+    }
+}
+
+/// Upgrades the stored layout from `from` to [`SCHEMA_VERSION`], one version at a time, each in
+/// its own transaction with the version bump. Version 1 is the first layout: no steps yet.
+fn migrate(state: &State, from: u32) -> Result<(), StateError> {
+    let mut version = from;
+    while version < SCHEMA_VERSION {
+        // When version 2 arrives: `1 => to_v2(state)?,` rewriting what changed, then the bump.
+        tracing::info!(from = version, to = version + 1, "migrating the state");
+        version += 1;
+        state.set_schema_version(version)?;
+    }
+    state.flush()
+}
+
+/// sled reports a damaged database as an error, and on some damage it panics while recovering;
+/// both become [`StateError::Corrupt`] naming the recovery.
+fn open_db(db_dir: &Path) -> Result<sled::Db, StateError> {
+    let config = sled::Config::new().path(db_dir);
+    // Nothing of ours is observed after a panic: the config is moved in and dropped.
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || config.open()));
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(e)) => Err(StateError::Corrupt {
+            dir: db_dir.to_owned(),
+            reason: e.to_string(),
+        }),
+        Err(panic) => {
+            let reason = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("sled panicked while recovering it")
+                .to_owned();
+            Err(StateError::Corrupt {
+                dir: db_dir.to_owned(),
+                reason,
+            })
+        }
+    }
+}
+
+pub(crate) fn decode_u64(bytes: &[u8], what: &'static str) -> Result<u64, StateError> {
+    let array: [u8; 8] = bytes.try_into().map_err(|_| StateError::Decode {
+        what,
+        reason: format!("{} bytes, expected 8", bytes.len()),
+    })?;
+    Ok(u64::from_be_bytes(array))
+}
+
+fn decode_u32(bytes: &[u8], what: &'static str) -> Result<u32, StateError> {
+    let array: [u8; 4] = bytes.try_into().map_err(|_| StateError::Decode {
+        what,
+        reason: format!("{} bytes, expected 4", bytes.len()),
+    })?;
+    Ok(u32::from_be_bytes(array))
+}
+
+/// Seconds since the Unix epoch, UTC.
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lotsync-state-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_second_open_names_the_owner() {
+        let dir = temp_dir("lock");
+        let first = State::open(&dir).unwrap();
+        let err = State::open(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("state is in use by pid {}", std::process::id())),
+            "{err}"
+        );
+        assert!(err.contains("lotsync run?"), "{err}");
+        drop(first);
+        State::open(&dir).expect("the lock is released with the state");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn schema_newer_than_this_build_is_refused() {
+        let dir = temp_dir("schema");
+        let state = State::open(&dir).unwrap();
+        assert_eq!(state.schema_version().unwrap(), SCHEMA_VERSION);
+        state.set_schema_version(SCHEMA_VERSION + 1).unwrap();
+        state.flush().unwrap();
+        drop(state);
+        let err = State::open(&dir).unwrap_err().to_string();
+        assert!(err.contains("newer than this lotsync"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn older_schema_is_migrated_up() {
+        let dir = temp_dir("migrate");
+        let state = State::open(&dir).unwrap();
+        state.set_schema_version(0).unwrap();
+        state.flush().unwrap();
+        drop(state);
+        let state = State::open(&dir).unwrap();
+        assert_eq!(state.schema_version().unwrap(), SCHEMA_VERSION);
+        drop(state);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_database_names_the_recovery() {
+        let dir = temp_dir("corrupt");
+        let state = State::open(&dir).unwrap();
+        state
+            .trees
+            .vehicles
+            .insert(b"k", &b"v"[..])
+            .map(drop)
+            .unwrap();
+        state.flush().unwrap();
+        drop(state);
+        // Overwrite the database's files with noise.
+        for entry in std::fs::read_dir(dir.join("db")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                let len = std::fs::metadata(&path).unwrap().len().max(64) as usize;
+                let noise: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+                std::fs::write(&path, noise).unwrap();
+            }
+        }
+        let err = State::open(&dir).unwrap_err().to_string();
+        assert!(err.contains("cannot be opened"), "{err}");
+        assert!(err.contains("lotsync reconcile"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,251 @@
+//! The values stored in the state's trees, as JSON (small, readable with any tool, and
+//! tolerant of fields added later).
+
+use super::{StateError, VehicleKey};
+use crate::api::VehiclePayload;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// 128 bits of SHA-256: enough to tell payloads apart, half the bytes of the whole hash.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Digest(pub [u8; 16]);
+
+impl Digest {
+    pub fn of(bytes: &[u8]) -> Digest {
+        use sha2::Digest as _;
+        let full = sha2::Sha256::digest(bytes);
+        let mut out = [0; 16];
+        out.copy_from_slice(&full[..16]);
+        Digest(out)
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        let bad = || serde::de::Error::custom("a digest is 32 hex digits");
+        if text.len() != 32 {
+            return Err(bad());
+        }
+        let mut out = [0; 16];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+                .map_err(|_| bad())?;
+        }
+        Ok(Digest(out))
+    }
+}
+
+/// What lotsync knows of one vehicle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VehicleRecord {
+    /// The service's id, once an answer carried it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_id: Option<u64>,
+    /// Digest of the normalized payload the service last acknowledged; None while it has
+    /// not acknowledged any (a create still queued).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Digest>,
+    /// Sold, as last acknowledged.
+    #[serde(default)]
+    pub sold: bool,
+    /// Consecutive full snapshots of its location without it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub absent: u32,
+    /// Its operations in the outbox.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued: u32,
+    /// The last operation the service acknowledged (outbox sequence number).
+    #[serde(default)]
+    pub acked_seq: u64,
+    /// The service's refusal of its last payload or transition; not re-sent until it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<Rejection>,
+    /// The file that last queued an operation for it.
+    #[serde(default)]
+    pub file: String,
+    /// When lotsync first planned it, and when its state last changed (Unix seconds, UTC).
+    #[serde(default)]
+    pub first_seen: i64,
+    #[serde(default)]
+    pub updated_at: i64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl VehicleRecord {
+    pub fn decode(bytes: &[u8]) -> Result<VehicleRecord, StateError> {
+        decode(bytes, "vehicle record")
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Created on the service as far as lotsync knows.
+    pub fn exists(&self) -> bool {
+        self.digest.is_some()
+    }
+}
+
+/// The service refused an operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rejection {
+    /// The refused operation: `create`, `update`, `sold` or `in_stock`.
+    pub op: String,
+    /// The refused payload's digest (create and update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Digest>,
+    pub status: u16,
+    pub messages: Vec<String>,
+    pub at: i64,
+}
+
+/// A stored vehicle, for export.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVehicle {
+    pub key: VehicleKey,
+    pub record: VehicleRecord,
+    pub payload: Option<VehiclePayload>,
+}
+
+/// One file planned against the state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRecord {
+    pub feed: String,
+    /// The file's name as dropped (no directories: the inbox is known from the feed).
+    pub name: String,
+    pub sha256: String,
+    pub seen_at: i64,
+    pub outcome: FileOutcome,
+}
+
+/// What became of a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum FileOutcome {
+    /// Its operations were queued (`first_seq..=last_seq`; none when nothing changed).
+    Queued {
+        ops: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_seq: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_seq: Option<u64>,
+        rejected_records: u64,
+        /// The safety guard was overridden (`lotsync release` or `--force`).
+        #[serde(default)]
+        forced: bool,
+    },
+    /// The same content as the file last applied for its feed.
+    AlreadyApplied { same_as: String },
+    /// The safety guard held it; nothing was queued.
+    Held { reason: String },
+}
+
+/// Per feed: the file last applied, so a re-drop of the same content is recognized.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FeedRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied: Option<AppliedFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppliedFile {
+    pub name: String,
+    pub sha256: String,
+    pub at: i64,
+}
+
+/// The outbox's bookkeeping, updated in the same transactions as the outbox itself:
+/// `queued == superseded + acknowledged + rejected + in the outbox` holds after any crash.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Operations ever committed to the outbox.
+    pub queued: u64,
+    /// Replaced by a newer file's plan before they were sent.
+    pub superseded: u64,
+    /// Answered with success.
+    pub acknowledged: u64,
+    /// Refused by the service.
+    pub rejected: u64,
+}
+
+pub(crate) const COUNTERS_KEY: &[u8] = b"outbox_counters";
+
+impl Counters {
+    pub(crate) fn read(meta: &sled::Tree) -> Result<Counters, StateError> {
+        meta.get(COUNTERS_KEY)?
+            .map_or(Ok(Counters::default()), |v| decode(&v, "outbox counters"))
+    }
+
+    /// Operations the outbox should hold.
+    pub fn pending(&self) -> u64 {
+        self.queued
+            .saturating_sub(self.superseded + self.acknowledged + self.rejected)
+    }
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    what: &'static str,
+) -> Result<T, StateError> {
+    serde_json::from_slice(bytes).map_err(|e| StateError::Decode {
+        what,
+        reason: e.to_string(),
+    })
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing these plain structs (strings, numbers, maps with string keys) cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_round_trips_as_hex() {
+        let d = Digest::of(b"abc");
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(json, "\"ba7816bf8f01cfea414140de5dae2223\"");
+        assert_eq!(serde_json::from_str::<Digest>(&json).unwrap(), d);
+        assert!(serde_json::from_str::<Digest>("\"xyz\"").is_err());
+    }
+
+    #[test]
+    fn records_keep_small() {
+        let r = VehicleRecord {
+            service_id: Some(12),
+            digest: Some(Digest::of(b"p")),
+            file: "inv.csv".into(),
+            ..VehicleRecord::default()
+        };
+        let bytes = r.encode();
+        assert_eq!(VehicleRecord::decode(&bytes).unwrap(), r);
+        assert!(bytes.len() < 140, "{}", String::from_utf8_lossy(&bytes));
+    }
+}
