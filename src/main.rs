@@ -20,8 +20,22 @@ struct Args {
 enum Command {
     /// Read and map export files and report what would be sent (no state, no network).
     Check(cli::CheckArgs),
+    /// Show what would be sent for export files, against the stored state (sends nothing,
+    /// queues nothing). Exit 3 when the safety guard would hold a file.
+    Plan(cli::PlanArgs),
+    /// Queue a file the safety guard held, once you know it is right.
+    Release(cli::ReleaseArgs),
+    /// Inspect the stored state.
+    #[command(subcommand)]
+    State(StateCommand),
     /// Serve a local imitation of the Vehicle Inventory Service (for tests, demos, trying a feed).
     Sandbox(cli::SandboxArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum StateCommand {
+    /// Print every stored vehicle: service id, sold or in stock, last acknowledged payload.
+    Export(cli::StateExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,6 +43,9 @@ fn main() -> ExitCode {
     cli::init_logging();
     let result = match args.command {
         Command::Check(a) => cli::check(a),
+        Command::Plan(a) => cli::plan(a),
+        Command::Release(a) => cli::release(a),
+        Command::State(StateCommand::Export(a)) => cli::state_export(a),
         Command::Sandbox(a) => {
             tokio_runtime().and_then(|rt| rt.block_on(cli::sandbox(a)).map(|()| 0))
         }

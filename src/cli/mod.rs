@@ -4,9 +4,13 @@
 //! config, 3 done with rejected or undelivered vehicles).
 
 mod check;
+mod plan;
 mod sandbox;
 
 pub use check::{check, CheckArgs, OutputFormat};
+pub use plan::{
+    plan, release, state_export, ConfigArg, PlanArgs, ReleaseArgs, StateExportArgs, EXIT_HELD,
+};
 pub use sandbox::{sandbox, SandboxArgs};
 
 /// Exit code for bad input or config.

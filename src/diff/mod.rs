@@ -11,8 +11,10 @@
 //! It owns the rules, not the storage: it reads the state and the outbox, and hands a [`Plan`]
 //! to [`crate::outbox`], which commits it. It sends nothing.
 
+mod export;
 mod plan;
 
+pub use export::{diff_file, FileDiffError, FilePlan};
 pub use plan::{Counts, FileId, GuardCount, Plan, PlannedOp, Verdict, VinChange};
 
 use crate::api::VehiclePayload;
@@ -249,6 +251,9 @@ impl<'o> Differ<'o> {
 
     /// A record the mapper accepted.
     pub fn accepted(&mut self, accepted: Accepted) -> Result<(), DiffError> {
+        if self.already_applied() {
+            return Ok(());
+        }
         let Accepted { payload, sold, .. } = accepted;
         let vin = payload.vin.clone();
         let location_id = payload.location_id;
@@ -270,9 +275,17 @@ impl<'o> Differ<'o> {
         if known.record.absent > 0 {
             change.absent = Some(0);
         }
+        let digest = payload_digest(&payload);
+        if let Some(r) = &known.record.rejected {
+            if r.digest == Some(digest) {
+                self.plan.counts.still_rejected += 1;
+                return Ok(());
+            }
+        }
         let base = known.base();
         let Some(base_digest) = base.digest else {
-            // Queued as a create that has not gone out: this file's version replaces it.
+            // Queued as a create that has not gone out, or refused: this file's version
+            // replaces it.
             if sold == Some(true) {
                 change.drop_stub = true;
                 self.plan.counts.skipped_sold += 1;
@@ -282,13 +295,6 @@ impl<'o> Differ<'o> {
             }
             return Ok(());
         };
-        let digest = payload_digest(&payload);
-        if let Some(r) = &known.record.rejected {
-            if r.digest == Some(digest) {
-                self.plan.counts.still_rejected += 1;
-                return Ok(());
-            }
-        }
         let want_sold = sold.unwrap_or(false);
         let mut changed = false;
         if digest != base_digest {
@@ -314,6 +320,9 @@ impl<'o> Differ<'o> {
     /// A record the mapper rejected: its VIN, when readable, still shows the vehicle is on the
     /// lot, so it is not judged absent; nothing else changes for it.
     pub fn rejected(&mut self, rejected: &Rejected) {
+        if self.already_applied() {
+            return;
+        }
         self.plan.counts.rejected_records += 1;
         if let Some(vin) = &rejected.vin {
             self.present.insert(vin.clone());

@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The file a plan is for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct FileId {
     /// The file's name (no directories).
     pub name: String,
@@ -78,8 +78,14 @@ pub enum Verdict {
     AlreadyApplied { same_as: String, at: i64 },
 }
 
+impl Default for Verdict {
+    fn default() -> Self {
+        Verdict::Apply { forced: false }
+    }
+}
+
 /// A file's plan.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Plan {
     pub organization_id: u64,
     pub feed: String,
@@ -138,5 +144,33 @@ impl Plan {
     /// Whether committing it queues its operations.
     pub fn applies(&self) -> bool {
         matches!(self.verdict, Verdict::Apply { .. })
+    }
+}
+
+impl FileId {
+    /// Names and hashes a file (SHA-256 of its bytes, read in blocks).
+    pub fn of_path(path: &std::path::Path) -> std::io::Result<FileId> {
+        use sha2::Digest as _;
+        use std::io::Read;
+        let mut file = std::fs::File::open(path)?;
+        let mut hasher = sha2::Sha256::new();
+        let mut block = vec![0; 256 * 1024];
+        loop {
+            let n = file.read(&mut block)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&block[..n]);
+        }
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let sha256 = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(FileId { name, sha256 })
     }
 }

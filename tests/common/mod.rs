@@ -72,3 +72,62 @@ pub fn count(state: &Value, route: &str, status: &str) -> u64 {
 pub fn payload(n: u32) -> VehiclePayload {
     VehiclePayload::new(10, format!("STK{n:05}"), format!("TESTVIN{n:010}"))
 }
+
+/// A fresh folder under the system temp dir, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("lotsync-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Answers every queued operation as the service would (test-only: nothing is sent): ids are
+/// handed out per VIN, transitions apply. Returns the operations answered, in order.
+pub fn answer_all(outbox: &lotsync::outbox::Outbox) -> Vec<lotsync::outbox::Entry> {
+    use lotsync::outbox::Answer;
+    let mut answered = Vec::new();
+    loop {
+        let batch = outbox.take(64).expect("take");
+        if batch.is_empty() {
+            break;
+        }
+        for entry in batch {
+            let id = service_id(&entry.vin);
+            outbox
+                .acknowledge(
+                    entry.seq,
+                    &Answer::Applied {
+                        service_id: Some(id),
+                        sold: None,
+                    },
+                )
+                .expect("acknowledge");
+            answered.push(entry);
+        }
+    }
+    outbox.flush().expect("flush");
+    answered
+}
+
+/// A stable id per VIN, as the service would give.
+pub fn service_id(vin: &str) -> u64 {
+    vin.bytes()
+        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
+        % 1_000_000_000
+}

@@ -1,0 +1,391 @@
+//! `lotsync plan`, `lotsync release` and `lotsync state export`: the diff against the stored
+//! state, shown (plan), committed past the safety guard (release), and the state itself.
+
+use super::OutputFormat;
+use crate::config::{Config, FeedConfig};
+use crate::diff::{diff_file, FilePlan, Plan, PlannedOp, Verdict};
+use crate::mapper::{Problem, Profile};
+use crate::outbox::Outbox;
+use crate::state::{FileOutcome, State};
+use anyhow::Context;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Exit code when a plan is held by the safety guard.
+pub const EXIT_HELD: u8 = 3;
+
+/// The config file, shared by the commands that use state.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArg {
+    /// lotsync's config file.
+    #[arg(
+        long,
+        env = "LOTSYNC_CONFIG",
+        default_value = crate::config::DEFAULT_PATH,
+        value_name = "FILE"
+    )]
+    pub config: PathBuf,
+}
+
+/// Arguments of `lotsync plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Export files (CSV or XML). Each is planned against the state as it is now.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The feed the files belong to (needed when the config has several and the files are
+    /// in none of their inboxes).
+    #[arg(long, value_name = "NAME")]
+    pub feed: Option<String>,
+    /// text: counts and a table of the vehicles; ndjson: one operation per line on stdout.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
+}
+
+/// Arguments of `lotsync release`.
+#[derive(Debug, clap::Args)]
+pub struct ReleaseArgs {
+    /// The held export file, as it was dropped.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[arg(long, value_name = "NAME")]
+    pub feed: Option<String>,
+}
+
+/// Arguments of `lotsync state export`.
+#[derive(Debug, clap::Args)]
+pub struct StateExportArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// ndjson: one vehicle per line; text: a table.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Ndjson)]
+    pub format: OutputFormat,
+}
+
+fn open(config: &Config) -> anyhow::Result<Outbox> {
+    let state = State::open(&config.state.dir)
+        .with_context(|| format!("state {}", config.state.dir.display()))?;
+    Ok(Outbox::new(state))
+}
+
+/// Diffs one file for its feed; `commit` queues the plan.
+fn plan_one(
+    outbox: &Outbox,
+    config: &Config,
+    feed: &FeedConfig,
+    path: &Path,
+    force: bool,
+    commit: bool,
+) -> anyhow::Result<FilePlan> {
+    let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
+    let lots: Vec<u64> = profile.locations.values().copied().collect();
+    let rules = feed.rules(config.api.organization_id, &lots, force);
+    diff_file(outbox, rules, &profile, feed.location_id, path, commit)
+        .with_context(|| path.display().to_string())
+}
+
+/// `lotsync plan`: exit 0, or 3 when a file would be held by the safety guard.
+pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&args.config.config)?;
+    let feeds: Vec<&FeedConfig> = args
+        .files
+        .iter()
+        .map(|f| config.feed_for(f, args.feed.as_deref()))
+        .collect::<Result<_, _>>()?;
+    let outbox = open(&config)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut err = std::io::stderr().lock();
+    let mut held = false;
+    for (path, feed) in args.files.iter().zip(feeds) {
+        let planned = plan_one(&outbox, &config, feed, path, false, false)?;
+        held |= matches!(planned.plan.verdict, Verdict::Held { .. });
+        let shown = path.display().to_string();
+        match args.format {
+            OutputFormat::Text => write_text(&mut out, &shown, &planned)?,
+            OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned)?,
+        }
+    }
+    out.flush()?;
+    Ok(if held { EXIT_HELD } else { 0 })
+}
+
+/// `lotsync release FILE`: queues a held file's plan past the safety guard.
+pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&args.config.config)?;
+    let feed = config.feed_for(&args.file, args.feed.as_deref())?;
+    let outbox = open(&config)?;
+    let file = crate::diff::FileId::of_path(&args.file)
+        .with_context(|| args.file.display().to_string())?;
+    let was_held = outbox.state().files().any(|r| {
+        r.is_ok_and(|r| {
+            r.feed == feed.name
+                && r.sha256 == file.sha256
+                && matches!(r.outcome, FileOutcome::Held { .. })
+        })
+    });
+    if !was_held {
+        anyhow::bail!(
+            "{}: not held for feed {:?} (no held file has this content); nothing to release",
+            args.file.display(),
+            feed.name
+        );
+    }
+    let planned = plan_one(&outbox, &config, feed, &args.file, true, true)?;
+    let mut out = std::io::stdout().lock();
+    write_text(&mut out, &args.file.display().to_string(), &planned)?;
+    writeln!(
+        out,
+        "released: {} operations queued in the outbox (nothing has been sent)",
+        planned.plan.ops.len()
+    )?;
+    Ok(0)
+}
+
+/// `lotsync state export`.
+pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&args.config.config)?;
+    let outbox = open(&config)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.format == OutputFormat::Text {
+        writeln!(
+            out,
+            "{:<8} {:<17} {:>8} {:<8} {:<12} {:<10} file",
+            "location", "vin", "id", "sold", "stock", "queued"
+        )?;
+    }
+    for vehicle in outbox.state().vehicles() {
+        let v = vehicle?;
+        match args.format {
+            OutputFormat::Ndjson => {
+                let line = serde_json::json!({
+                    "organization_id": v.key.organization_id,
+                    "location_id": v.key.location_id,
+                    "vin": v.key.vin,
+                    "service_id": v.record.service_id,
+                    "created": v.record.exists(),
+                    "sold": v.record.sold,
+                    "absent": v.record.absent,
+                    "queued": v.record.queued,
+                    "rejected": v.record.rejected,
+                    "file": v.record.file,
+                    "first_seen": crate::clock::utc_datetime(at(v.record.first_seen)),
+                    "updated_at": crate::clock::utc_datetime(at(v.record.updated_at)),
+                    "payload": v.payload,
+                });
+                serde_json::to_writer(&mut out, &line)?;
+                out.write_all(b"\n")?;
+            }
+            OutputFormat::Text => writeln!(
+                out,
+                "{:<8} {:<17} {:>8} {:<8} {:<12} {:<10} {}",
+                v.key.location_id,
+                v.key.vin,
+                v.record
+                    .service_id
+                    .map_or_else(|| "-".to_owned(), |id| id.to_string()),
+                if v.record.sold { "sold" } else { "in stock" },
+                v.payload.as_ref().map_or("-", |p| p.stock.as_str()),
+                v.record.queued,
+                v.record.file
+            )?,
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+fn at(secs: i64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64)
+}
+
+fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
+    let plan = &planned.plan;
+    writeln!(
+        out,
+        "{shown} (feed {}, sha256 {}): {} records",
+        plan.feed,
+        short(&plan.file.sha256),
+        planned.records
+    )?;
+    match &plan.verdict {
+        Verdict::AlreadyApplied { same_as, at: when } => {
+            writeln!(
+                out,
+                "  already applied: same content as {same_as} ({} UTC); nothing to do",
+                crate::clock::utc_datetime(at(*when))
+            )?;
+            return Ok(());
+        }
+        Verdict::Held { reasons } => {
+            writeln!(
+                out,
+                "  HELD by the safety guard; nothing of it would be queued:"
+            )?;
+            for r in reasons {
+                writeln!(out, "    {r}")?;
+            }
+            writeln!(
+                out,
+                "  if the file is right, queue it with: lotsync release {shown}"
+            )?;
+        }
+        Verdict::Apply { forced: true } => {
+            writeln!(out, "  the safety guard is overridden for this file")?;
+        }
+        Verdict::Apply { forced: false } => {}
+    }
+    let c = &plan.counts;
+    writeln!(
+        out,
+        "  {} create, {} update, {} sold, {} back in stock, {} unchanged, {} rejected records",
+        c.create, c.update, c.sold, c.in_stock, c.unchanged, c.rejected_records
+    )?;
+    if c.still_rejected + c.absent_waiting + c.skipped_sold > 0 {
+        writeln!(
+            out,
+            "  {} still refused by the service (unchanged since), {} absent but not yet sold \
+             (sold_after_absent), {} listed as sold and never created",
+            c.still_rejected, c.absent_waiting, c.skipped_sold
+        )?;
+    }
+    for (location, g) in &plan.guard {
+        writeln!(
+            out,
+            "  location {location}: {} in stock, {} in this file, {} would be sold",
+            g.in_stock, g.accepted, g.would_sell
+        )?;
+    }
+    if !plan.ops.is_empty() {
+        writeln!(
+            out,
+            "  {:<9} {:<17} {:>8}  {:<10} vehicle",
+            "op", "vin", "location", "stock"
+        )?;
+        for op in &plan.ops {
+            writeln!(out, "  {}", op_row(op))?;
+        }
+    }
+    if !planned.rejected.is_empty() {
+        writeln!(
+            out,
+            "  rejected records (not sent; still count as on the lot):"
+        )?;
+        for (line, p) in &planned.rejected {
+            writeln!(out, "    {shown}:{line}: {p}")?;
+        }
+    }
+    for note in &planned.notes {
+        writeln!(out, "  note: {note}")?;
+    }
+    Ok(())
+}
+
+fn op_row(op: &PlannedOp) -> String {
+    let (stock, vehicle) = match op.op.payload() {
+        Some(p) => {
+            let words: Vec<String> = [
+                p.year.map(|y| y.to_string()),
+                p.make.clone(),
+                p.model.clone(),
+                p.trim.clone(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            (p.stock.as_str(), words.join(" "))
+        }
+        None => ("", String::new()),
+    };
+    format!(
+        "{:<9} {:<17} {:>8}  {:<10} {}",
+        op.op.name(),
+        op.vin,
+        op.location_id,
+        stock,
+        vehicle
+    )
+}
+
+fn short(sha256: &str) -> &str {
+    sha256.get(..12).unwrap_or(sha256)
+}
+
+/// One operation in ndjson.
+#[derive(Serialize)]
+struct OpLine<'a> {
+    op: &'static str,
+    vin: &'a str,
+    location_id: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'a crate::api::VehiclePayload>,
+}
+
+#[derive(Serialize)]
+struct ProblemLine<'a> {
+    file: &'a str,
+    line: u64,
+    severity: &'static str,
+    #[serde(flatten)]
+    problem: &'a Problem,
+}
+
+fn write_ndjson(
+    out: &mut impl Write,
+    err: &mut impl Write,
+    shown: &str,
+    planned: &FilePlan,
+) -> std::io::Result<()> {
+    let plan: &Plan = &planned.plan;
+    match &plan.verdict {
+        Verdict::Held { reasons } => {
+            let line = serde_json::json!({
+                "held": true, "file": shown, "feed": plan.feed, "reasons": reasons,
+                "guard": plan.guard.iter().map(|(l, g)| serde_json::json!({
+                    "location_id": l, "in_stock": g.in_stock,
+                    "accepted": g.accepted, "would_sell": g.would_sell,
+                })).collect::<Vec<_>>(),
+            });
+            writeln!(out, "{line}")?;
+        }
+        Verdict::AlreadyApplied { same_as, .. } => {
+            let line = serde_json::json!({
+                "already_applied": true, "file": shown, "feed": plan.feed, "same_as": same_as,
+            });
+            writeln!(out, "{line}")?;
+        }
+        Verdict::Apply { .. } => {
+            for op in &plan.ops {
+                let line = OpLine {
+                    op: op.op.name(),
+                    vin: &op.vin,
+                    location_id: op.location_id,
+                    payload: op.op.payload(),
+                };
+                serde_json::to_writer(&mut *out, &line)?;
+                out.write_all(b"\n")?;
+            }
+        }
+    }
+    for (line, problem) in &planned.rejected {
+        let json = ProblemLine {
+            file: shown,
+            line: *line,
+            severity: "rejected",
+            problem,
+        };
+        serde_json::to_writer(&mut *err, &json)?;
+        err.write_all(b"\n")?;
+    }
+    let summary = serde_json::json!({
+        "file": shown, "feed": plan.feed, "sha256": plan.file.sha256,
+        "records": planned.records, "counts": plan.counts,
+    });
+    writeln!(err, "{summary}")
+}

@@ -1,0 +1,77 @@
+//! A whole export file through the mapper into the diff: the step `plan`, `release`, `sync`
+//! and the daemon share.
+
+use super::{DiffError, Differ, FileId, Plan, Rules};
+use crate::mapper::{ExportError, ExportFile, Mapped, Problem, Profile};
+use crate::outbox::Outbox;
+use std::path::Path;
+
+/// What diffing a file produced besides its plan.
+#[derive(Debug)]
+pub struct FilePlan {
+    pub plan: Plan,
+    /// Records read (0 when the file was already applied and not read).
+    pub records: u64,
+    /// Rejected records' problems, by line.
+    pub rejected: Vec<(u64, Problem)>,
+    /// Warnings of accepted records, by line.
+    pub warnings: Vec<(u64, Problem)>,
+    /// About the file as a whole.
+    pub notes: Vec<String>,
+}
+
+/// The file cannot be diffed.
+#[derive(Debug, thiserror::Error)]
+pub enum FileDiffError {
+    #[error("cannot be read: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot be read: {0}")]
+    Export(#[from] ExportError),
+    #[error(transparent)]
+    Diff(#[from] DiffError),
+}
+
+/// Reads, maps and diffs one file; commits the plan to the outbox when `commit` is set.
+pub fn diff_file(
+    outbox: &Outbox,
+    rules: Rules,
+    profile: &Profile,
+    location_id: u64,
+    path: &Path,
+    commit: bool,
+) -> Result<FilePlan, FileDiffError> {
+    let file = FileId::of_path(path)?;
+    let mut differ = Differ::new(outbox, rules, file)?;
+    let mut out = FilePlan {
+        plan: Plan::default(),
+        records: 0,
+        rejected: Vec::new(),
+        warnings: Vec::new(),
+        notes: Vec::new(),
+    };
+    if !differ.already_applied() {
+        let mut export = ExportFile::open(path, profile, location_id)?;
+        while let Some(mapped) = export.next()? {
+            out.records += 1;
+            match mapped {
+                Mapped::Accepted(a) => {
+                    out.warnings
+                        .extend(a.warnings.iter().map(|w| (a.line, w.clone())));
+                    differ.accepted(a)?;
+                }
+                Mapped::Rejected(r) => {
+                    differ.rejected(&r);
+                    out.rejected
+                        .extend(r.problems.into_iter().map(|p| (r.line, p)));
+                }
+            }
+        }
+        out.notes = export.notes();
+    }
+    out.plan = if commit {
+        differ.commit()?
+    } else {
+        differ.finish()
+    };
+    Ok(out)
+}
