@@ -119,7 +119,7 @@ async fn load(args: Args, url: String) -> anyhow::Result<()> {
                 let get = match mix {
                     Mix::Get => true,
                     Mix::Post => false,
-                    Mix::Mixed => i % 2 == 0,
+                    Mix::Mixed => i.is_multiple_of(2),
                 };
                 let t = Instant::now();
                 let ok = if get {

@@ -161,7 +161,8 @@ impl Config {
         if self.api.organization_id == 0 {
             problems.push("api.organization_id: must be the organization's id (not 0)".into());
         }
-        if !(self.api.max_requests_per_second > 0.0) {
+        let rate = self.api.max_requests_per_second;
+        if rate.is_nan() || rate <= 0.0 {
             problems.push("api.max_requests_per_second: must be more than 0".into());
         }
         if self.api.max_in_flight == 0 {

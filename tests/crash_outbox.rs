@@ -43,7 +43,7 @@ fn vin(i: u32) -> String {
 /// Round `r`'s snapshot: which vehicles are on the lot, at what price.
 fn snapshot(r: u32) -> Vec<VehiclePayload> {
     (0..VINS)
-        .filter(|i| (i + r) % 9 != 0)
+        .filter(|i| !(i + r).is_multiple_of(9))
         .map(|i| {
             let mut p = VehiclePayload::new(LOCATION, format!("S{i}"), vin(i));
             let price = 1000.0 + f64::from((i + r / 3) % 4) * 100.0;

@@ -127,7 +127,7 @@ fn check_file(
     let mut tally = Tally::default();
     let mut rejected: Vec<(u64, Problem)> = Vec::new();
     let mut warnings: Vec<(u64, Problem)> = Vec::new();
-    while let Some(mapped) = file.next()? {
+    while let Some(mapped) = file.next_record()? {
         tally.records += 1;
         match mapped {
             Mapped::Accepted(a) => {

@@ -51,7 +51,7 @@ pub fn diff_file(
     };
     if !differ.already_applied() {
         let mut export = ExportFile::open(path, profile, location_id)?;
-        while let Some(mapped) = export.next()? {
+        while let Some(mapped) = export.next_record()? {
             out.records += 1;
             match mapped {
                 Mapped::Accepted(a) => {

@@ -52,7 +52,7 @@ impl ExportFile {
     }
 
     /// The next record, mapped; None at the end of the file.
-    pub fn next(&mut self) -> Result<Option<Mapped>, ExportError> {
+    pub fn next_record(&mut self) -> Result<Option<Mapped>, ExportError> {
         let mapped = match self.reader.next(&mut self.record)? {
             Item::End => {
                 self.require_key_fields()?;
