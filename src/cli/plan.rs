@@ -68,9 +68,8 @@ pub struct StateExportArgs {
 }
 
 fn open(config: &Config) -> anyhow::Result<Outbox> {
-    let state = State::open(&config.state.dir)
-        .with_context(|| format!("state {}", config.state.dir.display()))?;
-    Ok(Outbox::new(state))
+    // The state's errors name its folder and the way out.
+    Ok(Outbox::new(State::open(&config.state.dir)?))
 }
 
 /// Diffs one file for its feed; `commit` queues the plan.
