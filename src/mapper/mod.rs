@@ -22,7 +22,8 @@ use crate::api::{
 };
 use crate::feed::{Record, Schema};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use synonyms::Found;
 use vin::SeenVin;
@@ -109,8 +110,8 @@ const MEMO_LIMIT: usize = 4096;
 /// bodies and transmissions over thousands of vehicles), so each is worked out once.
 #[derive(Debug, Default)]
 struct Memo {
-    /// Per target: text → index into the enum's values.
-    enums: HashMap<Target, HashMap<Box<str>, Found<u8>>>,
+    /// Per target (indexed by `Target as usize`): text → index into the enum's values.
+    enums: Vec<HashMap<Box<str>, Found<u8>>>,
     transmissions: HashMap<Box<str>, parse::TransmissionText>,
     engines: HashMap<Box<str>, (Option<f64>, Option<u8>)>,
 }
@@ -146,7 +147,7 @@ impl Mapper {
             year_max: crate::clock::utc_year(std::time::SystemTime::now()) + 2,
             values,
             locations,
-            seen: HashSet::new(),
+            seen: HashSet::default(),
             memo: Memo::default(),
             profile,
         }
@@ -230,7 +231,11 @@ impl<'a> One<'a> {
         synonyms: fn(&str) -> Found<T>,
     ) -> Option<T> {
         let text = self.text(target)?;
-        let table = self.mapper.memo.enums.entry(target).or_default();
+        let tables = &mut self.mapper.memo.enums;
+        if tables.len() <= target as usize {
+            tables.resize_with(target as usize + 1, HashMap::default);
+        }
+        let table = &mut tables[target as usize];
         let found = match table.get(&*text) {
             Some(found) => *found,
             None => {
