@@ -267,7 +267,7 @@ impl<'a> One<'a> {
         target: Target,
         parse: impl Fn(&str) -> Result<Option<T>, String>,
     ) -> Option<T> {
-        let text = self.text(target)?.into_owned();
+        let text = self.text(target)?;
         match parse(&text) {
             Ok(v) => v,
             Err(reason) => {
@@ -306,18 +306,21 @@ impl<'a> One<'a> {
                 }
             }
         }
-        let (Some(vin_ok), Some(stock), Some(location_id), true) =
-            (vin.clone(), stock, location_id, self.rejections.is_empty())
-        else {
-            return Mapped::Rejected(Rejected {
-                line,
-                vin,
-                location_id,
-                problems: std::mem::take(&mut self.rejections),
-            });
+        let (vin, stock, location_id) = match (vin, stock, location_id) {
+            (Some(vin), Some(stock), Some(location_id)) if self.rejections.is_empty() => {
+                (vin, stock, location_id)
+            }
+            (vin, _, location_id) => {
+                return Mapped::Rejected(Rejected {
+                    line,
+                    vin,
+                    location_id,
+                    problems: std::mem::take(&mut self.rejections),
+                })
+            }
         };
 
-        let mut p = VehiclePayload::new(location_id, stock, vin_ok);
+        let mut p = VehiclePayload::new(location_id, stock, vin);
         let year_max = self.mapper.year_max;
         p.year = self.number(Target::Year, |s| parse::year(s, year_max));
         p.make = self.string(Target::Make);
@@ -375,7 +378,7 @@ impl<'a> One<'a> {
     }
 
     fn vin(&mut self) -> Option<String> {
-        let Some(text) = self.string(Target::Vin) else {
+        let Some(text) = self.text(Target::Vin) else {
             self.rejections.push(Problem::new(
                 "vin",
                 "missing: every vehicle needs a VIN",
@@ -505,20 +508,19 @@ impl<'a> One<'a> {
 
     /// http(s) URLs; anything else is left out with a warning.
     fn urls(&mut self, target: Target) -> Vec<String> {
-        let items = self.list(target, true);
-        let mut urls = Vec::with_capacity(items.len());
-        for item in items {
-            if parse::is_web_url(&item) {
-                urls.push(item);
-            } else {
-                self.warn(target, "not an http(s) URL; left out", &item);
+        let mut urls = self.list(target, true);
+        urls.retain(|item| {
+            let web = parse::is_web_url(item);
+            if !web {
+                self.warn(target, "not an http(s) URL; left out", item);
             }
-        }
+            web
+        });
         urls
     }
 
     fn status(&mut self) -> Option<bool> {
-        let text = self.string(Target::Status)?;
+        let text = self.text(Target::Status)?;
         let sold = synonyms::sold(&text);
         if sold.is_none() {
             self.warn(
