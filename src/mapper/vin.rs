@@ -16,10 +16,12 @@ pub enum VinCheck {
 
 /// Upper-cases and checks a VIN; `Err` says what is wrong in words a dealer understands.
 pub fn check_vin(raw: &str, mode: VinCheck) -> Result<String, String> {
-    let trimmed = raw.trim();
+    let trimmed = super::parse::trim_exact(raw);
     // Checked before upper-casing (which changes only letters): the one allocation is the VIN.
-    if let Some(c) = trimmed.chars().find(|c| !c.is_ascii_alphanumeric()) {
-        return Err(format!("{c:?} cannot be part of a VIN"));
+    if !trimmed.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        if let Some(c) = trimmed.chars().find(|c| !c.is_ascii_alphanumeric()) {
+            return Err(format!("{c:?} cannot be part of a VIN"));
+        }
     }
     let vin = trimmed.to_ascii_uppercase();
     match mode {
@@ -37,7 +39,11 @@ pub fn check_vin(raw: &str, mode: VinCheck) -> Result<String, String> {
                     vin.len()
                 ));
             }
-            if let Some(&c) = vin.as_bytes().iter().find(|c| matches!(c, b'I' | b'O' | b'Q')) {
+            if let Some(&c) = vin
+                .as_bytes()
+                .iter()
+                .find(|c| matches!(c, b'I' | b'O' | b'Q'))
+            {
                 return Err(format!("the letter {} never appears in a VIN", c as char));
             }
             let expected = check_digit(vin.as_bytes());
