@@ -21,8 +21,8 @@ use crate::api::{
     VehiclePayload,
 };
 use crate::feed::{Record, Schema};
-use std::borrow::Cow;
 use foldhash::{HashMap, HashSet};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use synonyms::Found;
@@ -114,6 +114,7 @@ struct Memo {
     enums: Vec<HashMap<Box<str>, Found<u8>>>,
     transmissions: HashMap<Box<str>, parse::TransmissionText>,
     engines: HashMap<Box<str>, (Option<f64>, Option<u8>)>,
+    statuses: HashMap<Box<str>, Option<bool>>,
 }
 
 fn remember<V>(table: &mut HashMap<Box<str>, V>, text: &str, value: V) {
@@ -521,7 +522,14 @@ impl<'a> One<'a> {
 
     fn status(&mut self) -> Option<bool> {
         let text = self.text(Target::Status)?;
-        let sold = synonyms::sold(&text);
+        let sold = match self.mapper.memo.statuses.get(&*text) {
+            Some(sold) => *sold,
+            None => {
+                let sold = synonyms::sold(&text);
+                remember(&mut self.mapper.memo.statuses, &text, sold);
+                sold
+            }
+        };
         if sold.is_none() {
             self.warn(
                 Target::Status,
