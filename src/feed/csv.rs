@@ -168,12 +168,8 @@ impl<R: BufRead> CsvReader<R> {
                 })
             });
             if let Some(all) = whole {
-                for i in 0..columns {
-                    match self.row.range(i) {
-                        Some(range) if !range.is_empty() => record.push(i as FieldId, &all[range]),
-                        _ => {}
-                    }
-                }
+                let ranges = (0..columns).map(|i| self.row.range(i).unwrap_or(0..0));
+                record.push_row(all, ranges);
                 return Ok(Item::Record);
             }
             for i in 0..columns {
