@@ -194,6 +194,9 @@ struct One<'a> {
 impl<'a> One<'a> {
     /// The cleaned text of a target's field, after the profile's value map; None when blank.
     /// It borrows the record, not `self`, so warnings can be added while it is held.
+    /// Inlined: called about 30 times a record, and returning the `Cow` through memory from
+    /// an out-of-line call cost more than the work itself (perf: 17% of the ingest bench).
+    #[inline(always)]
     fn text(&self, target: Target) -> Option<Cow<'a, str>> {
         let id = self.mapper.binding.field(target)?;
         let record: &'a Record = self.record;
@@ -221,6 +224,7 @@ impl<'a> One<'a> {
             .push(Problem::new(target.name(), reason, Some(value)));
     }
 
+    #[inline(always)]
     fn string(&self, target: Target) -> Option<String> {
         self.text(target).map(Cow::into_owned)
     }

@@ -170,6 +170,7 @@ pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
 }
 
 /// A model year between 1900 and `max`.
+#[inline]
 pub fn year(s: &str, max: u16) -> Result<Option<u16>, String> {
     let t = trim_exact(s);
     if t.is_empty() {
