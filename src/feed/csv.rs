@@ -47,6 +47,9 @@ impl<R: BufRead> CsvReader<R> {
             .delimiter(delimiter)
             .has_headers(false)
             .flexible(true)
+            // Reads as large as the file's BufReader skip its buffer (once it is drained)
+            // instead of copying every byte through it.
+            .buffer_capacity(READ_AHEAD as usize)
             .from_reader(Tracked::new(input, RECORD_LIMIT + READ_AHEAD));
         let mut this = CsvReader {
             reader,
