@@ -47,6 +47,9 @@ impl<R: BufRead> CsvReader<R> {
             .delimiter(delimiter)
             .has_headers(false)
             .flexible(true)
+            // Reads as large as the file's BufReader skip its buffer (once it is drained)
+            // instead of copying every byte through it.
+            .buffer_capacity(READ_AHEAD as usize)
             .from_reader(Tracked::new(input, RECORD_LIMIT + READ_AHEAD));
         let mut this = CsvReader {
             reader,
@@ -154,17 +157,22 @@ impl<R: BufRead> CsvReader<R> {
             record.clear();
             record.line = line;
             record.index = self.index;
-            // One UTF-8 check for the whole row; field by field only when it fails.
+            // One UTF-8 check for the whole row; field by field only when it fails, or when a
+            // field boundary falls inside a character (Windows-1252 bytes such as "Ã" + "©"
+            // on either side of a delimiter can read as UTF-8 together).
             let bytes = self.row.as_slice();
             record.tidy = memchr::memchr3(b'\t', b'\n', b'\r', bytes).is_none()
                 && self.double_space.find(bytes).is_none();
-            if let Ok(all) = std::str::from_utf8(bytes) {
-                for i in 0..columns {
-                    match self.row.range(i) {
-                        Some(range) if !range.is_empty() => record.push(i as FieldId, &all[range]),
-                        _ => {}
-                    }
-                }
+            let whole = std::str::from_utf8(bytes).ok().filter(|all| {
+                (0..columns).all(|i| {
+                    self.row
+                        .range(i)
+                        .is_none_or(|r| all.is_char_boundary(r.end))
+                })
+            });
+            if let Some(all) = whole {
+                let ranges = (0..columns).map(|i| self.row.range(i).unwrap_or(0..0));
+                record.push_row(all, ranges);
                 return Ok(Item::Record);
             }
             for i in 0..columns {
@@ -340,6 +348,15 @@ mod tests {
             warnings,
             vec!["not UTF-8 (first at line 2): read as Windows-1252"]
         );
+    }
+
+    #[test]
+    fn fields_are_decoded_alone_when_only_the_row_reads_as_utf8() {
+        // "Ã" and "©" in Windows-1252 are C3 A9: "é" in UTF-8, split by the delimiter.
+        let (_, rows, warnings) = read_all(b"a,b\nx\xc3,\xa9y\n").unwrap();
+        let fields = rows[0].as_ref().unwrap();
+        assert_eq!((fields[0].1.as_str(), fields[1].1.as_str()), ("xÃ", "©y"));
+        assert_eq!(warnings.len(), 1);
     }
 
     #[test]

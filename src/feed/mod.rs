@@ -120,6 +120,28 @@ impl Record {
         self.tidy = false;
     }
 
+    /// Fills a cleared record with one row in a single copy: `text` holds the row's values
+    /// back to back and `ranges` yields each column's value in it (column i is field i).
+    /// Empty values are left out, as everywhere else.
+    fn push_row(&mut self, text: &str, ranges: impl Iterator<Item = std::ops::Range<usize>>) {
+        let base = self.text.len();
+        self.text.push_str(text);
+        for (column, range) in ranges.enumerate() {
+            if range.is_empty() {
+                continue;
+            }
+            let (start, end) = (base + range.start, base + range.end);
+            self.fields
+                .push((column as FieldId, start as u32, end as u32));
+            if self.first.len() <= column {
+                self.first.resize(column + 1, 0);
+            }
+            if self.first[column] == 0 {
+                self.first[column] = self.fields.len() as u32;
+            }
+        }
+    }
+
     fn push(&mut self, id: FieldId, value: &str) {
         let start = self.text.len() as u32;
         self.text.push_str(value);

@@ -22,11 +22,14 @@ pub fn clean(s: &str) -> Cow<'_, str> {
 }
 
 /// `clean` for text already known to hold no tab, line break or double space.
+#[inline]
 pub fn clean_tidy(s: &str) -> Cow<'_, str> {
     Cow::Borrowed(trim(s))
 }
 
-/// `str::trim`, with the common all-ASCII case first.
+/// `str::trim`, with the common all-ASCII case first (a U+000B at either end stays, as it
+/// always has: `clean` removes it along with the other blanks, `clean_tidy` does not).
+#[inline]
 pub fn trim(s: &str) -> &str {
     let t = s.trim_ascii();
     match (t.as_bytes().first(), t.as_bytes().last()) {
@@ -35,18 +38,34 @@ pub fn trim(s: &str) -> &str {
     }
 }
 
+/// Exactly `str::trim`, without decoding characters when both ends are plain ASCII (the
+/// parsers below get text that is already trimmed, so this is usually a no-op).
+#[inline]
+pub fn trim_exact(s: &str) -> &str {
+    let t = s.trim_ascii();
+    match (t.as_bytes().first(), t.as_bytes().last()) {
+        // U+000B is whitespace to `str::trim` but not to `trim_ascii`.
+        (Some(&a), Some(&z)) if a >= 0x80 || z >= 0x80 || a == 0x0B || z == 0x0B => t.trim(),
+        _ => t,
+    }
+}
+
 /// A price: "$23,995.00" is 23995; "Call", "0" and "" are no price.
 pub fn price(s: &str) -> Result<Option<f64>, String> {
-    let t = s.trim();
+    let t = trim_exact(s);
     if t.is_empty() {
         return Ok(None);
     }
-    let t = t
-        .trim_start_matches("USD")
-        .trim_end_matches("USD")
-        .trim()
-        .trim_start_matches('$')
-        .trim();
+    // Repeated `strip_*fix` rather than `trim_*_matches("USD")`, which sets up a substring
+    // searcher on every call; "USD" cannot overlap itself, so the two cut the same.
+    let mut t = t;
+    while let Some(rest) = t.strip_prefix("USD") {
+        t = rest;
+    }
+    while let Some(rest) = t.strip_suffix("USD") {
+        t = rest;
+    }
+    let t = trim_exact(trim_exact(t).trim_start_matches('$'));
     let Some(number) = decimal(t) else {
         let lower = t.to_ascii_lowercase();
         if ["call", "n/a", "tbd", "please", "contact", "ask"]
@@ -106,7 +125,7 @@ fn decimal(s: &str) -> Option<f64> {
 /// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says
 /// so).
 pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
-    let t = s.trim();
+    let t = trim_exact(s);
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b',') {
         let n = t.bytes().filter(u8::is_ascii_digit).fold(0u64, |n, d| {
             n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
@@ -154,8 +173,9 @@ pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
 }
 
 /// A model year between 1900 and `max`.
+#[inline]
 pub fn year(s: &str, max: u16) -> Result<Option<u16>, String> {
-    let t = s.trim();
+    let t = trim_exact(s);
     if t.is_empty() {
         return Ok(None);
     }
@@ -169,14 +189,20 @@ pub fn year(s: &str, max: u16) -> Result<Option<u16>, String> {
 
 /// The first whole number in the text, or a number word ("Four"), within `range`.
 pub fn count(s: &str, range: std::ops::RangeInclusive<u8>) -> Result<Option<u8>, String> {
-    let t = s.trim().to_ascii_lowercase();
+    let t = trim_exact(s);
     if t.is_empty() {
         return Ok(None);
     }
-    let n = first_number(&t)
-        .map(|n| n as u64)
-        .or_else(|| number_word(&t))
-        .ok_or_else(|| "no number in it".to_owned())?;
+    // The common "4": up to three digits are read as they are (what `first_number` would give).
+    let n = if t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit()) {
+        t.bytes().fold(0, |n, d| n * 10 + u64::from(d - b'0'))
+    } else {
+        let t = t.to_ascii_lowercase();
+        first_number(&t)
+            .map(|n| n as u64)
+            .or_else(|| number_word(&t))
+            .ok_or_else(|| "no number in it".to_owned())?
+    };
     let n = u8::try_from(n).map_err(|_| format!("{n} is out of range"))?;
     if range.contains(&n) {
         Ok(Some(n))
@@ -211,7 +237,7 @@ fn first_number(t: &str) -> Option<f64> {
 
 /// Cylinders: "6", "V6", "V-8", "I4", "4 Cyl", "Six".
 pub fn cylinders(s: &str) -> Result<Option<u8>, String> {
-    let t = s.trim().to_ascii_lowercase();
+    let t = trim_exact(s).to_ascii_lowercase();
     if t.is_empty() || t.contains("electric") {
         return Ok(None);
     }
@@ -220,7 +246,7 @@ pub fn cylinders(s: &str) -> Result<Option<u8>, String> {
 
 /// Displacement in litres: "3.5", "2.0L", "5.3 L", "3500cc".
 pub fn displacement(s: &str) -> Result<Option<f64>, String> {
-    let t = s.trim().to_ascii_lowercase();
+    let t = trim_exact(s).to_ascii_lowercase();
     if t.is_empty() || t.contains("electric") {
         return Ok(None);
     }
@@ -239,7 +265,7 @@ pub fn displacement(s: &str) -> Result<Option<f64>, String> {
 
 /// An engine description: "3.5L V6" → (3.5, 6); "2.0L I4 Turbo" → (2.0, 4); "Electric" → none.
 pub fn engine(s: &str) -> (Option<f64>, Option<u8>) {
-    let t = s.trim().to_ascii_lowercase();
+    let t = trim_exact(s).to_ascii_lowercase();
     let mut litres = None;
     let mut cylinders = None;
     for token in t.split(|c: char| c.is_whitespace() || c == ',' || c == '/') {
@@ -291,7 +317,7 @@ pub struct TransmissionText {
 
 /// "6-Speed Automatic", "Automatic 6-Spd", "CVT", "5-Speed Manual", "8AT".
 pub fn transmission(s: &str) -> TransmissionText {
-    let t = s.trim().to_ascii_lowercase();
+    let t = trim_exact(s).to_ascii_lowercase();
     let words: Vec<&str> = t
         .split(|c: char| {
             c.is_whitespace() || c == '-' || c == ',' || c == '/' || c == '(' || c == ')'
@@ -372,11 +398,19 @@ pub fn list<'a>(
     for value in values {
         // Every separator is ASCII, so cutting the bytes there keeps each piece valid UTF-8.
         let bytes = value.as_bytes();
+        // Most values hold no blank or line break to cut at: one look at the whole value
+        // spares a second search per item.
+        let other_cuts = match (split_on_blanks, tidy) {
+            (true, true) => memchr::memchr(b' ', bytes).is_some(),
+            (true, false) => bytes.iter().any(u8::is_ascii_whitespace),
+            (false, true) => false,
+            (false, false) => memchr::memchr2(b'\n', b'\r', bytes).is_some(),
+        };
         let mut start = 0;
         while start <= bytes.len() {
             let rest = &bytes[start..];
             let cut = memchr::memchr3(b'|', b';', b',', rest);
-            let cut = if tidy && !split_on_blanks {
+            let cut = if !other_cuts {
                 cut
             } else {
                 let other = match (split_on_blanks, tidy) {
@@ -409,15 +443,23 @@ pub fn list<'a>(
 /// Whether a text is an absolute http(s) URL with a host.
 pub fn is_web_url(s: &str) -> bool {
     let b = s.as_bytes();
-    let rest = if b.len() > 8 && b[..8].eq_ignore_ascii_case(b"https://") {
+    // The usual lower-case scheme is one 8-byte compare; any other case is compared as well.
+    let https = |p: &[u8]| p == b"https://" || p.eq_ignore_ascii_case(b"https://");
+    let rest = if b.len() > 8 && https(&b[..8]) {
         &b[8..]
     } else if b.len() > 7 && b[..7].eq_ignore_ascii_case(b"http://") {
         &b[7..]
     } else {
         return false;
     };
-    let host_end = memchr::memchr3(b'/', b'?', b'#', rest).unwrap_or(rest.len());
-    host_end > 0 && rest[0] != b':' && !rest[..host_end].iter().any(u8::is_ascii_whitespace)
+    // The host ends at the first `/`, `?` or `#` and holds no blank: one pass for both, over
+    // bytes that are all below 64 (a single bit test each), cheaper than a memchr call on a
+    // text this short.
+    let host_end = rest
+        .iter()
+        .position(|&c| matches!(c, b'/' | b'?' | b'#') || c.is_ascii_whitespace())
+        .unwrap_or(rest.len());
+    host_end > 0 && rest[0] != b':' && !rest.get(host_end).is_some_and(u8::is_ascii_whitespace)
 }
 
 /// yes/no words.
@@ -442,6 +484,9 @@ mod tests {
         assert_eq!(price("19,999.5"), Ok(Some(19999.5)));
         assert_eq!(price("23.995,00"), Ok(Some(23995.0)));
         assert_eq!(price("USD 1,250"), Ok(Some(1250.0)));
+        assert_eq!(price("1,250 USD"), Ok(Some(1250.0)));
+        assert_eq!(price("USDUSD 99"), Ok(Some(99.0)));
+        assert_eq!(price("\u{b}$ 5\u{a0}"), Ok(Some(5.0)));
         for none in ["", "0", "$0.00", "Call", "CALL FOR PRICE", "N/A"] {
             assert_eq!(price(none), Ok(None), "{none}");
         }
@@ -480,6 +525,9 @@ mod tests {
         assert_eq!(count("Four", 1..=6), Ok(Some(4)));
         assert_eq!(count("Seating for 7", 1..=15), Ok(Some(7)));
         assert!(count("44", 1..=6).is_err());
+        assert_eq!(count(" 004 ", 1..=6), Ok(Some(4)));
+        assert_eq!(count("300", 1..=6), Err("300 is out of range".into()));
+        assert_eq!(count("0300", 1..=6), Err("300 is out of range".into()));
         assert_eq!(cylinders("V6"), Ok(Some(6)));
         assert_eq!(cylinders("V-8"), Ok(Some(8)));
         assert_eq!(cylinders("I4"), Ok(Some(4)));
@@ -555,6 +603,28 @@ mod tests {
         assert!(!is_web_url("https://"));
         assert!(!is_web_url("https:///path"));
         assert!(!is_web_url("images/1.jpg"));
+        assert!(is_web_url("HttpS://IMG/1.jpg"));
+        assert!(is_web_url("http://x.com#f"));
+        assert!(!is_web_url("https://a b/c"));
+        assert!(!is_web_url("https://a\u{c}b"));
+        assert!(is_web_url("https://a/b c"), "blanks after the host are not looked at");
+        assert!(!is_web_url("https://:80/x"));
+    }
+
+    #[test]
+    fn trim_exact_is_str_trim() {
+        for s in [
+            "",
+            " ",
+            "\u{b}",
+            " a ",
+            "\u{b}a\u{b}",
+            "\u{a0}a\u{2003}",
+            "\ta b\r\n",
+            "é",
+        ] {
+            assert_eq!(trim_exact(s), s.trim(), "{s:?}");
+        }
     }
 
     #[test]

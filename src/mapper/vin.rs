@@ -16,10 +16,14 @@ pub enum VinCheck {
 
 /// Upper-cases and checks a VIN; `Err` says what is wrong in words a dealer understands.
 pub fn check_vin(raw: &str, mode: VinCheck) -> Result<String, String> {
-    let vin = raw.trim().to_ascii_uppercase();
-    if let Some(c) = vin.chars().find(|c| !c.is_ascii_alphanumeric()) {
-        return Err(format!("{c:?} cannot be part of a VIN"));
+    let trimmed = super::parse::trim_exact(raw);
+    // Checked before upper-casing (which changes only letters): the one allocation is the VIN.
+    if !trimmed.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        if let Some(c) = trimmed.chars().find(|c| !c.is_ascii_alphanumeric()) {
+            return Err(format!("{c:?} cannot be part of a VIN"));
+        }
     }
+    let vin = trimmed.to_ascii_uppercase();
     match mode {
         VinCheck::Lenient => {
             if (5..=17).contains(&vin.len()) {
@@ -35,8 +39,12 @@ pub fn check_vin(raw: &str, mode: VinCheck) -> Result<String, String> {
                     vin.len()
                 ));
             }
-            if let Some(c) = vin.chars().find(|c| matches!(c, 'I' | 'O' | 'Q')) {
-                return Err(format!("the letter {c} never appears in a VIN"));
+            if let Some(&c) = vin
+                .as_bytes()
+                .iter()
+                .find(|c| matches!(c, b'I' | b'O' | b'Q'))
+            {
+                return Err(format!("the letter {} never appears in a VIN", c as char));
             }
             let expected = check_digit(vin.as_bytes());
             let found = vin.as_bytes()[8] as char;
