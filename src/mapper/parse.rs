@@ -607,7 +607,10 @@ mod tests {
         assert!(is_web_url("http://x.com#f"));
         assert!(!is_web_url("https://a b/c"));
         assert!(!is_web_url("https://a\u{c}b"));
-        assert!(is_web_url("https://a/b c"), "blanks after the host are not looked at");
+        assert!(
+            is_web_url("https://a/b c"),
+            "blanks after the host are not looked at"
+        );
         assert!(!is_web_url("https://:80/x"));
     }
 
