@@ -443,23 +443,23 @@ pub fn list<'a>(
 /// Whether a text is an absolute http(s) URL with a host.
 pub fn is_web_url(s: &str) -> bool {
     let b = s.as_bytes();
-    let rest = if b.len() > 8 && b[..8].eq_ignore_ascii_case(b"https://") {
+    // The usual lower-case scheme is one 8-byte compare; any other case is compared as well.
+    let https = |p: &[u8]| p == b"https://" || p.eq_ignore_ascii_case(b"https://");
+    let rest = if b.len() > 8 && https(&b[..8]) {
         &b[8..]
     } else if b.len() > 7 && b[..7].eq_ignore_ascii_case(b"http://") {
         &b[7..]
     } else {
         return false;
     };
-    // One pass over the host (short): a memchr call costs more than it saves here.
-    let mut host_end = 0;
-    for &c in rest {
-        match c {
-            b'/' | b'?' | b'#' => break,
-            c if c.is_ascii_whitespace() => return false,
-            _ => host_end += 1,
-        }
-    }
-    host_end > 0 && rest[0] != b':'
+    // The host ends at the first `/`, `?` or `#` and holds no blank: one pass for both, over
+    // bytes that are all below 64 (a single bit test each), cheaper than a memchr call on a
+    // text this short.
+    let host_end = rest
+        .iter()
+        .position(|&c| matches!(c, b'/' | b'?' | b'#') || c.is_ascii_whitespace())
+        .unwrap_or(rest.len());
+    host_end > 0 && rest[0] != b':' && !rest.get(host_end).is_some_and(u8::is_ascii_whitespace)
 }
 
 /// yes/no words.
@@ -603,6 +603,15 @@ mod tests {
         assert!(!is_web_url("https://"));
         assert!(!is_web_url("https:///path"));
         assert!(!is_web_url("images/1.jpg"));
+        assert!(is_web_url("HttpS://IMG/1.jpg"));
+        assert!(is_web_url("http://x.com#f"));
+        assert!(!is_web_url("https://a b/c"));
+        assert!(!is_web_url("https://a\u{c}b"));
+        assert!(
+            is_web_url("https://a/b c"),
+            "blanks after the host are not looked at"
+        );
+        assert!(!is_web_url("https://:80/x"));
     }
 
     #[test]
