@@ -386,6 +386,9 @@ pub fn transmission(s: &str) -> TransmissionText {
     }
 }
 
+/// Items kept in a list before de-duplication switches from comparing with each to a set.
+const SMALL_LIST: usize = 16;
+
 /// Items of a list field, split on `|`, `;`, `,` and line breaks (and blanks, for URLs),
 /// trimmed, without empties or repeats (compared case-insensitively; the first spelling stays).
 /// `tidy` says the values hold no tab, line break or double space (`Record::tidy`).
@@ -395,6 +398,9 @@ pub fn list<'a>(
     tidy: bool,
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    // Past a few items, the lower-cased items seen so far: comparing each new item with every
+    // kept one would be quadratic in a field of thousands (a record may hold 1 MiB).
+    let mut seen: Option<foldhash::HashSet<String>> = None;
     for value in values {
         // Every separator is ASCII, so cutting the bytes there keeps each piece valid UTF-8.
         let bytes = value.as_bytes();
@@ -431,7 +437,15 @@ pub fn list<'a>(
             } else {
                 clean(piece)
             };
-            if !item.is_empty() && !out.iter().any(|o| o.eq_ignore_ascii_case(&item)) {
+            let new = if item.is_empty() {
+                false
+            } else if seen.is_none() && out.len() < SMALL_LIST {
+                !out.iter().any(|o| o.eq_ignore_ascii_case(&item))
+            } else {
+                seen.get_or_insert_with(|| out.iter().map(|o| o.to_ascii_lowercase()).collect())
+                    .insert(item.to_ascii_lowercase())
+            };
+            if new {
                 out.push(item.into_owned());
             }
             start = end + 1;
@@ -593,6 +607,17 @@ mod tests {
             true,
         );
         assert_eq!(urls.len(), 3);
+    }
+
+    #[test]
+    fn long_lists_are_deduped_alike_and_quickly() {
+        let mut text: Vec<String> = (0..50_000).map(|i| format!("Item{i}")).collect();
+        text.extend((0..50_000).map(|i| format!("ITEM{i}")));
+        text.insert(3, "item1".into());
+        let items = list([text.join(",").as_str()].into_iter(), false, true);
+        assert_eq!(items.len(), 50_000);
+        assert_eq!(items[..3], ["Item0", "Item1", "Item2"]);
+        assert_eq!(items[49_999], "Item49999");
     }
 
     #[test]
