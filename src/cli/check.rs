@@ -1,6 +1,7 @@
 //! `lotsync check`: reads and maps export files and says what would be sent; no state, no
 //! network.
 
+use super::ProblemLine;
 use crate::api::VehiclePayload;
 use crate::feed::FeedReader;
 use crate::mapper::{ExportError, ExportFile, Mapped, Mapper, Problem, Profile};
@@ -85,16 +86,6 @@ struct Tally {
     accepted: u64,
     rejected: u64,
     warnings: u64,
-}
-
-/// One line of problem output in ndjson mode.
-#[derive(Serialize)]
-struct ProblemLine<'a> {
-    file: &'a str,
-    line: u64,
-    severity: &'static str,
-    #[serde(flatten)]
-    problem: &'a Problem,
 }
 
 /// An accepted record in ndjson mode: the POST body plus where it came from.

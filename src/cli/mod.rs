@@ -13,6 +13,16 @@ pub use plan::{
 };
 pub use sandbox::{sandbox, SandboxArgs};
 
+/// One problem of one record, as a JSON line (ndjson output of `check` and `plan`).
+#[derive(serde::Serialize)]
+struct ProblemLine<'a> {
+    file: &'a str,
+    line: u64,
+    severity: &'static str,
+    #[serde(flatten)]
+    problem: &'a crate::mapper::Problem,
+}
+
 /// Exit code for bad input or config.
 pub const EXIT_BAD_INPUT: u8 = 2;
 

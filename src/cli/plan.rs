@@ -1,10 +1,10 @@
 //! `lotsync plan`, `lotsync release` and `lotsync state export`: the diff against the stored
 //! state, shown (plan), committed past the safety guard (release), and the state itself.
 
-use super::OutputFormat;
+use super::{OutputFormat, ProblemLine};
 use crate::config::{Config, FeedConfig};
 use crate::diff::{diff_file, FilePlan, Plan, PlannedOp, Verdict};
-use crate::mapper::{Problem, Profile};
+use crate::mapper::Profile;
 use crate::outbox::Outbox;
 use crate::state::{FileOutcome, State};
 use anyhow::Context;
@@ -324,15 +324,6 @@ struct OpLine<'a> {
     location_id: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     payload: Option<&'a crate::api::VehiclePayload>,
-}
-
-#[derive(Serialize)]
-struct ProblemLine<'a> {
-    file: &'a str,
-    line: u64,
-    severity: &'static str,
-    #[serde(flatten)]
-    problem: &'a Problem,
 }
 
 fn write_ndjson(

@@ -165,8 +165,11 @@ pub struct Differ<'o> {
     in_flight: MutexGuard<'o, InFlight>,
     rules: Rules,
     file: FileId,
-    /// Full mode: every vehicle at the judged locations, by VIN.
+    /// Full mode: the vehicles at the judged locations the file has not listed yet, by VIN
+    /// (a listed one is taken out when its record is diffed).
     at_locations: HashMap<String, Known>,
+    /// Full mode: per judged location, its in-stock vehicles as the diff began.
+    guard: BTreeMap<u64, GuardCount>,
     /// Every VIN the file shows on a lot, accepted or rejected.
     present: HashSet<String>,
     /// Accepted records per location.
@@ -177,7 +180,8 @@ pub struct Differ<'o> {
 impl<'o> Differ<'o> {
     pub fn new(outbox: &'o Outbox, rules: Rules, file: FileId) -> Result<Differ<'o>, DiffError> {
         let in_flight = outbox.lock();
-        let mut at_locations = HashMap::new();
+        let mut at_locations: HashMap<String, Known> = HashMap::new();
+        let mut guard: BTreeMap<u64, GuardCount> = BTreeMap::new();
         if rules.mode == Mode::Full {
             for &location_id in &rules.locations {
                 let records = outbox
@@ -194,8 +198,14 @@ impl<'o> Differ<'o> {
                         record,
                         queued,
                     };
+                    let base = known.base();
+                    let g = guard.entry(location_id).or_default();
+                    if base.digest.is_some() && !base.sold {
+                        g.in_stock += 1;
+                    }
                     at_locations.insert(vin, known);
                 }
+                guard.entry(location_id).or_default();
             }
         }
         let mut plan = Plan::new(&rules, file.clone());
@@ -217,6 +227,7 @@ impl<'o> Differ<'o> {
             rules,
             file,
             at_locations,
+            guard,
             present: HashSet::new(),
             accepted_at: BTreeMap::new(),
             plan,
@@ -230,8 +241,8 @@ impl<'o> Differ<'o> {
     }
 
     fn known(&mut self, vin: &str) -> Result<Option<Known>, DiffError> {
-        if let Some(k) = self.at_locations.get(vin) {
-            return Ok(Some(k.clone()));
+        if let Some(k) = self.at_locations.remove(vin) {
+            return Ok(Some(k));
         }
         let org = self.rules.organization_id;
         let Some((key, record)) = self.outbox.state().find_vin(org, vin)? else {
@@ -362,20 +373,7 @@ impl<'o> Differ<'o> {
             .filter(|(vin, _)| !self.present.contains(*vin))
             .collect();
         absent.sort_by(|a, b| a.0.cmp(b.0));
-        let mut guard: BTreeMap<u64, GuardCount> = self
-            .rules
-            .locations
-            .iter()
-            .map(|&l| (l, GuardCount::default()))
-            .collect();
-        for known in self.at_locations.values() {
-            let base = known.base();
-            if base.digest.is_some() && !base.sold {
-                if let Some(g) = guard.get_mut(&known.location_id) {
-                    g.in_stock += 1;
-                }
-            }
-        }
+        let mut guard = std::mem::take(&mut self.guard);
         for (vin, known) in absent {
             if known.planned_location() != known.location_id {
                 continue; // on its way to another lot: that lot's file judges it

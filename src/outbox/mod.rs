@@ -104,14 +104,6 @@ impl InFlight {
     pub fn contains(&self, seq: u64) -> bool {
         self.seqs.contains(&seq)
     }
-
-    pub fn len(&self) -> usize {
-        self.seqs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.seqs.is_empty()
-    }
 }
 
 /// The durable queue over an open [`State`].

@@ -200,12 +200,6 @@ impl Counters {
         meta.get(COUNTERS_KEY)?
             .map_or(Ok(Counters::default()), |v| decode(&v, "outbox counters"))
     }
-
-    /// Operations the outbox should hold.
-    pub fn pending(&self) -> u64 {
-        self.queued
-            .saturating_sub(self.superseded + self.acknowledged + self.rejected)
-    }
 }
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(
