@@ -28,6 +28,17 @@ pub struct Config {
     /// `[[feed]]`: one per export the DMS writes.
     #[serde(default, rename = "feed")]
     pub feeds: Vec<FeedConfig>,
+    /// `[notifications]`: absent, none are sent.
+    #[serde(default)]
+    pub notifications: Option<NotificationsConfig>,
+}
+
+/// `[notifications]`: where lotsync tells people about problems on the service.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsConfig {
+    /// The `{application_slug}` of the notification calls (spec §4.5-4.7).
+    pub application_slug: String,
 }
 
 /// `[state]`.
@@ -91,8 +102,19 @@ pub struct ApiConfig {
     /// Ceiling of the request rate; the uploader adapts below it.
     #[serde(default = "default_max_requests_per_second")]
     pub max_requests_per_second: f64,
+    /// Requests let through at once after a quiet spell (1: evenly spaced).
+    #[serde(default = "default_burst")]
+    pub burst: u32,
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: u32,
+    /// Attempts of one call (with backoff between them) before its operation goes back to
+    /// the queue.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// Delivery stops when operations keep failing and the service has answered nothing for
+    /// this many seconds (`lotsync sync` then exits 3; the daemon tries again later).
+    #[serde(default = "default_give_up_after_secs")]
+    pub give_up_after_secs: u64,
     /// Whole-request timeout, in seconds.
     #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
@@ -167,6 +189,22 @@ impl Config {
         }
         if self.api.max_in_flight == 0 {
             problems.push("api.max_in_flight: must be at least 1".into());
+        }
+        if self.api.burst == 0 {
+            problems.push("api.burst: must be at least 1".into());
+        }
+        if self.api.max_attempts == 0 {
+            problems.push("api.max_attempts: must be at least 1".into());
+        }
+        if let Some(n) = &self.notifications {
+            let slug = n.application_slug.trim();
+            if slug.is_empty() || slug.contains('/') {
+                problems.push(
+                    "notifications.application_slug: must be the application's slug, \
+                     such as \"inventory\""
+                        .into(),
+                );
+            }
         }
         let mut names = HashSet::new();
         for (i, feed) in self.feeds.iter().enumerate() {
@@ -324,6 +362,18 @@ fn default_max_in_flight() -> u32 {
     4
 }
 
+fn default_burst() -> u32 {
+    1
+}
+
+fn default_max_attempts() -> u32 {
+    8
+}
+
+fn default_give_up_after_secs() -> u64 {
+    120
+}
+
 fn default_timeout_secs() -> u64 {
     30
 }
@@ -429,7 +479,10 @@ mod tests {
             token_file: Some(file),
             token_env: None,
             max_requests_per_second: 1.0,
+            burst: 1,
             max_in_flight: 1,
+            max_attempts: 1,
+            give_up_after_secs: 1,
             timeout_secs: 1,
         };
         assert_eq!(api.load_token().unwrap(), ApiToken::new("s3cret"));

@@ -17,6 +17,8 @@
 //! - [`state`]: what the service holds as far as lotsync knows, in sled.
 //! - [`diff`]: one file's payloads against the state become operations, behind a safety guard.
 //! - [`outbox`]: the durable queue of operations, committed before anything is sent.
+//! - [`upload`]: drains the outbox through the client: adaptive rate, retries, answers
+//!   recorded, notifications of incidents.
 //! - [`config`]: lotsync's config file.
 //!
 //! The binary (`lotsync --help`) wires these together; `main.rs` only parses arguments.
@@ -32,3 +34,4 @@ pub mod mapper;
 pub mod outbox;
 pub mod sandbox;
 pub mod state;
+pub mod upload;

@@ -23,6 +23,9 @@ enum Command {
     /// Show what would be sent for export files, against the stored state (sends nothing,
     /// queues nothing). Exit 3 when the safety guard would hold a file.
     Plan(cli::PlanArgs),
+    /// Map, diff and deliver export files, then exit with a summary (one shot; `run` is the
+    /// daemon). Exit 3 when some vehicles were rejected, held or could not be delivered.
+    Sync(cli::SyncArgs),
     /// Queue a file the safety guard held, once you know it is right.
     Release(cli::ReleaseArgs),
     /// Inspect the stored state.
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
     let result = match args.command {
         Command::Check(a) => cli::check(a),
         Command::Plan(a) => cli::plan(a),
+        Command::Sync(a) => cli::sync(a),
         Command::Release(a) => cli::release(a),
         Command::State(StateCommand::Export(a)) => cli::state_export(a),
         Command::Sandbox(a) => {

@@ -345,6 +345,7 @@ async fn rate_limit_answers_429_with_retry_after_and_headers() {
         rate_limit: Some(RateLimitConfig {
             rate: 0.5,
             burst: 2,
+            headers: true,
         }),
         ..Behaviour::default()
     })
@@ -674,6 +675,7 @@ async fn list_shapes_have_their_exact_keys_and_every_answer_its_rate_headers() {
             rate_limit: Some(RateLimitConfig {
                 rate: 100.0,
                 burst: 50,
+                headers: true,
             }),
             ..Behaviour::default()
         })

@@ -4,6 +4,7 @@
 //! (uploader, reconciliation, CLI) act on the class and never look at raw statuses. No variant
 //! holds the API token or a request header, so neither Display nor Debug can print it.
 
+use super::RateLimit;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -42,6 +43,9 @@ pub enum ApiError {
         status: Option<u16>,
         messages: Vec<String>,
         retry_after: Option<Duration>,
+        /// `X-RateLimit-*` of the answer, when sent (a 429 that says tokens remain is not
+        /// about the caller's rate).
+        rate_limit: Option<RateLimit>,
         reason: String,
     },
     /// The service refused this request as wrong; the messages say why.
@@ -101,6 +105,14 @@ impl ApiError {
         }
     }
 
+    /// `X-RateLimit-*` of a retryable answer, when the service sent them.
+    pub fn rate_limit(&self) -> Option<RateLimit> {
+        match self {
+            ApiError::Retryable { rate_limit, .. } => *rate_limit,
+            _ => None,
+        }
+    }
+
     /// Classes an error answer. `resource_call` says whether the URL names one resource by id,
     /// where a 404 means "no such vehicle" rather than "no such endpoint".
     pub(crate) fn from_status(
@@ -108,6 +120,7 @@ impl ApiError {
         status: u16,
         messages: Vec<String>,
         retry_after: Option<Duration>,
+        rate_limit: Option<RateLimit>,
         organization_id: u64,
         resource_call: bool,
     ) -> ApiError {
@@ -145,6 +158,7 @@ impl ApiError {
                 status: Some(status),
                 messages,
                 retry_after,
+                rate_limit,
                 reason: "rate limited (429)".into(),
             },
             // 5xx are the server's trouble and pass, proxies' 52x included; 501 and 505 say the
@@ -154,6 +168,7 @@ impl ApiError {
                 status: Some(status),
                 messages,
                 retry_after,
+                rate_limit,
                 reason: format!("service unavailable for now ({status})"),
             },
             300..=399 => ApiError::Fatal {
@@ -219,7 +234,7 @@ mod tests {
     #[test]
     fn statuses_fall_into_their_classes() {
         let class = |status, resource| {
-            ApiError::from_status(call(), status, vec![], None, 100, resource).class()
+            ApiError::from_status(call(), status, vec![], None, None, 100, resource).class()
         };
         for s in [429, 500, 502, 503, 504, 507, 520, 524, 529] {
             assert_eq!(class(s, false), ErrorClass::Retryable, "{s}");
@@ -240,6 +255,7 @@ mod tests {
             call(),
             403,
             vec!["User does not have access to this organization.".into()],
+            None,
             None,
             200,
             false,

@@ -385,6 +385,7 @@ impl ApiClient {
             status,
             error_messages(&bytes),
             retry_after,
+            rate_limit,
             self.organization_id,
             resource_call,
         ))
@@ -484,6 +485,7 @@ fn transport(call: Call, error: &reqwest::Error) -> ApiError {
         status: None,
         messages: vec![],
         retry_after: None,
+        rate_limit: None,
         reason,
     }
 }

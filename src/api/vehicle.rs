@@ -89,6 +89,16 @@ impl Vehicle {
             None => self.sold_at.is_some(),
         }
     }
+
+    /// Sold or in stock, only when the answer says (a status or a sold_at time); the spec's
+    /// create answer carries neither, and "not said" must not read as "in stock".
+    pub fn sold_state(&self) -> Option<bool> {
+        match (self.status.as_deref(), &self.sold_at) {
+            (Some(status), _) => Some(status.eq_ignore_ascii_case("sold")),
+            (None, Some(_)) => Some(true),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The price object of §2.1; every key optional.

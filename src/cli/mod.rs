@@ -6,12 +6,14 @@
 mod check;
 mod plan;
 mod sandbox;
+mod sync;
 
 pub use check::{check, CheckArgs, OutputFormat};
 pub use plan::{
     plan, release, state_export, ConfigArg, PlanArgs, ReleaseArgs, StateExportArgs, EXIT_HELD,
 };
 pub use sandbox::{sandbox, SandboxArgs};
+pub use sync::{sync, SyncArgs, EXIT_INCOMPLETE};
 
 /// One problem of one record, as a JSON line (ndjson output of `check` and `plan`).
 #[derive(serde::Serialize)]
@@ -38,4 +40,27 @@ pub fn init_logging() {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
+}
+
+/// Ctrl-C or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

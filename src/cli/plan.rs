@@ -67,13 +67,13 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
-fn open(config: &Config) -> anyhow::Result<Outbox> {
+pub(super) fn open(config: &Config) -> anyhow::Result<Outbox> {
     // The state's errors name its folder and the way out.
     Ok(Outbox::new(State::open(&config.state.dir)?))
 }
 
 /// Diffs one file for its feed; `commit` queues the plan.
-fn plan_one(
+pub(super) fn plan_one(
     outbox: &Outbox,
     config: &Config,
     feed: &FeedConfig,
@@ -140,7 +140,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     write_text(&mut out, &args.file.display().to_string(), &planned)?;
     writeln!(
         out,
-        "released: {} operations queued in the outbox (nothing has been sent)",
+        "released: {} operations queued (nothing sent yet); `lotsync sync` or the daemon delivers them",
         planned.plan.ops.len()
     )?;
     Ok(0)

@@ -31,31 +31,8 @@ pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     out.flush().context("stdout")?;
     drop(out);
     tracing::info!(addr = %running.addr(), "sandbox serving; Ctrl-C stops it");
-    shutdown_signal().await;
+    super::shutdown_signal().await;
     tracing::info!("sandbox stopping");
     running.stop().await;
     Ok(())
-}
-
-/// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -100,6 +100,14 @@ pub struct RateLimitConfig {
     pub rate: f64,
     /// Bucket size: requests allowed at once after a quiet spell.
     pub burst: u32,
+    /// Whether answers carry `X-RateLimit-Limit` / `X-RateLimit-Remaining` (off: a service
+    /// that keeps its limit to itself, for testing a client's adaptation without them).
+    #[serde(default = "default_true")]
+    pub headers: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// Fault probabilities per request (0 to 1, summing to at most 1), drawn from an RNG seeded
@@ -314,7 +322,11 @@ impl Behaviour {
             ListShape::Resource => format!("resource lists of {}", self.page_size),
         };
         let rate = match &self.rate_limit {
-            Some(l) => format!("rate limit {}/s, burst {}", l.rate, l.burst),
+            Some(l) if l.headers => format!("rate limit {}/s, burst {}", l.rate, l.burst),
+            Some(l) => format!(
+                "rate limit {}/s, burst {} (without X-RateLimit headers)",
+                l.rate, l.burst
+            ),
             None => "unlimited rate".to_owned(),
         };
         let faults: Vec<String> = self

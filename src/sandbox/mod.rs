@@ -56,9 +56,10 @@ use tower::ServiceExt;
 /// Why the sandbox could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         addr: SocketAddr,
+        #[source]
         source: std::io::Error,
     },
     #[error("{0}")]

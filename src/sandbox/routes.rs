@@ -331,7 +331,11 @@ async fn gate(
         }
         Admission::Admitted(rate) => (next.run(request).await, rate),
     };
-    let response = with_rate_headers(response, rate_headers);
+    let response = if behaviour.rate_limit.as_ref().is_none_or(|l| l.headers) {
+        with_rate_headers(response, rate_headers)
+    } else {
+        response
+    };
     shared.record(&route, response.status().as_str());
     response
 }

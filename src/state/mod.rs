@@ -10,7 +10,8 @@
 //! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
 //!   last applied;
 //! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`];
-//! - `meta`: the schema version and the outbox's conservation counters.
+//! - `meta`: the schema version, the outbox's conservation counters, the request rate the
+//!   uploader settled on, and the notifications already sent (`notice/<key>`).
 //!
 //! It does not decide what to send (that is [`crate::diff`]) nor change vehicles' acknowledged
 //! state (that happens only when the outbox records an answer of the service).
@@ -33,6 +34,8 @@ use std::path::{Path, PathBuf};
 pub const SCHEMA_VERSION: u32 = 1;
 
 const SCHEMA_KEY: &[u8] = b"schema_version";
+const UPLOAD_RATE_KEY: &[u8] = b"upload_rate";
+const NOTICE_PREFIX: &str = "notice/";
 
 /// The state cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -269,6 +272,53 @@ impl State {
     pub fn counters(&self) -> Result<Counters, StateError> {
         Counters::read(&self.trees.meta)
     }
+
+    /// The request rate (per second) the uploader last settled on.
+    pub fn upload_rate(&self) -> Result<Option<f64>, StateError> {
+        self.trees
+            .meta
+            .get(UPLOAD_RATE_KEY)?
+            .map(|v| {
+                let bytes: [u8; 8] = v.as_ref().try_into().map_err(|_| StateError::Decode {
+                    what: "upload rate",
+                    reason: format!("{} bytes, expected 8", v.len()),
+                })?;
+                Ok(f64::from_be_bytes(bytes))
+            })
+            .transpose()
+    }
+
+    pub fn set_upload_rate(&self, rate: f64) -> Result<(), StateError> {
+        self.trees
+            .meta
+            .insert(UPLOAD_RATE_KEY, &rate.to_be_bytes())?;
+        Ok(())
+    }
+
+    /// Records that the notification `key` is being sent; false when it was already (at most
+    /// one notification per file or incident). Durable before it returns.
+    pub fn claim_notice(&self, key: &str) -> Result<bool, StateError> {
+        let key = format!("{NOTICE_PREFIX}{key}");
+        let claimed = self
+            .trees
+            .meta
+            .compare_and_swap(key, None::<&[u8]>, Some(&now().to_be_bytes()[..]))?
+            .is_ok();
+        if claimed {
+            self.flush()?;
+        }
+        Ok(claimed)
+    }
+
+    /// Forgets the notifications whose keys start with `prefix` (an incident is over, so the
+    /// next one is told again).
+    pub fn forget_notices(&self, prefix: &str) -> Result<(), StateError> {
+        let prefix = format!("{NOTICE_PREFIX}{prefix}");
+        for key in self.trees.meta.scan_prefix(prefix.as_bytes()).keys() {
+            self.trees.meta.remove(key?)?;
+        }
+        Ok(())
+    }
 }
 
 /// Upgrades the stored layout from `from` to [`SCHEMA_VERSION`], one version at a time, each in
@@ -356,6 +406,30 @@ mod tests {
         assert!(err.contains("lotsync run?"), "{err}");
         drop(first);
         State::open(&dir).expect("the lock is released with the state");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn notices_are_claimed_once_until_forgotten_and_the_rate_persists() {
+        let dir = temp_dir("notices");
+        let state = State::open(&dir).unwrap();
+        assert!(state.claim_notice("file/abc/rejected").unwrap());
+        assert!(!state.claim_notice("file/abc/rejected").unwrap());
+        assert!(state.claim_notice("fatal/401").unwrap());
+        assert_eq!(state.upload_rate().unwrap(), None);
+        state.set_upload_rate(42.5).unwrap();
+        state.flush().unwrap();
+        drop(state);
+        let state = State::open(&dir).unwrap();
+        assert_eq!(state.upload_rate().unwrap(), Some(42.5));
+        assert!(!state.claim_notice("fatal/401").unwrap());
+        state.forget_notices("fatal/").unwrap();
+        assert!(state.claim_notice("fatal/401").unwrap());
+        assert!(
+            !state.claim_notice("file/abc/rejected").unwrap(),
+            "other keys stay"
+        );
+        drop(state);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -62,6 +62,16 @@ pub async fn set_behaviour(sb: &RunningSandbox, behaviour: &Behaviour) {
     assert!(response.status().is_success(), "{}", response.status());
 }
 
+/// `POST /__sandbox/reset`: back to the config's world and behaviour.
+pub async fn reset(sb: &RunningSandbox) {
+    let response = raw_http()
+        .post(format!("{}/__sandbox/reset", sb.base_url()))
+        .send()
+        .await
+        .expect("reset answers");
+    assert!(response.status().is_success(), "{}", response.status());
+}
+
 /// How many requests of `route` ended with `status` (e.g. "201", "dropped").
 pub fn count(state: &Value, route: &str, status: &str) -> u64 {
     state["requests"][route][status].as_u64().unwrap_or(0)

@@ -1,0 +1,335 @@
+//! `lotsync sync`: one shot of the whole pipeline: map, diff, queue, deliver, and exit when
+//! the outbox is drained, with a summary.
+
+use super::plan::{open, plan_one, ConfigArg};
+use super::EXIT_BAD_INPUT;
+use crate::api::ApiClient;
+use crate::config::{Config, FeedConfig};
+use crate::diff::{FilePlan, Verdict};
+use crate::upload::{DrainReport, Notices, UploadError, UploadSettings, Uploader, NOTICE_WAIT};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Exit code when some vehicles were rejected, held or could not be delivered.
+pub const EXIT_INCOMPLETE: u8 = 3;
+
+/// How often a non-interactive run logs its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Arguments of `lotsync sync`.
+#[derive(Debug, clap::Args)]
+pub struct SyncArgs {
+    /// Export files (CSV or XML), synced in order. Without any, what is already queued (say,
+    /// by `lotsync release`) is delivered.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The feed the files belong to (needed when the config has several and the files are in
+    /// none of their inboxes).
+    #[arg(long, value_name = "NAME")]
+    pub feed: Option<String>,
+}
+
+/// One file's part in the run.
+struct Synced {
+    shown: String,
+    planned: FilePlan,
+}
+
+/// `lotsync sync`: exit 0 when everything was delivered, 3 when some records or operations
+/// were rejected, a file was held or operations stay queued, 2 on bad input or config.
+pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let config = Config::load(&args.config.config)?;
+    let feeds: Vec<&FeedConfig> = args
+        .files
+        .iter()
+        .map(|f| config.feed_for(f, args.feed.as_deref()))
+        .collect::<Result<_, _>>()?;
+    let token = config.api.load_token()?;
+    let client = ApiClient::new(config.api.client_settings(token))?;
+    let outbox = Arc::new(open(&config)?);
+
+    let mut out = std::io::stdout().lock();
+    let mut unreadable = false;
+    let mut synced = Vec::new();
+    for (path, feed) in args.files.iter().zip(feeds) {
+        let shown = path.display().to_string();
+        match plan_one(&outbox, &config, feed, path, false, true) {
+            Ok(planned) => {
+                write_file(&mut out, &shown, &planned)?;
+                synced.push(Synced { shown, planned });
+            }
+            Err(e) => {
+                unreadable = true;
+                tracing::error!(file = %shown, error = %format!("{e:#}"), "file not synced");
+                writeln!(out, "{shown}: not synced: {e:#}")?;
+            }
+        }
+    }
+    out.flush()?;
+    drop(out);
+
+    let runtime = tokio::runtime::Runtime::new()?;
+    let delivered = runtime.block_on(async {
+        let notices = config
+            .notifications
+            .as_ref()
+            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
+        if let Some(notices) = &notices {
+            for s in &synced {
+                if let Verdict::Held { reasons } = &s.planned.plan.verdict {
+                    notices.held(&s.shown, &s.planned.plan.file.sha256, reasons);
+                }
+            }
+        }
+        let mut uploader = Uploader::new(
+            client,
+            outbox.clone(),
+            UploadSettings::from_config(&config.api),
+        )?;
+        if let Some(notices) = &notices {
+            uploader = uploader.with_notices(notices.clone());
+        }
+        let delivered = deliver(&uploader).await;
+        if let (Some(notices), Ok(report)) = (&notices, &delivered) {
+            for s in &synced {
+                notices.rejected(
+                    &s.planned.plan.file.name,
+                    &s.planned.plan.file.sha256,
+                    &problems_of(s, report),
+                );
+            }
+        }
+        if let Some(notices) = &notices {
+            notices.finish(NOTICE_WAIT).await;
+        }
+        Ok::<_, UploadError>((delivered, uploader.stats().snapshot(), uploader.rate()))
+    });
+    let (delivered, stats, rate) = delivered?;
+
+    let mut out = std::io::stdout().lock();
+    let unchanged: u64 = synced.iter().map(|s| s.planned.plan.counts.unchanged).sum();
+    let refused_records: u64 = synced
+        .iter()
+        .map(|s| s.planned.plan.counts.rejected_records)
+        .sum();
+    let held = synced
+        .iter()
+        .filter(|s| matches!(s.planned.plan.verdict, Verdict::Held { .. }))
+        .count();
+    writeln!(
+        out,
+        "sync: {} file{} in {:.1} s",
+        synced.len(),
+        if synced.len() == 1 { "" } else { "s" },
+        started.elapsed().as_secs_f64()
+    )?;
+    writeln!(
+        out,
+        "  created {}, updated {}, sold {}, back in stock {}, unchanged {}",
+        stats.created, stats.updated, stats.sold, stats.in_stock, unchanged
+    )?;
+    writeln!(
+        out,
+        "  rejected: {refused_records} records (not mapped), {} operations (refused by the service)",
+        stats.rejected
+    )?;
+    writeln!(
+        out,
+        "  requests {}, retries {}, 429s {}, settled rate {rate:.1} requests/s",
+        stats.requests, stats.retries, stats.throttled
+    )?;
+    let code = match delivered {
+        Ok(report) => {
+            for r in &report.rejected {
+                writeln!(
+                    out,
+                    "  refused: VIN {} ({}, from {}): {} {}",
+                    r.vin,
+                    r.op,
+                    r.file,
+                    r.status,
+                    r.messages.join(" ")
+                )?;
+            }
+            if held > 0 {
+                writeln!(out, "  held: {held} file(s); see above")?;
+            }
+            if let Some(why) = &report.stopped {
+                writeln!(out, "  delivery stopped: {why}")?;
+            }
+            if report.undelivered > 0 {
+                writeln!(
+                    out,
+                    "  {} operations stay queued; the next `lotsync sync` or `lotsync run` sends them",
+                    report.undelivered
+                )?;
+            }
+            let incomplete = refused_records > 0
+                || !report.rejected.is_empty()
+                || held > 0
+                || report.undelivered > 0;
+            if unreadable {
+                EXIT_BAD_INPUT
+            } else if incomplete {
+                EXIT_INCOMPLETE
+            } else {
+                0
+            }
+        }
+        Err(UploadError::Fatal { error, queued }) => {
+            out.flush()?;
+            eprintln!("lotsync: delivery stopped: {error}");
+            eprintln!(
+                "lotsync: {queued} operations stay queued; run `lotsync sync` again once fixed"
+            );
+            EXIT_BAD_INPUT
+        }
+        Err(e) => return Err(e.into()),
+    };
+    out.flush()?;
+    Ok(code)
+}
+
+/// Drains the outbox, showing progress: a bar on a terminal, a log line every few seconds
+/// otherwise. Ctrl-C or SIGTERM stops it, leaving what is not answered queued.
+async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadError> {
+    let total = uploader.queued()?;
+    if total == 0 {
+        return uploader.drain().await;
+    }
+    tracing::info!(
+        operations = total,
+        rate = format_args!("{:.1}", uploader.rate()),
+        "delivering"
+    );
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        // The template is a constant known to be valid; a bad one would only lose the style.
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} operations  {per_sec:>10}  eta {eta}  {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let drain = uploader.drain();
+    tokio::pin!(drain);
+    let mut tick = tokio::time::interval(if bar.is_some() {
+        Duration::from_millis(200)
+    } else {
+        PROGRESS_EVERY
+    });
+    tick.tick().await;
+    let result = loop {
+        tokio::select! {
+            result = &mut drain => break result,
+            _ = super::shutdown_signal() => {
+                tracing::warn!("interrupted; what is not answered stays queued");
+                break Ok(DrainReport {
+                    stopped: Some("interrupted".into()),
+                    ..DrainReport::default()
+                });
+            }
+            _ = tick.tick() => {
+                let s = uploader.stats().snapshot();
+                match &bar {
+                    Some(bar) => {
+                        bar.set_position(s.answered);
+                        bar.set_message(format!(
+                            "{:.0} req/s max, {} retries, {} 429s",
+                            uploader.rate(), s.retries, s.throttled
+                        ));
+                    }
+                    None => tracing::info!(
+                        answered = s.answered,
+                        of = total,
+                        requests = s.requests,
+                        retries = s.retries,
+                        throttled = s.throttled,
+                        rate = format_args!("{:.1}", uploader.rate()),
+                        "delivering"
+                    ),
+                }
+            }
+        }
+    };
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let mut report = result?;
+    if report.stopped.as_deref() == Some("interrupted") {
+        report.undelivered = uploader.queued()?;
+    }
+    Ok(report)
+}
+
+/// One file's problems for its notification: records the mapper rejected and operations the
+/// service refused.
+fn problems_of(s: &Synced, report: &DrainReport) -> Vec<String> {
+    let name = &s.planned.plan.file.name;
+    let mut problems: Vec<String> = s
+        .planned
+        .rejected
+        .iter()
+        .map(|(line, p)| format!("line {line}: {p}"))
+        .collect();
+    problems.extend(report.rejected.iter().filter(|r| &r.file == name).map(|r| {
+        format!(
+            "VIN {}: the service refused the {} ({}): {}",
+            r.vin,
+            r.op,
+            r.status,
+            r.messages.join(" ")
+        )
+    }));
+    problems
+}
+
+fn write_file(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
+    let plan = &planned.plan;
+    let c = &plan.counts;
+    match &plan.verdict {
+        Verdict::AlreadyApplied { same_as, .. } => {
+            writeln!(
+                out,
+                "{shown}: already applied (same content as {same_as}); nothing to send"
+            )
+        }
+        Verdict::Held { reasons } => {
+            writeln!(
+                out,
+                "{shown}: HELD by the safety guard; nothing of it is sent:"
+            )?;
+            for r in reasons {
+                writeln!(out, "    {r}")?;
+            }
+            writeln!(
+                out,
+                "  if the file is right: lotsync release {shown} && lotsync sync"
+            )
+        }
+        Verdict::Apply { .. } => {
+            writeln!(
+                out,
+                "{shown}: {} records; queued {} create, {} update, {} sold, {} back in stock; {} unchanged, {} rejected",
+                planned.records, c.create, c.update, c.sold, c.in_stock, c.unchanged, c.rejected_records
+            )?;
+            for (line, problem) in &planned.rejected {
+                writeln!(out, "  {shown}:{line}: {problem}")?;
+            }
+            if !planned.warnings.is_empty() {
+                writeln!(
+                    out,
+                    "  {} warnings (fields left out); `lotsync check {shown}` lists them",
+                    planned.warnings.len()
+                )?;
+            }
+            Ok(())
+        }
+    }
+}

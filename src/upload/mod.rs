@@ -1,0 +1,457 @@
+//! The uploader: drains the outbox through the service client, as fast as the service allows
+//! and no faster, and records every answer back into the state.
+//!
+//! - Pacing: a governor limiter whose rate adapts to the service ([`pace`]), and a bound on
+//!   requests in flight. Operations waiting between retries hold neither.
+//! - Retries (backon): exponential backoff with jitter, capped, per operation; never sooner than
+//!   the service's Retry-After; for 429, 5xx, timeouts and dropped connections. An operation
+//!   still failing after every attempt goes back to the outbox and is taken again; when nothing
+//!   has been answered for [`UploadSettings::give_up_after`], delivery stops and says so.
+//! - Rejected answers (400, 404, 422) are recorded on the vehicle and reported; the diff does
+//!   not send the same payload again.
+//! - Fatal answers (401, 403) stop delivery at once; the outbox keeps every operation not
+//!   answered.
+//! - Ids: creates are repeated safely (POST is create-or-modify by VIN); a sold or in-stock call
+//!   for a vehicle without a known id learns it first ([`deliver`]).
+//!
+//! It does not decide what to send (the diff) nor how a call looks on the wire (the client).
+//! Notifications of the incidents it meets go through [`Notices`].
+
+mod deliver;
+mod notices;
+pub mod pace;
+
+pub use notices::{Notices, NOTICE_WAIT};
+
+use crate::api::{ApiClient, ApiError};
+use crate::config::ApiConfig;
+use crate::outbox::{self, Entry, Outbox, OutboxError};
+use crate::state::StateError;
+use deliver::{Delivery, Job};
+use pace::Pace;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// A service that keeps failing is said in the log at most this often.
+const FAILING_WARN_EVERY: Duration = Duration::from_secs(30);
+
+/// How delivery paces and retries.
+#[derive(Debug, Clone)]
+pub struct UploadSettings {
+    /// The ceiling of the request rate; the uploader adapts below it.
+    pub max_requests_per_second: f64,
+    /// Requests let through at once after a quiet spell.
+    pub burst: u32,
+    /// Requests in flight at once.
+    pub max_in_flight: u32,
+    pub retry: RetryPolicy,
+    /// Delivery stops when operations keep failing and nothing has been answered for this long.
+    pub give_up_after: Duration,
+}
+
+impl UploadSettings {
+    pub fn from_config(api: &ApiConfig) -> UploadSettings {
+        UploadSettings {
+            max_requests_per_second: api.max_requests_per_second,
+            burst: api.burst,
+            max_in_flight: api.max_in_flight,
+            retry: RetryPolicy {
+                max_attempts: api.max_attempts,
+                ..RetryPolicy::default()
+            },
+            give_up_after: Duration::from_secs(api.give_up_after_secs),
+        }
+    }
+
+    /// Operations taken from the outbox at once: those in flight plus those waiting to retry.
+    fn window(&self) -> usize {
+        (self.max_in_flight as usize * 32).max(256)
+    }
+}
+
+/// Retries of one operation's call.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// The first wait; each next one doubles, with jitter.
+    pub min_delay: Duration,
+    pub max_delay: Duration,
+    /// Attempts of one call before the operation goes back to the outbox.
+    pub max_attempts: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            min_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(30),
+            max_attempts: 8,
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn backoff(&self) -> backon::ExponentialBuilder {
+        backon::ExponentialBuilder::default()
+            .with_jitter()
+            .with_min_delay(self.min_delay)
+            .with_max_delay(self.max_delay)
+            .with_max_times(self.max_attempts.saturating_sub(1) as usize)
+    }
+}
+
+/// Delivery cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The setup is wrong (token, organization, address); `queued` operations stay queued.
+    #[error("delivery stopped: {error} ({queued} operations stay queued)")]
+    Fatal { error: ApiError, queued: usize },
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("delivery task failed: {0}")]
+    Task(String),
+}
+
+/// Counters of a delivery, updated as it goes (read them for progress).
+#[derive(Debug, Default)]
+pub struct UploadStats {
+    /// HTTP requests sent, retries included.
+    pub requests: AtomicU64,
+    /// Attempts repeated after a passing failure.
+    pub retries: AtomicU64,
+    /// 429 answers.
+    pub throttled: AtomicU64,
+    /// Operations answered (applied or rejected).
+    pub answered: AtomicU64,
+    pub created: AtomicU64,
+    pub updated: AtomicU64,
+    pub sold: AtomicU64,
+    pub in_stock: AtomicU64,
+    /// Operations the service refused.
+    pub rejected: AtomicU64,
+}
+
+/// A plain copy of [`UploadStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StatsSnapshot {
+    pub requests: u64,
+    pub retries: u64,
+    pub throttled: u64,
+    pub answered: u64,
+    pub created: u64,
+    pub updated: u64,
+    pub sold: u64,
+    pub in_stock: u64,
+    pub rejected: u64,
+}
+
+impl UploadStats {
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            requests: get(&self.requests),
+            retries: get(&self.retries),
+            throttled: get(&self.throttled),
+            answered: get(&self.answered),
+            created: get(&self.created),
+            updated: get(&self.updated),
+            sold: get(&self.sold),
+            in_stock: get(&self.in_stock),
+            rejected: get(&self.rejected),
+        }
+    }
+}
+
+/// An operation the service refused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RejectedOp {
+    pub seq: u64,
+    pub location_id: u64,
+    pub vin: String,
+    pub op: &'static str,
+    /// The file that queued it.
+    pub file: String,
+    pub status: u16,
+    pub messages: Vec<String>,
+}
+
+/// How a delivery ended (short of a fatal error).
+#[derive(Debug, Clone, Default)]
+pub struct DrainReport {
+    /// Operations the service refused, in the order answered.
+    pub rejected: Vec<RejectedOp>,
+    /// Operations left in the outbox for this organization.
+    pub undelivered: usize,
+    /// Why delivery stopped before the outbox was empty.
+    pub stopped: Option<String>,
+}
+
+/// What the delivery tasks share.
+struct Shared {
+    client: ApiClient,
+    pace: Pace,
+    slots: tokio::sync::Semaphore,
+    stats: UploadStats,
+    retry: RetryPolicy,
+    /// VIN → id from the service's list, read at most once per run (see `deliver::learn_id`).
+    listed_ids: tokio::sync::Mutex<Option<HashMap<String, u64>>>,
+}
+
+/// Drains an outbox through a client.
+pub struct Uploader {
+    shared: Arc<Shared>,
+    outbox: Arc<Outbox>,
+    settings: UploadSettings,
+    notices: Option<Notices>,
+}
+
+impl Uploader {
+    /// An uploader starting at the rate the last run settled on (or the ceiling).
+    pub fn new(
+        client: ApiClient,
+        outbox: Arc<Outbox>,
+        settings: UploadSettings,
+    ) -> Result<Uploader, UploadError> {
+        let remembered = outbox.state().upload_rate()?;
+        let pace = Pace::new(settings.max_requests_per_second, remembered, settings.burst);
+        Ok(Uploader {
+            shared: Arc::new(Shared {
+                client,
+                pace,
+                slots: tokio::sync::Semaphore::new(settings.max_in_flight.max(1) as usize),
+                stats: UploadStats::default(),
+                retry: settings.retry.clone(),
+                listed_ids: tokio::sync::Mutex::new(None),
+            }),
+            outbox,
+            settings,
+            notices: None,
+        })
+    }
+
+    /// Tell the service's notifications about a fatal stop.
+    pub fn with_notices(mut self, notices: Notices) -> Uploader {
+        self.notices = Some(notices);
+        self
+    }
+
+    pub fn stats(&self) -> &UploadStats {
+        &self.shared.stats
+    }
+
+    /// Requests per second the uploader paces at now.
+    pub fn rate(&self) -> f64 {
+        self.shared.pace.rate()
+    }
+
+    /// Operations of this organization in the outbox.
+    pub fn queued(&self) -> Result<usize, UploadError> {
+        let org = self.shared.client.organization_id();
+        let mut n = 0;
+        for entry in self.outbox.entries() {
+            n += usize::from(entry?.organization_id == org);
+        }
+        Ok(n)
+    }
+
+    /// Delivers until the outbox holds nothing more to send, delivery stalls, or a fatal
+    /// answer stops it (the error, with the outbox intact). Dropping the future gives every
+    /// operation taken back to the outbox.
+    pub async fn drain(&self) -> Result<DrainReport, UploadError> {
+        let org = self.shared.client.organization_id();
+        let window = self.settings.window();
+        let mut taken = Taken {
+            outbox: &self.outbox,
+            seqs: HashSet::new(),
+        };
+        let mut tasks: JoinSet<(u64, Delivery)> = JoinSet::new();
+        let mut jobs: HashMap<u64, Entry> = HashMap::new();
+        let mut report = DrainReport::default();
+        let mut last_answer = Instant::now();
+        let mut stopping = false;
+        let mut answered_any = false;
+        let mut last_warned: Option<Instant> = None;
+        loop {
+            if !stopping && taken.seqs.len() <= window / 2 {
+                for job in self.take(org, window - taken.seqs.len()).await? {
+                    let seq = job.entry.seq;
+                    taken.seqs.insert(seq);
+                    jobs.insert(seq, job.entry.clone());
+                    let shared = self.shared.clone();
+                    tasks.spawn(async move { (seq, deliver::deliver(&shared, &job).await) });
+                }
+            }
+            let Some(joined) = tasks.join_next().await else {
+                break; // nothing in flight and nothing more to take
+            };
+            let (seq, delivery) = joined.map_err(|e| UploadError::Task(e.to_string()))?;
+            taken.seqs.remove(&seq);
+            let Some(entry) = jobs.remove(&seq) else {
+                continue;
+            };
+            match delivery {
+                Delivery::Applied { service_id, sold } => {
+                    let answer = outbox::Answer::Applied { service_id, sold };
+                    self.acknowledge(seq, answer).await?;
+                    self.count_applied(&entry);
+                    last_answer = Instant::now();
+                    answered_any = true;
+                }
+                Delivery::Rejected { status, messages } => {
+                    tracing::warn!(
+                        vin = %entry.vin,
+                        op = entry.op.name(),
+                        file = %entry.file,
+                        status,
+                        reason = %messages.join(" "),
+                        "the service refused the operation"
+                    );
+                    let answer = outbox::Answer::Rejected {
+                        status,
+                        messages: messages.clone(),
+                    };
+                    self.acknowledge(seq, answer).await?;
+                    let stats = &self.shared.stats;
+                    stats.answered.fetch_add(1, Ordering::Relaxed);
+                    stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    report.rejected.push(RejectedOp {
+                        seq,
+                        location_id: entry.location_id,
+                        vin: entry.vin,
+                        op: entry.op.name(),
+                        file: entry.file,
+                        status,
+                        messages,
+                    });
+                    last_answer = Instant::now();
+                    answered_any = true;
+                }
+                Delivery::Failed(error) => {
+                    self.outbox.give_back(seq);
+                    tracing::debug!(vin = %entry.vin, op = entry.op.name(), %error,
+                        "still failing after every retry; the operation goes back to the queue");
+                    if last_warned.is_none_or(|at| at.elapsed() >= FAILING_WARN_EVERY) {
+                        last_warned = Some(Instant::now());
+                        tracing::warn!(
+                            %error,
+                            silent_secs = last_answer.elapsed().as_secs(),
+                            "the service keeps failing; operations stay queued and are retried"
+                        );
+                    }
+                    if !stopping && last_answer.elapsed() >= self.settings.give_up_after {
+                        stopping = true;
+                        report.stopped = Some(format!(
+                            "nothing answered for {} s; last error: {error}",
+                            last_answer.elapsed().as_secs()
+                        ));
+                    }
+                }
+                Delivery::Fatal(error) => {
+                    tasks.abort_all();
+                    drop(taken); // every operation taken goes back
+                    self.outbox.flush()?;
+                    self.remember_rate()?;
+                    let queued = self.queued()?;
+                    tracing::error!(%error, queued, "delivery stopped");
+                    if let Some(notices) = &self.notices {
+                        notices.fatal(&error);
+                    }
+                    return Err(UploadError::Fatal { error, queued });
+                }
+            }
+        }
+        drop(taken);
+        self.outbox.flush()?;
+        self.remember_rate()?;
+        if answered_any {
+            if let Some(notices) = &self.notices {
+                notices.incident_over();
+            }
+        }
+        report.undelivered = self.queued()?;
+        Ok(report)
+    }
+
+    /// Takes operations of this organization (others stay for a config that names theirs).
+    async fn take(&self, org: u64, max: usize) -> Result<Vec<Job>, UploadError> {
+        let outbox = self.outbox.clone();
+        // sled calls block (and wait while a diff holds the outbox): off the async threads.
+        let jobs = tokio::task::spawn_blocking(move || -> Result<Vec<Job>, UploadError> {
+            let mut jobs = Vec::new();
+            for entry in outbox.take(max)? {
+                if entry.organization_id != org {
+                    outbox.give_back(entry.seq);
+                    continue;
+                }
+                let (mut service_id, mut known_payload) = (None, None);
+                if entry.op.payload().is_none() {
+                    if let Some((key, record)) = outbox.state().find_vin(org, &entry.vin)? {
+                        service_id = record.service_id;
+                        if service_id.is_none() {
+                            known_payload = outbox.state().payload(&key)?;
+                        }
+                    }
+                }
+                jobs.push(Job {
+                    entry,
+                    service_id,
+                    known_payload,
+                });
+            }
+            Ok(jobs)
+        })
+        .await
+        .map_err(|e| UploadError::Task(e.to_string()))??;
+        Ok(jobs)
+    }
+
+    async fn acknowledge(&self, seq: u64, answer: outbox::Answer) -> Result<(), UploadError> {
+        let outbox = self.outbox.clone();
+        tokio::task::spawn_blocking(move || outbox.acknowledge(seq, &answer))
+            .await
+            .map_err(|e| UploadError::Task(e.to_string()))??;
+        Ok(())
+    }
+
+    fn count_applied(&self, entry: &Entry) {
+        use crate::diff::Op;
+        let stats = &self.shared.stats;
+        stats.answered.fetch_add(1, Ordering::Relaxed);
+        let counter = match entry.op {
+            Op::Create(_) => &stats.created,
+            Op::Update(_) => &stats.updated,
+            Op::MarkSold => &stats.sold,
+            Op::MarkInStock => &stats.in_stock,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn remember_rate(&self) -> Result<(), UploadError> {
+        let rate = self.rate();
+        self.outbox.state().set_upload_rate(rate)?;
+        tracing::info!(
+            rate = format_args!("{rate:.1}"),
+            "request rate settled (requests/s)"
+        );
+        Ok(())
+    }
+}
+
+/// The operations taken and not yet answered; dropping it gives them back to the outbox.
+struct Taken<'a> {
+    outbox: &'a Outbox,
+    seqs: HashSet<u64>,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        for seq in self.seqs.drain() {
+            self.outbox.give_back(seq);
+        }
+    }
+}

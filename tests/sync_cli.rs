@@ -1,0 +1,468 @@
+//! `lotsync sync` as a real process against the sandbox on loopback, with a real state on disk:
+//! exactness under faults, an undisclosed rate limit, fatal answers, a repeated file, and a
+//! vehicle the service refuses.
+
+mod common;
+#[path = "../benches/feedgen.rs"]
+#[allow(dead_code)]
+mod feedgen;
+
+use common::{sandbox, sandbox_with, state, TempDir};
+use lotsync::mapper::{ExportFile, Mapped, Profile};
+use lotsync::outbox::Outbox;
+use lotsync::sandbox::{Behaviour, Faults, RateLimitConfig, SandboxConfig, TokenEntry};
+use lotsync::state::State;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const HEADER: &str = "VIN,Stock,Year,Make,Model,Price,Miles,Status,Lot\n";
+const MAKES: [(&str, &str); 4] = [
+    ("Ford", "F-150"),
+    ("Honda", "Accord"),
+    ("Toyota", "RAV4"),
+    ("Subaru", "Outback"),
+];
+
+/// One vehicle of a generated export.
+#[derive(Debug, Clone)]
+struct Car {
+    n: u64,
+    price: u64,
+    miles: u64,
+    sold: bool,
+    lot: &'static str,
+}
+
+impl Car {
+    fn new(n: u64) -> Car {
+        Car {
+            n,
+            price: 10_000 + (n * 7_919) % 40_000,
+            miles: (n * 104_729) % 120_000,
+            sold: false,
+            lot: "MAIN",
+        }
+    }
+
+    fn line(&self) -> String {
+        let (make, model) = MAKES[(self.n % 4) as usize];
+        format!(
+            "{},S{:05},{},{make},{model},\"${}\",{},{},{}\n",
+            feedgen::vin(self.n),
+            self.n,
+            2015 + self.n % 10,
+            self.price,
+            self.miles,
+            if self.sold { "Sold" } else { "In Stock" },
+            self.lot
+        )
+    }
+}
+
+/// A dealership: a config, a state dir and an inbox in a temp folder.
+struct Site {
+    dir: TempDir,
+    config: PathBuf,
+}
+
+impl Site {
+    /// `api` is appended to the `[api]` section; `tail` after the feed.
+    fn new(name: &str, base_url: &str, api: &str, tail: &str) -> Site {
+        let dir = TempDir::new(name);
+        std::fs::create_dir_all(dir.path().join("inbox")).unwrap();
+        let config = dir.path().join("lotsync.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[api]\nbase_url = \"{base_url}\"\norganization_id = 100\n\
+                 token_env = \"LOTSYNC_TEST_TOKEN\"\nmax_requests_per_second = 1000\n\
+                 max_in_flight = 8\n{api}\n[state]\ndir = \"state\"\n\
+                 [[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n{tail}\n\
+                 [notifications]\napplication_slug = \"inventory\"\n"
+            ),
+        )
+        .unwrap();
+        Site { dir, config }
+    }
+
+    fn feed(&self, name: &str, cars: &[Car]) -> PathBuf {
+        let path = self.dir.path().join(name);
+        let mut text = String::from(HEADER);
+        for car in cars {
+            text.push_str(&car.line());
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn command(&self, token: &str, files: &[&Path]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotsync"));
+        cmd.arg("sync")
+            .arg("--config")
+            .arg(&self.config)
+            .args(files)
+            .env("LOTSYNC_TEST_TOKEN", token)
+            .env("RUST_LOG", "info");
+        cmd
+    }
+
+    /// Runs `lotsync sync` to the end (off the runtime that serves the sandbox).
+    async fn sync(&self, token: &str, files: &[&Path]) -> Output {
+        let mut cmd = self.command(token, files);
+        tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+            .await
+            .unwrap()
+    }
+
+    /// Operations waiting in the outbox (the state is free once the process ended).
+    fn queued(&self) -> usize {
+        Outbox::new(State::open(&self.dir.path().join("state")).unwrap()).len()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// What the service should hold: VIN → (payload as sent, sold).
+#[derive(Default)]
+struct Expected(BTreeMap<String, (Value, bool)>);
+
+impl Expected {
+    /// Applies a full export the way the pipeline must: listed vehicles as mapped (a vehicle
+    /// listed as sold that was never created stays unknown), absent ones sold.
+    fn full(&mut self, file: &Path, profile: &Profile) {
+        let mut export = ExportFile::open(file, profile, 10).unwrap();
+        let mut listed = std::collections::HashSet::new();
+        while let Some(mapped) = export.next_record().unwrap() {
+            let Mapped::Accepted(a) = mapped else {
+                continue;
+            };
+            let vin = a.payload.vin.clone();
+            listed.insert(vin.clone());
+            let sold = a.sold == Some(true);
+            if sold && !self.0.contains_key(&vin) {
+                continue;
+            }
+            self.0
+                .insert(vin, (serde_json::to_value(&a.payload).unwrap(), sold));
+        }
+        for (vin, (_, sold)) in self.0.iter_mut() {
+            if !listed.contains(vin) {
+                *sold = true;
+            }
+        }
+    }
+
+    /// Asserts the sandbox holds exactly these vehicles: each VIN once, the payload last
+    /// sent equal to the mapped one, the sold state right.
+    fn assert_matches(&self, sandbox_state: &Value) {
+        let mut held: HashMap<String, Vec<&Value>> = HashMap::new();
+        for v in sandbox_state["vehicles"].as_array().unwrap() {
+            let vin = v["vehicle"]["vin"].as_str().unwrap().to_owned();
+            held.entry(vin).or_default().push(v);
+        }
+        let doubled: Vec<&String> = held
+            .iter()
+            .filter(|(_, v)| v.len() > 1)
+            .map(|(vin, _)| vin)
+            .collect();
+        assert!(doubled.is_empty(), "created twice: {doubled:?}");
+        let mut wrong = Vec::new();
+        for (vin, (payload, sold)) in &self.0 {
+            let Some(v) = held.get(vin).map(|v| v[0]) else {
+                wrong.push(format!("{vin}: missing"));
+                continue;
+            };
+            if &v["payload"] != payload {
+                wrong.push(format!("{vin}: payload {} != {payload}", v["payload"]));
+            }
+            let status = v["vehicle"]["status"].as_str().unwrap_or("");
+            if (status == "sold") != *sold {
+                wrong.push(format!("{vin}: status {status}, expected sold={sold}"));
+            }
+        }
+        let extra: Vec<&String> = held.keys().filter(|k| !self.0.contains_key(*k)).collect();
+        assert!(extra.is_empty(), "not in any export: {extra:?}");
+        assert!(
+            wrong.is_empty(),
+            "{} wrong, first: {:#?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(5)]
+        );
+    }
+}
+
+fn faults(seed: u64) -> Faults {
+    Faults {
+        seed,
+        http_500: 0.10,
+        http_503: 0.05,
+        http_504: 0.05,
+        http_429: 0.10,
+        drop: 0.03,
+        ack_lost: 0.02,
+        latency_ms: 0,
+    }
+}
+
+/// (a) and (d): 2,000 vehicles, then two next-day files with changes, sales and returns, all
+/// under 20% 5xx, 10% spurious 429, 3% dropped connections and 2% lost answers, with a strict
+/// service (a repeated sold is refused): the service ends up exactly as the exports say.
+/// Then the same file again sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_exactly_under_faults_and_a_repeat_sends_nothing() {
+    let sb = sandbox_with(Behaviour {
+        strict_transitions: true,
+        faults: faults(11),
+        ..Behaviour::default()
+    })
+    .await;
+    let site = Site::new("sync-faults", &sb.base_url(), "", "");
+    let profile = Profile::auto();
+    let mut expected = Expected::default();
+
+    // Day 1: 2,000 vehicles on the lot.
+    let mut cars: Vec<Car> = (0..2000).map(Car::new).collect();
+    let day1 = site.feed("day1.csv", &cars);
+    let out = site.sync("sandbox-token", &[&day1]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("created 2000,"), "{stdout}");
+    expected.full(&day1, &profile);
+    let st = state(&sb).await;
+    expected.assert_matches(&st);
+    let faults_seen: u64 = st["faults"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert!(faults_seen > 500, "the faults were injected: {st:#}");
+
+    // Day 2: 200 gone (sold), 100 new prices, 20 listed as sold, 50 new.
+    cars.retain(|c| c.n % 10 != 3);
+    for c in cars.iter_mut() {
+        if c.n % 20 == 5 {
+            c.price += 500;
+        }
+        if c.n % 100 == 7 {
+            c.sold = true;
+        }
+    }
+    cars.extend((2000..2050).map(Car::new));
+    let day2 = site.feed("day2.csv", &cars);
+    let out = site.sync("sandbox-token", &[&day2]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("created 50, updated 100, sold 220, back in stock 0"),
+        "{stdout}"
+    );
+    expected.full(&day2, &profile);
+    expected.assert_matches(&state(&sb).await);
+
+    // Day 3: 100 of the sold ones are back, 50 more gone, 80 new mileages.
+    cars.extend((0..2000).filter(|n| n % 20 == 3).map(Car::new));
+    cars.retain(|c| c.n % 40 != 9);
+    for c in cars.iter_mut() {
+        if c.n % 25 == 1 {
+            c.miles += 321;
+        }
+    }
+    let day3 = site.feed("day3.csv", &cars);
+    let out = site.sync("sandbox-token", &[&day3]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("back in stock 100"), "{stdout}");
+    expected.full(&day3, &profile);
+    let before = state(&sb).await;
+    expected.assert_matches(&before);
+    assert_eq!(site.queued(), 0);
+
+    // (d) The same file again: recognized, nothing sent.
+    let out = site.sync("sandbox-token", &[&day3]).await;
+    assert_eq!(code(&out), 0);
+    assert!(text(&out.stdout).contains("already applied"));
+    let after = state(&sb).await;
+    assert_eq!(before["total_requests"], after["total_requests"]);
+}
+
+/// (b) A limit the client is not told: 50 requests/s, burst 10, against a ceiling of 1000.
+/// After the first two seconds, 429s stay under 3% of requests and at least 80% of the limit
+/// is used. Run with and without X-RateLimit headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adapts_to_an_undisclosed_rate_limit() {
+    for headers in [true, false] {
+        let sb = sandbox_with(Behaviour {
+            rate_limit: Some(RateLimitConfig {
+                rate: 50.0,
+                burst: 10,
+                headers,
+            }),
+            ..Behaviour::default()
+        })
+        .await;
+        let site = Site::new("sync-rate", &sb.base_url(), "", "");
+        let cars: Vec<Car> = (0..600).map(Car::new).collect();
+        let file = site.feed("lot.csv", &cars);
+
+        let mut child = site
+            .command("sandbox-token", &[&file])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Sample the sandbox's counters while the sync runs.
+        let mut samples: Vec<(Instant, u64, u64)> = Vec::new();
+        let exited = loop {
+            let st = state(&sb).await;
+            let requests = st["total_requests"].as_u64().unwrap();
+            let throttled = st["rate_limited"].as_u64().unwrap();
+            samples.push((Instant::now(), requests, throttled));
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let output = child.wait_with_output().unwrap();
+        assert!(exited.success(), "{}", text(&output.stderr));
+        let start = samples
+            .iter()
+            .find(|s| s.1 > 0)
+            .expect("requests were sent")
+            .0;
+        let (t2, r2, q2) = *samples
+            .iter()
+            .find(|s| s.0 >= start + Duration::from_secs(2))
+            .expect("the sync ran longer than two seconds");
+        let (t_end, r_end, q_end) = *samples.last().unwrap();
+        let (requests, throttled) = (r_end - r2, q_end - q2);
+        let answered = requests - throttled;
+        let per_second = answered as f64 / (t_end - t2).as_secs_f64();
+        let share = throttled as f64 / requests as f64;
+        eprintln!(
+            "headers {headers}: after 2 s: {requests} requests, {throttled} 429s ({:.1}%), {per_second:.1} answered/s",
+            share * 100.0
+        );
+        assert!(
+            share < 0.03,
+            "429s {:.1}% (headers {headers})",
+            share * 100.0
+        );
+        assert!(
+            per_second >= 40.0,
+            "{per_second:.1}/s, under 80% of 50/s (headers {headers})"
+        );
+        assert!(text(&output.stdout).contains("created 600,"));
+    }
+}
+
+/// (c) 401 and 403 stop delivery at once with their messages and the fix; the outbox keeps
+/// every operation, and the corrected run delivers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fatal_answers_stop_delivery_and_a_corrected_run_finishes() {
+    let mut config = SandboxConfig::default();
+    config.tokens.push(TokenEntry {
+        token: "stranger-token".into(),
+        user: 2,
+    });
+    let sb = sandbox(config).await;
+    let cars: Vec<Car> = (0..40).map(Car::new).collect();
+    for (token, said) in [
+        (
+            "revoked-token",
+            "the service did not accept the API token (401)",
+        ),
+        (
+            "stranger-token",
+            "the token's user has no access to organization 100 (403)",
+        ),
+    ] {
+        let site = Site::new("sync-fatal", &sb.base_url(), "", "");
+        let file = site.feed("lot.csv", &cars);
+        let out = site.sync(token, &[&file]).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(code(&out), 2, "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(stderr.contains("To fix:"), "{stderr}");
+        assert!(stderr.contains("40 operations stay queued"), "{stderr}");
+        assert!(!stderr.contains(token), "the token is never printed");
+        assert_eq!(site.queued(), 40, "the outbox is intact");
+        let st = state(&sb).await;
+        assert_eq!(
+            st["vehicles"].as_array().unwrap().len(),
+            0,
+            "nothing applied"
+        );
+
+        let out = site.sync("sandbox-token", &[&file]).await;
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("created 40,"));
+        assert_eq!(site.queued(), 0);
+        let st = state(&sb).await;
+        assert_eq!(st["vehicles"].as_array().unwrap().len(), 40);
+        common::reset(&sb).await;
+    }
+}
+
+/// (e) A vehicle the service refuses (422: a lot code routed to a location that is not the
+/// organization's) does not stop the others; it is in the summary and in the notification,
+/// and the exit code says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_vehicle_is_reported_and_the_rest_sync() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("sync-422", &sb.base_url(), "", "");
+    let profile = site.dir.path().join("lots.toml");
+    std::fs::write(
+        &profile,
+        "[fields]\nlocation = \"Lot\"\n[locations]\nMAIN = 10\nGHOST = 12\n",
+    )
+    .unwrap();
+    let text_config = std::fs::read_to_string(&site.config).unwrap().replace(
+        "location_id = 10\n",
+        &format!("location_id = 10\nprofile = \"{}\"\n", profile.display()),
+    );
+    std::fs::write(&site.config, text_config).unwrap();
+    let mut cars: Vec<Car> = (0..30).map(Car::new).collect();
+    cars[7].lot = "GHOST";
+    let ghost = feedgen::vin(7);
+    let file = site.feed("two-lots.csv", &cars);
+
+    let out = site.sync("sandbox-token", &[&file]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 3, "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("created 29,"), "{stdout}");
+    assert!(
+        stdout.contains("1 operations (refused by the service)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "refused: VIN {ghost} (create, from two-lots.csv): 422 The selected location_id 12 is invalid"
+        )),
+        "{stdout}"
+    );
+    let st = state(&sb).await;
+    assert_eq!(st["vehicles"].as_array().unwrap().len(), 29);
+    let notes = st["notifications"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "one notification for the file: {notes:#?}");
+    let note = notes[0].to_string();
+    assert!(note.contains("two-lots.csv"), "{note}");
+    assert!(note.contains(&ghost), "{note}");
+    assert!(note.contains("location_id 12 is invalid"), "{note}");
+
+    // The same content again: nothing re-sent, no second notification.
+    let out = site.sync("sandbox-token", &[&file]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    let again = state(&sb).await;
+    assert_eq!(again["total_requests"], st["total_requests"]);
+    assert_eq!(again["notifications"].as_array().unwrap().len(), 1);
+}
