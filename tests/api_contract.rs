@@ -742,5 +742,5 @@ async fn list_shapes_have_their_exact_keys_and_every_answer_its_rate_headers() {
     let sb = sandbox(SandboxConfig::default()).await;
     let answer = client(&sb).list_vehicles().await.unwrap();
     let limits = answer.rate_limit.unwrap();
-    assert_eq!(limits.limit, Some(u64::from(u32::MAX)));
+    assert_eq!(limits.limit, Some(u32::MAX));
 }

@@ -466,3 +466,56 @@ async fn a_refused_vehicle_is_reported_and_the_rest_sync() {
     assert_eq!(again["total_requests"], st["total_requests"]);
     assert_eq!(again["notifications"].as_array().unwrap().len(), 1);
 }
+
+/// A snapshot that would sell half the lot is held: nothing of it is sent, a notification
+/// says so (once), and after `lotsync release` a `lotsync sync` without files delivers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_file_is_told_and_delivered_after_release() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("sync-held", &sb.base_url(), "", "");
+    let cars: Vec<Car> = (0..20).map(Car::new).collect();
+    let day1 = site.feed("day1.csv", &cars);
+    assert_eq!(code(&site.sync("sandbox-token", &[&day1]).await), 0);
+    let day2 = site.feed("day2.csv", &cars[..10]);
+
+    let out = site.sync("sandbox-token", &[&day2]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 3, "{stdout}");
+    assert!(stdout.contains("HELD by the safety guard"), "{stdout}");
+    let st = state(&sb).await;
+    let sold = |st: &Value| {
+        st["vehicles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["vehicle"]["status"] == "sold")
+            .count()
+    };
+    assert_eq!(sold(&st), 0, "nothing of a held file is sent");
+    let notes = st["notifications"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    let note = notes[0].to_string();
+    assert!(note.contains("held") && note.contains("day2.csv"), "{note}");
+    assert!(note.contains("lotsync release"), "{note}");
+
+    // The same file again: still held, not told twice.
+    let out = site.sync("sandbox-token", &[&day2]).await;
+    assert_eq!(code(&out), 3);
+    assert_eq!(
+        state(&sb).await["notifications"].as_array().unwrap().len(),
+        1
+    );
+
+    let released = Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .args(["release", "--config"])
+        .arg(&site.config)
+        .arg(&day2)
+        .output()
+        .unwrap();
+    assert!(released.status.success(), "{}", text(&released.stderr));
+    let out = site.sync("sandbox-token", &[]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}");
+    assert!(stdout.contains("sold 10,"), "{stdout}");
+    assert_eq!(sold(&state(&sb).await), 10);
+}

@@ -87,8 +87,9 @@ impl ClientSettings {
 /// What the service reported about its rate limit on one answer, when it did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RateLimit {
-    pub limit: Option<u64>,
-    pub remaining: Option<u64>,
+    /// Saturated at `u32::MAX`, which services use for "no limit".
+    pub limit: Option<u32>,
+    pub remaining: Option<u32>,
 }
 
 /// A successful answer: the value plus what the uploader needs to pace itself.
@@ -450,6 +451,7 @@ fn rate_limit_of(headers: &HeaderMap) -> Option<RateLimit> {
             .get(name)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
     };
     let limit = number("x-ratelimit-limit");
     let remaining = number("x-ratelimit-remaining");

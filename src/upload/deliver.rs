@@ -170,3 +170,110 @@ where
         })
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ApiToken, ClientSettings, VehiclePayload};
+    use crate::sandbox::{Behaviour, RunningSandbox, SandboxConfig};
+    use crate::upload::pace::Pace;
+    use crate::upload::{RetryPolicy, UploadStats};
+
+    async fn sandbox(behaviour: Behaviour) -> RunningSandbox {
+        let config = SandboxConfig {
+            behaviour,
+            ..SandboxConfig::default()
+        };
+        RunningSandbox::start(config, "127.0.0.1:0".parse().expect("address"))
+            .await
+            .expect("sandbox starts")
+    }
+
+    fn shared(sb: &RunningSandbox) -> Shared {
+        let settings = ClientSettings::new(sb.base_url(), 100, ApiToken::new("sandbox-token"));
+        Shared {
+            client: crate::api::ApiClient::new(settings).expect("client"),
+            pace: Pace::new(1000.0, None, 1),
+            slots: tokio::sync::Semaphore::new(4),
+            stats: UploadStats::default(),
+            retry: RetryPolicy::default(),
+            listed_ids: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    fn job(op: Op, vin: &str, service_id: Option<u64>) -> Job {
+        Job {
+            entry: Entry {
+                seq: 1,
+                organization_id: 100,
+                location_id: 10,
+                vin: vin.into(),
+                op,
+                file: "f.csv".into(),
+                queued_at: 0,
+            },
+            service_id,
+            known_payload: None,
+        }
+    }
+
+    /// With neither id nor payload (a state rebuilt from elsewhere), the VIN is found in the
+    /// service's list, read once for the run.
+    #[tokio::test]
+    async fn an_unknown_id_is_found_by_vin_in_the_list() {
+        let sb = sandbox(Behaviour::default()).await;
+        let s = shared(&sb);
+        for n in 0..30 {
+            let p = VehiclePayload::new(10, format!("S{n}"), format!("TESTVIN{n:010}"));
+            s.client.upsert_vehicle(&p).await.expect("created");
+        }
+        let wanted = s
+            .client
+            .list_vehicles()
+            .await
+            .expect("list")
+            .value
+            .into_iter()
+            .find(|v| v.vin.as_deref() == Some("TESTVIN0000000017"))
+            .expect("listed")
+            .id;
+        let sold = deliver(&s, &job(Op::MarkSold, "testvin0000000017", None)).await;
+        assert!(
+            matches!(sold, Delivery::Applied { service_id: Some(id), .. } if id == wanted),
+            "{sold:?}"
+        );
+        let back = deliver(&s, &job(Op::MarkInStock, "TESTVIN0000000017", None)).await;
+        assert!(matches!(back, Delivery::Applied { .. }), "{back:?}");
+        // The list (one call; the client follows its pages) was read once, then one call per
+        // transition.
+        assert_eq!(s.stats.requests.load(Ordering::Relaxed), 1 + 2);
+        let gone = deliver(&s, &job(Op::MarkSold, "NOSUCHVIN00000000", None)).await;
+        assert!(
+            matches!(&gone, Delivery::Rejected { status: 404, messages } if messages[0].contains("no vehicle with VIN")),
+            "{gone:?}"
+        );
+    }
+
+    /// A strict service refuses a repeated transition (its first answer was lost): the vehicle
+    /// is already where it should be, so the operation counts as applied.
+    #[tokio::test]
+    async fn a_refused_repeat_of_a_transition_that_happened_is_applied() {
+        let sb = sandbox(Behaviour {
+            strict_transitions: true,
+            ..Behaviour::default()
+        })
+        .await;
+        let s = shared(&sb);
+        let p = VehiclePayload::new(10, "S1", "TESTVIN0000000001");
+        let id = s.client.upsert_vehicle(&p).await.expect("created").value.id;
+        s.client.mark_sold(id).await.expect("sold once");
+        let again = deliver(&s, &job(Op::MarkSold, &p.vin, Some(id))).await;
+        assert!(matches!(again, Delivery::Applied { .. }), "{again:?}");
+        // A refusal that is not about a repeat stays a refusal.
+        let missing = deliver(&s, &job(Op::MarkSold, &p.vin, Some(id + 1000))).await;
+        assert!(
+            matches!(missing, Delivery::Rejected { status: 404, .. }),
+            "{missing:?}"
+        );
+    }
+}

@@ -108,7 +108,7 @@ impl RetryPolicy {
 pub enum UploadError {
     /// The setup is wrong (token, organization, address); `queued` operations stay queued.
     #[error("delivery stopped: {error} ({queued} operations stay queued)")]
-    Fatal { error: ApiError, queued: usize },
+    Fatal { error: Box<ApiError>, queued: usize },
     #[error(transparent)]
     Outbox(#[from] OutboxError),
     #[error(transparent)]
@@ -361,7 +361,10 @@ impl Uploader {
                     if let Some(notices) = &self.notices {
                         notices.fatal(&error);
                     }
-                    return Err(UploadError::Fatal { error, queued });
+                    return Err(UploadError::Fatal {
+                        error: Box::new(error),
+                        queued,
+                    });
                 }
             }
         }

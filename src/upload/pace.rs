@@ -186,7 +186,7 @@ impl RateControl {
 /// `u32::MAX` or more means "no limit").
 fn fill(limits: RateLimit) -> Option<f64> {
     let (limit, remaining) = (limits.limit?, limits.remaining?);
-    if limit == 0 || limit >= u64::from(u32::MAX) {
+    if limit == 0 || limit == u32::MAX {
         return None;
     }
     Some(remaining as f64 / limit as f64)
@@ -276,7 +276,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
-    fn limits(limit: u64, remaining: u64) -> Option<RateLimit> {
+    fn limits(limit: u32, remaining: u32) -> Option<RateLimit> {
         Some(RateLimit {
             limit: Some(limit),
             remaining: Some(remaining),
@@ -394,7 +394,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = RateControl::new(10.0, Some(5.0), t0);
         assert_eq!(c.answered(ms(t0, 1500), ms(t0, 1500), false, None), None);
-        let unlimited = limits(u64::from(u32::MAX), u64::from(u32::MAX));
+        let unlimited = limits(u32::MAX, u32::MAX);
         assert_eq!(
             c.answered(ms(t0, 1600), ms(t0, 1600), true, unlimited),
             None
