@@ -403,6 +403,39 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_example_is_valid_and_complete() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/lotsync.example.toml");
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.feeds.len(), 1);
+        assert_eq!(
+            config.notifications.map(|n| n.application_slug).as_deref(),
+            Some("inventory")
+        );
+        assert_eq!(config.api.max_attempts, 8);
+        assert_eq!(config.api.give_up_after_secs, 120);
+    }
+
+    #[test]
+    fn upload_and_notification_settings_are_checked() {
+        let mut config: Config = toml::from_str(
+            "[api]\nbase_url = \"https://x\"\norganization_id = 1\nburst = 0\nmax_attempts = 0\n\
+             [notifications]\napplication_slug = \"a/b\"\n",
+        )
+        .unwrap();
+        let problems = config.problems().join("\n");
+        assert!(problems.contains("api.burst"), "{problems}");
+        assert!(problems.contains("api.max_attempts"), "{problems}");
+        assert!(
+            problems.contains("notifications.application_slug"),
+            "{problems}"
+        );
+        config.notifications = None;
+        config.api.burst = 2;
+        config.api.max_attempts = 3;
+        assert!(config.problems().is_empty());
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let err = toml::from_str::<Config>(
             "[api]\nbase_url = \"https://x\"\norganization_id = 1\norganisation = 2\n",

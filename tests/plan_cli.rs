@@ -187,7 +187,7 @@ fn a_held_file_says_so_and_release_queues_it() {
         "{}",
         stdout(&out)
     );
-    assert!(stdout(&out).contains("nothing has been sent"));
+    assert!(stdout(&out).contains("nothing sent yet"));
     assert_eq!(store.outbox().len(), 3);
 }
 

@@ -323,7 +323,7 @@ async fn adapts_to_an_undisclosed_rate_limit() {
         // Sample the sandbox's counters while the sync runs.
         let mut samples: Vec<(Instant, u64, u64)> = Vec::new();
         let exited = loop {
-            let st = state(&sb).await;
+            let st = common::stats(&sb).await;
             let requests = st["total_requests"].as_u64().unwrap();
             let throttled = st["rate_limited"].as_u64().unwrap();
             samples.push((Instant::now(), requests, throttled));

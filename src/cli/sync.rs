@@ -107,7 +107,11 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         if let Some(notices) = &notices {
             notices.finish(NOTICE_WAIT).await;
         }
-        Ok::<_, UploadError>((delivered, uploader.stats().snapshot(), uploader.rate()))
+        Ok::<_, UploadError>((
+            delivered,
+            uploader.stats().snapshot(),
+            uploader.settled_rate(),
+        ))
     });
     let (delivered, stats, rate) = delivered?;
 
@@ -225,10 +229,12 @@ async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadError> {
         PROGRESS_EVERY
     });
     tick.tick().await;
+    let shutdown = super::shutdown_signal();
+    tokio::pin!(shutdown);
     let result = loop {
         tokio::select! {
             result = &mut drain => break result,
-            _ = super::shutdown_signal() => {
+            () = &mut shutdown => {
                 tracing::warn!("interrupted; what is not answered stays queued");
                 break Ok(DrainReport {
                     stopped: Some("interrupted".into()),

@@ -30,7 +30,8 @@
 //! - Notifications are per user and application; level defaults to `info`.
 //!
 //! Faults (500, 503, 504, spurious 429, dropped connection, ack-lost, added latency) are drawn
-//! per request from an RNG seeded in the config. `GET /__sandbox/state`, `POST /__sandbox/reset`
+//! per request from an RNG seeded in the config. `GET /__sandbox/state` (`/__sandbox/stats`: its
+//! counters only, cheap to poll), `POST /__sandbox/reset`
 //! (back to the config's state and behaviour) and `GET|PUT /__sandbox/behaviour` let tests
 //! look inside and steer; they need no token.
 

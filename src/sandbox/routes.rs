@@ -214,6 +214,15 @@ impl Shared {
 
     fn state(&self) -> Value {
         let mut state = lock(&self.world).snapshot();
+        if let (Value::Object(state), Value::Object(stats)) = (&mut state, self.stats()) {
+            state.extend(stats);
+        }
+        state
+    }
+
+    /// The counters of [`Shared::state`] without the world: cheap enough to poll.
+    fn stats(&self) -> Value {
+        let mut stats = json!({});
         let mut requests: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
         let mut total = 0;
         for ((route, status), count) in lock(&self.stats.requests).iter() {
@@ -223,13 +232,13 @@ impl Shared {
                 .insert(status.clone(), *count);
             total += count;
         }
-        state["requests"] = json!(requests);
-        state["total_requests"] = json!(total);
-        state["rate_limited"] = json!(self.stats.rate_limited.load(Ordering::SeqCst));
-        state["faults"] = json!(*lock(&self.stats.faults));
-        state["max_in_flight"] = json!(self.stats.max_in_flight.load(Ordering::SeqCst));
-        state["behaviour"] = json!(*self.behaviour());
-        state
+        stats["requests"] = json!(requests);
+        stats["total_requests"] = json!(total);
+        stats["rate_limited"] = json!(self.stats.rate_limited.load(Ordering::SeqCst));
+        stats["faults"] = json!(*lock(&self.stats.faults));
+        stats["max_in_flight"] = json!(self.stats.max_in_flight.load(Ordering::SeqCst));
+        stats["behaviour"] = json!(*self.behaviour());
+        stats
     }
 }
 
@@ -255,6 +264,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route_layer(middleware::from_fn_with_state(shared.clone(), gate));
     Router::new()
         .route("/__sandbox/state", get(sandbox_state))
+        .route("/__sandbox/stats", get(sandbox_stats))
         .route("/__sandbox/reset", post(sandbox_reset))
         .route(
             "/__sandbox/behaviour",
@@ -663,6 +673,10 @@ async fn method_not_allowed(request: Request) -> Response {
 
 async fn sandbox_state(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(shared.state())
+}
+
+async fn sandbox_stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(shared.stats())
 }
 
 async fn sandbox_reset(State(shared): State<Arc<Shared>>) -> StatusCode {

@@ -249,6 +249,12 @@ impl Uploader {
         self.shared.pace.rate()
     }
 
+    /// The rate it settled on: the current one, never above where the service last pushed
+    /// back. Remembered in the state for the next run.
+    pub fn settled_rate(&self) -> f64 {
+        self.shared.pace.settled()
+    }
+
     /// Operations of this organization in the outbox.
     pub fn queued(&self) -> Result<usize, UploadError> {
         let org = self.shared.client.organization_id();
@@ -435,7 +441,7 @@ impl Uploader {
     }
 
     fn remember_rate(&self) -> Result<(), UploadError> {
-        let rate = self.rate();
+        let rate = self.settled_rate();
         self.outbox.state().set_upload_rate(rate)?;
         tracing::info!(
             rate = format_args!("{rate:.1}"),

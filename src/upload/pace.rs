@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The rate after a 429, as a share of the rate before.
-pub const CUT: f64 = 0.7;
+pub const CUT: f64 = 0.8;
 /// The rate after a nearly empty bucket, as a share of the rate before.
 pub const TRIM: f64 = 0.9;
 /// A bucket with at most this share of its limit left is nearly empty.
@@ -57,6 +57,8 @@ pub struct RateControl {
     last_cut: Option<Instant>,
     /// The bucket's fill that caused the last trim (None after a 429 cut).
     fill_at_cut: Option<f64>,
+    /// The rate the service last pushed back at (just before the last decrease).
+    pushed_back_at: Option<f64>,
     round_start: Instant,
     /// Answers in this round that allow an increase.
     round_ok: u32,
@@ -77,6 +79,7 @@ impl RateControl {
             step: (rate * STEP).max(MIN_STEP),
             last_cut: None,
             fill_at_cut: None,
+            pushed_back_at: None,
             round_start: now,
             round_ok: 0,
             round_hold: false,
@@ -89,6 +92,12 @@ impl RateControl {
 
     pub fn ceiling(&self) -> f64 {
         self.ceiling
+    }
+
+    /// The rate worth remembering and reporting: the current one, but never above the rate the
+    /// service last pushed back at (a run may end halfway up a probe).
+    pub fn settled(&self) -> f64 {
+        self.pushed_back_at.map_or(self.rate, |r| self.rate.min(r))
     }
 
     /// A request sent at `sent_at` was throttled (429). Returns the new rate when it changed.
@@ -148,6 +157,7 @@ impl RateControl {
         }
         self.last_cut = Some(now);
         self.fill_at_cut = fill;
+        self.pushed_back_at = Some(self.rate);
         self.start_round(now);
         let before = self.rate;
         self.rate = (self.rate * share).max(FLOOR);
@@ -232,6 +242,11 @@ impl Pace {
         lock(&self.control).rate()
     }
 
+    /// See [`RateControl::settled`].
+    pub fn settled(&self) -> f64 {
+        lock(&self.control).settled()
+    }
+
     pub fn throttled(&self, sent_at: Instant, limits: Option<RateLimit>) {
         let changed = lock(&self.control).throttled(sent_at, Instant::now(), limits);
         if let Some(rate) = changed {
@@ -300,13 +315,13 @@ mod tests {
     fn a_429_cuts_once_per_round_of_requests() {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, None, t0);
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(70.0));
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(80.0));
         // Sent before the cut: the same overload, no second cut.
         assert_eq!(c.throttled(ms(t0, 5), ms(t0, 12), limits(10, 0)), None);
         // Sent after it: the cut was not enough.
         assert_eq!(
             c.throttled(ms(t0, 11), ms(t0, 20), limits(10, 0)),
-            Some(49.0)
+            Some(64.0)
         );
     }
 
@@ -347,10 +362,10 @@ mod tests {
     fn after_a_decrease_the_rate_rises_additively_up_to_the_ceiling() {
         let t0 = Instant::now();
         let mut c = RateControl::new(20.0, None, t0);
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(14.0));
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(16.0));
         let rates = quiet_seconds(&mut c, t0, 100, 7);
-        // Steps of 8% of 14 (1.12 per second), capped at the ceiling.
-        let want = [15.12, 16.24, 17.36, 18.48, 19.6, 20.0];
+        // Steps of 8% of 16 (1.28 per second), capped at the ceiling.
+        let want = [17.28, 18.56, 19.84, 20.0];
         assert_eq!(rates.len(), want.len(), "{rates:?}");
         for (got, want) in rates.iter().zip(want) {
             assert!((got - want).abs() < 1e-9, "{rates:?}");
@@ -359,6 +374,18 @@ mod tests {
             quiet_seconds(&mut c, t0, 7100, 2).is_empty(),
             "never above it"
         );
+    }
+
+    #[test]
+    fn the_settled_rate_is_never_above_where_the_service_pushed_back() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(50.0), t0);
+        assert_eq!(c.settled(), 50.0, "nothing pushed back yet");
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(40.0));
+        assert_eq!(c.settled(), 40.0);
+        let rates = quiet_seconds(&mut c, t0, 100, 5);
+        assert!(c.rate() > 50.0, "{rates:?}");
+        assert_eq!(c.settled(), 50.0);
     }
 
     #[test]

@@ -51,6 +51,18 @@ pub async fn state(sb: &RunningSandbox) -> Value {
         .expect("state is JSON")
 }
 
+/// `GET /__sandbox/stats`: the request counters of the state, without the vehicles.
+pub async fn stats(sb: &RunningSandbox) -> Value {
+    raw_http()
+        .get(format!("{}/__sandbox/stats", sb.base_url()))
+        .send()
+        .await
+        .expect("stats answers")
+        .json()
+        .await
+        .expect("stats are JSON")
+}
+
 /// `PUT /__sandbox/behaviour`.
 pub async fn set_behaviour(sb: &RunningSandbox, behaviour: &Behaviour) {
     let response = raw_http()
