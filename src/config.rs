@@ -227,6 +227,15 @@ impl Config {
         problems
     }
 
+    /// The feed of each file (see [`Config::feed_for`]).
+    pub fn feeds_for<'c>(
+        &'c self,
+        files: &[PathBuf],
+        name: Option<&str>,
+    ) -> Result<Vec<&'c FeedConfig>, ConfigError> {
+        files.iter().map(|f| self.feed_for(f, name)).collect()
+    }
+
     /// The feed a file belongs to: the one named, else the only one, else the one whose inbox
     /// holds the file.
     pub fn feed_for(&self, file: &Path, name: Option<&str>) -> Result<&FeedConfig, ConfigError> {

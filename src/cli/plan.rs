@@ -91,11 +91,7 @@ pub(super) fn plan_one(
 /// `lotsync plan`: exit 0, or 3 when a file would be held by the safety guard.
 pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
-    let feeds: Vec<&FeedConfig> = args
-        .files
-        .iter()
-        .map(|f| config.feed_for(f, args.feed.as_deref()))
-        .collect::<Result<_, _>>()?;
+    let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
     let outbox = open(&config)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

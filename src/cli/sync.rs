@@ -4,7 +4,7 @@
 use super::plan::{open, plan_one, ConfigArg};
 use super::EXIT_BAD_INPUT;
 use crate::api::ApiClient;
-use crate::config::{Config, FeedConfig};
+use crate::config::Config;
 use crate::diff::{FilePlan, Verdict};
 use crate::upload::{DrainReport, Notices, UploadError, UploadSettings, Uploader, NOTICE_WAIT};
 use std::io::{IsTerminal, Write};
@@ -44,11 +44,7 @@ struct Synced {
 pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let config = Config::load(&args.config.config)?;
-    let feeds: Vec<&FeedConfig> = args
-        .files
-        .iter()
-        .map(|f| config.feed_for(f, args.feed.as_deref()))
-        .collect::<Result<_, _>>()?;
+    let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
     let token = config.api.load_token()?;
     let client = ApiClient::new(config.api.client_settings(token))?;
     let outbox = Arc::new(open(&config)?);

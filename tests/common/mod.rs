@@ -41,26 +41,23 @@ fn raw_http() -> reqwest::Client {
 
 /// `GET /__sandbox/state`.
 pub async fn state(sb: &RunningSandbox) -> Value {
-    raw_http()
-        .get(format!("{}/__sandbox/state", sb.base_url()))
-        .send()
-        .await
-        .expect("state answers")
-        .json()
-        .await
-        .expect("state is JSON")
+    sandbox_json(sb, "state").await
 }
 
 /// `GET /__sandbox/stats`: the request counters of the state, without the vehicles.
 pub async fn stats(sb: &RunningSandbox) -> Value {
+    sandbox_json(sb, "stats").await
+}
+
+async fn sandbox_json(sb: &RunningSandbox, what: &str) -> Value {
     raw_http()
-        .get(format!("{}/__sandbox/stats", sb.base_url()))
+        .get(format!("{}/__sandbox/{what}", sb.base_url()))
         .send()
         .await
-        .expect("stats answers")
+        .expect("the sandbox answers")
         .json()
         .await
-        .expect("stats are JSON")
+        .expect("the sandbox answers JSON")
 }
 
 /// `PUT /__sandbox/behaviour`.
