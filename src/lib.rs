@@ -19,6 +19,7 @@
 //! - [`outbox`]: the durable queue of operations, committed before anything is sent.
 //! - [`upload`]: drains the outbox through the client: adaptive rate, retries, answers
 //!   recorded, notifications of incidents.
+//! - [`daemon`]: a feed's folders, a file's way through the pipeline and its report.
 //! - [`config`]: lotsync's config file.
 //!
 //! The binary (`lotsync --help`) wires these together; `main.rs` only parses arguments.
@@ -28,6 +29,7 @@ pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod diff;
 pub mod feed;
 pub mod mapper;

@@ -4,11 +4,13 @@
 //! config, 3 done with rejected or undelivered vehicles).
 
 mod check;
+mod demo;
 mod plan;
 mod sandbox;
 mod sync;
 
 pub use check::{check, CheckArgs, OutputFormat};
+pub use demo::{demo, DemoArgs};
 pub use plan::{
     plan, release, state_export, ConfigArg, PlanArgs, ReleaseArgs, StateExportArgs, EXIT_HELD,
 };
@@ -29,11 +31,11 @@ struct ProblemLine<'a> {
 pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// Logs to stderr in a journald-friendly form: no colors unless stderr is a terminal, level
-/// from `RUST_LOG` (default `info`).
-pub fn init_logging() {
+/// from `RUST_LOG`, else `default` (such as `info`).
+pub fn init_logging(default: &str) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

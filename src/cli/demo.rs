@@ -1,0 +1,200 @@
+//! `lotsync demo`: the whole pipeline on the sample exports of `feeds/samples/demo/`, against a
+//! sandbox in this process on loopback, in a temporary folder. No setup, no network.
+
+use crate::api::{ApiClient, ApiToken};
+use crate::config::Config;
+use crate::daemon::{FilePipeline, Outcome};
+use crate::outbox::Outbox;
+use crate::sandbox::{Behaviour, Faults, RunningSandbox, SandboxConfig};
+use crate::state::State;
+use crate::upload::{Notices, UploadSettings, Uploader, NOTICE_WAIT};
+use anyhow::Context;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Arguments of `lotsync demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Keep the demo's folder (config, state, inbox with archive, held and reports) and print
+    /// where it is, instead of removing it at the end.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// The exports a DMS drops over four days, in order, with what each shows.
+const EXPORTS: [(&str, &str, &[u8]); 4] = [
+    (
+        "1-monday-full.csv",
+        "Monday: the first full export of the lot",
+        include_bytes!("../../feeds/samples/demo/1-monday-full.csv"),
+    ),
+    (
+        "2-tuesday-full.csv",
+        "Tuesday: two price cuts, two cars gone (sold), one the DMS marks Sold, one new arrival",
+        include_bytes!("../../feeds/samples/demo/2-tuesday-full.csv"),
+    ),
+    (
+        "3-wednesday-full.csv",
+        "Wednesday: the Silverado is back on the lot; two records are bad",
+        include_bytes!("../../feeds/samples/demo/3-wednesday-full.csv"),
+    ),
+    (
+        "4-thursday-truncated.csv",
+        "Thursday: the DMS stopped after four cars (a truncated export)",
+        include_bytes!("../../feeds/samples/demo/4-thursday-truncated.csv"),
+    ),
+];
+
+pub fn demo(args: DemoArgs) -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(run(args))
+}
+
+async fn run(args: DemoArgs) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    // A service that fails now and then: 5% 503s and 3% answers lost after the write.
+    let behaviour = Behaviour {
+        faults: Faults {
+            seed: 42,
+            http_503: 0.05,
+            ack_lost: 0.03,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    };
+    let sandbox = RunningSandbox::start(
+        SandboxConfig {
+            behaviour,
+            ..SandboxConfig::default()
+        },
+        "127.0.0.1:0".parse()?,
+    )
+    .await?;
+    let dir = std::env::temp_dir().join(format!("lotsync-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("inbox")).with_context(|| dir.display().to_string())?;
+    let config_path = dir.join("lotsync.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "[api]\nbase_url = \"{}\"\norganization_id = 100\ntoken_env = \"LOTSYNC_DEMO_TOKEN\"\n\
+             max_requests_per_second = 50\n[state]\ndir = \"state\"\n\
+             [[feed]]\nname = \"demo-lot\"\ninbox = \"inbox\"\nlocation_id = 10\n\
+             [notifications]\napplication_slug = \"inventory\"\n",
+            sandbox.base_url()
+        ),
+    )?;
+    let config = Arc::new(Config::load(&config_path)?);
+    let feed = config.feeds[0].clone();
+    // The sandbox's own token: the demo never reads a secret.
+    let client = ApiClient::new(config.api.client_settings(ApiToken::new("sandbox-token")))?;
+    let outbox = Arc::new(Outbox::new(State::open(&config.state.dir)?));
+    let uploader = Uploader::new(
+        client.clone(),
+        outbox.clone(),
+        UploadSettings::from_config(&config.api),
+    )?;
+    let notices = Notices::new(client.clone(), "inventory".into(), outbox.clone());
+    let pipeline = FilePipeline::new(config.clone(), outbox, uploader, Some(notices.clone()));
+
+    println!("lotsync demo: a sandbox of the Vehicle Inventory Service on {} (5% of requests fail with 503, 3% lose their answer)", sandbox.base_url());
+    println!(
+        "feed \"demo-lot\" -> location 10; the DMS drops one export a day into {}\n",
+        feed.inbox.display()
+    );
+    for (name, story, bytes) in EXPORTS {
+        // As an export tool does: write under a temporary name, then rename into the inbox.
+        let part = feed.inbox.join(format!(".{name}.part"));
+        std::fs::write(&part, bytes)?;
+        let dropped = feed.inbox.join(name);
+        std::fs::rename(&part, &dropped)?;
+        println!("{name}  ({story})");
+        let (report, filed) = pipeline.process(&feed, &dropped).await?;
+        println!("  {}", report.summary());
+        for r in &report.rejected_records {
+            println!("    line {}: {}", r.line, r.problem);
+        }
+        for r in &report.refused {
+            println!(
+                "    VIN {}: refused ({}): {}",
+                r.vin,
+                r.status,
+                r.messages.join(" ")
+            );
+        }
+        if matches!(report.outcome, Outcome::Held { .. }) {
+            println!(
+                "    nothing of it was sent; if it were right: lotsync release {}",
+                filed.display()
+            );
+        }
+        let shown = filed.strip_prefix(&dir).unwrap_or(&filed);
+        println!("  -> {} (+ .report.json)\n", shown.display());
+    }
+    notices.finish(NOTICE_WAIT).await;
+
+    let inventory = client.list_vehicles().await?.value;
+    let mut inventory = inventory;
+    inventory.sort_by(|a, b| a.stock.cmp(&b.stock));
+    println!(
+        "The inventory as the service now has it ({} vehicles):",
+        inventory.len()
+    );
+    println!(
+        "  {:<6} {:<17} {:<36} {:>9}  status",
+        "stock", "vin", "vehicle", "price"
+    );
+    for v in &inventory {
+        let vehicle = [
+            v.year.clone(),
+            v.make.clone(),
+            v.model.clone(),
+            v.trim.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+        let price = v
+            .price
+            .as_ref()
+            .and_then(|p| p.selling)
+            .map_or_else(|| "-".to_owned(), |p| format!("${p:.0}"));
+        println!(
+            "  {:<6} {:<17} {:<36} {:>9}  {}",
+            v.stock.as_deref().unwrap_or("-"),
+            v.vin.as_deref().unwrap_or("-"),
+            vehicle,
+            price,
+            if v.is_sold() { "sold" } else { "in stock" }
+        );
+    }
+    let notifications = client.list_notifications("inventory").await?.value;
+    println!("\nNotifications on the service for the dealership:");
+    for n in &notifications {
+        println!(
+            "  [{}] {}",
+            n.level.as_deref().unwrap_or("info"),
+            n.title.as_deref().unwrap_or("")
+        );
+    }
+    let stats = pipeline.uploader().stats().snapshot();
+    println!(
+        "\n{} requests, {} of them retries after a failure; {:.1} s in all.",
+        stats.requests,
+        stats.retries,
+        started.elapsed().as_secs_f64()
+    );
+    drop(pipeline);
+    sandbox.stop().await;
+    if args.keep {
+        println!(
+            "Everything is in {} (config, state, inbox/archive, inbox/held, reports).",
+            dir.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+        println!("(`lotsync demo --keep` keeps the folder with the archive and the reports.)");
+    }
+    Ok(0)
+}

@@ -1,0 +1,44 @@
+//! `lotsync demo`, the README's first command, as a real process: the four days of sample
+//! exports reach the in-process sandbox and the story it prints is the right one.
+
+use std::process::Command;
+
+#[test]
+fn the_demo_tells_the_whole_story() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .arg("demo")
+        .output()
+        .expect("lotsync runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for line in [
+        "12 records: 12 created, 0 updated, 0 sold, 0 back in stock, 0 unchanged",
+        "11 records: 1 created, 2 updated, 3 sold, 0 back in stock, 7 unchanged",
+        "1 back in stock",
+        "2 records rejected",
+        "line 15: stock: missing: every vehicle needs a stock number",
+        "HELD, nothing sent: location 10: would mark 7 of 11 in-stock vehicles sold",
+        "-> inbox/held/4-thursday-truncated.csv",
+        "The inventory as the service now has it (13 vehicles)",
+        "lotsync: 3 problems in 3-wednesday-full.csv",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+    // The last prices and states as the service holds them.
+    let row = |stock: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(stock))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(row("U1001").contains("$40495") && row("U1001").ends_with("in stock"));
+    assert!(row("U1005").ends_with("in stock"), "back in stock");
+    assert!(row("U1010").ends_with("sold"));
+    assert!(row("U1012").ends_with("sold"), "sold by the DMS's own word");
+    assert!(
+        !stdout.contains("1HGCV1F37LA020099 "),
+        "a rejected record is never sent"
+    );
+}
