@@ -280,15 +280,13 @@ fn problems_of(s: &Synced, report: &DrainReport) -> Vec<String> {
         .iter()
         .map(|(line, p)| format!("line {line}: {p}"))
         .collect();
-    problems.extend(report.rejected.iter().filter(|r| &r.file == name).map(|r| {
-        format!(
-            "VIN {}: the service refused the {} ({}): {}",
-            r.vin,
-            r.op,
-            r.status,
-            r.messages.join(" ")
-        )
-    }));
+    problems.extend(
+        report
+            .rejected
+            .iter()
+            .filter(|r| &r.file == name)
+            .map(ToString::to_string),
+    );
     problems
 }
 

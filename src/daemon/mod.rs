@@ -132,15 +132,7 @@ impl FilePipeline {
                 .iter()
                 .map(|r| format!("line {}: {}", r.line, r.problem))
                 .collect();
-            problems.extend(report.refused.iter().map(|r| {
-                format!(
-                    "VIN {}: the service refused the {} ({}): {}",
-                    r.vin,
-                    r.op,
-                    r.status,
-                    r.messages.join(" ")
-                )
-            }));
+            problems.extend(report.refused.iter().map(ToString::to_string));
             notices.rejected(&name, &plan.file.sha256, &problems);
         }
         let to = folders

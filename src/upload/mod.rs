@@ -180,6 +180,19 @@ pub struct RejectedOp {
     pub messages: Vec<String>,
 }
 
+impl std::fmt::Display for RejectedOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "VIN {}: the service refused the {} ({}): {}",
+            self.vin,
+            self.op,
+            self.status,
+            self.messages.join(" ")
+        )
+    }
+}
+
 /// How a delivery ended (short of a fatal error).
 #[derive(Debug, Clone, Default)]
 pub struct DrainReport {
