@@ -14,7 +14,7 @@
 mod feedgen;
 
 use clap::Parser;
-use lotsync::sandbox::{Behaviour, Faults, RateLimitConfig, RunningSandbox, SandboxConfig};
+use lotsync::sandbox::{Behaviour, Faults, RateLimitConfig, RunningSandbox};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -120,14 +120,7 @@ async fn sync_once(
     ceiling: f64,
     in_flight: u32,
 ) -> anyhow::Result<Run> {
-    let sandbox = RunningSandbox::start(
-        SandboxConfig {
-            behaviour,
-            ..SandboxConfig::default()
-        },
-        "127.0.0.1:0".parse()?,
-    )
-    .await?;
+    let sandbox = RunningSandbox::on_loopback(behaviour).await?;
     let run_dir = dir.join(format!("run-{}", fastrand::u64(..)));
     std::fs::create_dir_all(run_dir.join("inbox"))?;
     let feed = run_dir.join("feed.csv");

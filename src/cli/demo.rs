@@ -5,7 +5,7 @@ use crate::api::{ApiClient, ApiToken};
 use crate::config::Config;
 use crate::daemon::{FilePipeline, Outcome};
 use crate::outbox::Outbox;
-use crate::sandbox::{Behaviour, Faults, RunningSandbox, SandboxConfig};
+use crate::sandbox::{Behaviour, Faults, RunningSandbox};
 use crate::state::State;
 use crate::upload::{Notices, UploadSettings, Uploader, NOTICE_WAIT};
 use anyhow::Context;
@@ -62,14 +62,7 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
         },
         ..Behaviour::default()
     };
-    let sandbox = RunningSandbox::start(
-        SandboxConfig {
-            behaviour,
-            ..SandboxConfig::default()
-        },
-        "127.0.0.1:0".parse()?,
-    )
-    .await?;
+    let sandbox = RunningSandbox::on_loopback(behaviour).await?;
     let dir = std::env::temp_dir().join(format!("lotsync-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("inbox")).with_context(|| dir.display().to_string())?;
@@ -133,8 +126,7 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
     }
     notices.finish(NOTICE_WAIT).await;
 
-    let inventory = client.list_vehicles().await?.value;
-    let mut inventory = inventory;
+    let mut inventory = client.list_vehicles().await?.value;
     inventory.sort_by(|a, b| a.stock.cmp(&b.stock));
     println!(
         "The inventory as the service now has it ({} vehicles):",

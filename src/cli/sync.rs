@@ -232,8 +232,9 @@ async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadError> {
             result = &mut drain => break result,
             () = &mut shutdown => {
                 tracing::warn!("interrupted; what is not answered stays queued");
-                break Ok(DrainReport {
+                break uploader.queued().map(|undelivered| DrainReport {
                     stopped: Some("interrupted".into()),
+                    undelivered,
                     ..DrainReport::default()
                 });
             }
@@ -263,11 +264,7 @@ async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadError> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let mut report = result?;
-    if report.stopped.as_deref() == Some("interrupted") {
-        report.undelivered = uploader.queued()?;
-    }
-    Ok(report)
+    result
 }
 
 /// One file's problems for its notification: records the mapper rejected and operations the

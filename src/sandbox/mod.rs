@@ -99,6 +99,16 @@ impl RunningSandbox {
         Ok(RunningSandbox { addr, stop, task })
     }
 
+    /// The default world with `behaviour`, on a free port of 127.0.0.1 (the demo, the
+    /// benchmarks and the tests).
+    pub async fn on_loopback(behaviour: Behaviour) -> Result<Self, SandboxError> {
+        let config = SandboxConfig {
+            behaviour,
+            ..SandboxConfig::default()
+        };
+        RunningSandbox::start(config, SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

@@ -175,16 +175,12 @@ where
 mod tests {
     use super::*;
     use crate::api::{ApiToken, ClientSettings, VehiclePayload};
-    use crate::sandbox::{Behaviour, RunningSandbox, SandboxConfig};
+    use crate::sandbox::{Behaviour, RunningSandbox};
     use crate::upload::pace::Pace;
     use crate::upload::{RetryPolicy, UploadStats};
 
     async fn sandbox(behaviour: Behaviour) -> RunningSandbox {
-        let config = SandboxConfig {
-            behaviour,
-            ..SandboxConfig::default()
-        };
-        RunningSandbox::start(config, "127.0.0.1:0".parse().expect("address"))
+        RunningSandbox::on_loopback(behaviour)
             .await
             .expect("sandbox starts")
     }

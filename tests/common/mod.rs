@@ -16,11 +16,9 @@ pub async fn sandbox(config: SandboxConfig) -> RunningSandbox {
 
 /// The default world with `behaviour`.
 pub async fn sandbox_with(behaviour: Behaviour) -> RunningSandbox {
-    sandbox(SandboxConfig {
-        behaviour,
-        ..SandboxConfig::default()
-    })
-    .await
+    RunningSandbox::on_loopback(behaviour)
+        .await
+        .expect("sandbox starts")
 }
 
 pub fn client_for(sb: &RunningSandbox, token: &str, organization_id: u64) -> ApiClient {
