@@ -31,6 +31,57 @@ pub struct Config {
     /// `[notifications]`: absent, none are sent.
     #[serde(default)]
     pub notifications: Option<NotificationsConfig>,
+    /// `[daemon]`: how `lotsync run` watches, answers and tidies up.
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// The control socket `lotsync status`, `reconcile` and `release` talk to (systemd's
+    /// RuntimeDirectory).
+    #[serde(default = "default_socket")]
+    pub socket: PathBuf,
+    /// A file is taken once its size and modification time stayed the same this long (a
+    /// file renamed into the inbox is taken at once).
+    #[serde(default = "default_settle_secs")]
+    pub settle_secs: f64,
+    /// Archived exports and their reports older than this many days are deleted (0: kept).
+    #[serde(default = "default_archive_days")]
+    pub archive_days: u32,
+    /// Log level (`error`, `warn`, `info`, `debug`, or a tracing filter); `RUST_LOG` wins.
+    #[serde(default = "default_log_level")]
+    pub log_level: String,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: default_socket(),
+            settle_secs: default_settle_secs(),
+            archive_days: default_archive_days(),
+            log_level: default_log_level(),
+        }
+    }
+}
+
+impl DaemonConfig {
+    pub fn settle(&self) -> Duration {
+        Duration::from_secs_f64(self.settle_secs.clamp(0.0, 3600.0))
+    }
+}
+
+/// How a feed's inbox is watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchMode {
+    /// The kernel tells (inotify): immediate, for local folders.
+    #[default]
+    Notify,
+    /// Look every `poll_interval_secs`: for SMB/NFS shares, which send no events.
+    Poll,
 }
 
 /// `[notifications]`: where lotsync tells people about problems on the service.
@@ -79,6 +130,12 @@ pub struct FeedConfig {
     /// Sold only after this many consecutive full snapshots without the vehicle.
     #[serde(default = "default_sold_after_absent")]
     pub sold_after_absent: u32,
+    /// `notify` (default) or `poll` for network shares.
+    #[serde(default)]
+    pub watch: WatchMode,
+    /// With `watch = "poll"`: seconds between looks.
+    #[serde(default = "default_poll_interval_secs")]
+    pub poll_interval_secs: f64,
 }
 
 /// `[api]`: the Vehicle Inventory Service.
@@ -172,6 +229,7 @@ impl Config {
         };
         resolve(&mut self.state.dir);
         resolve(&mut self.profiles_dir);
+        resolve(&mut self.daemon.socket);
         for feed in &mut self.feeds {
             resolve(&mut feed.inbox);
         }
@@ -206,6 +264,18 @@ impl Config {
                 );
             }
         }
+        let settle = self.daemon.settle_secs;
+        if settle.is_nan() || !(0.0..=3600.0).contains(&settle) {
+            problems.push(format!(
+                "daemon.settle_secs: {settle} is not between 0 and 3600 seconds"
+            ));
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.daemon.log_level).is_err() {
+            problems.push(format!(
+                "daemon.log_level: {:?} is not a level (error, warn, info, debug, trace)",
+                self.daemon.log_level
+            ));
+        }
         let mut names = HashSet::new();
         for (i, feed) in self.feeds.iter().enumerate() {
             let at = format!("feed[{i}] ({:?})", feed.name);
@@ -222,6 +292,12 @@ impl Config {
             }
             if feed.sold_after_absent == 0 {
                 problems.push(format!("{at}.sold_after_absent: must be at least 1"));
+            }
+            let interval = feed.poll_interval_secs;
+            if interval.is_nan() || !(0.1..=3600.0).contains(&interval) {
+                problems.push(format!(
+                    "{at}.poll_interval_secs: {interval} is not between 0.1 and 3600 seconds"
+                ));
             }
         }
         problems
@@ -341,6 +417,26 @@ impl ApiConfig {
 
 fn default_state_dir() -> PathBuf {
     PathBuf::from("/var/lib/lotsync")
+}
+
+fn default_socket() -> PathBuf {
+    PathBuf::from("/run/lotsync/lotsync.sock")
+}
+
+fn default_settle_secs() -> f64 {
+    2.0
+}
+
+fn default_archive_days() -> u32 {
+    90
+}
+
+fn default_log_level() -> String {
+    "info".into()
+}
+
+fn default_poll_interval_secs() -> f64 {
+    10.0
 }
 
 fn default_profiles_dir() -> PathBuf {
