@@ -12,6 +12,16 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The systemd credential holding the token when the config names none
+/// (`LoadCredential=api-token:/etc/lotsync/api-token`).
+pub const CREDENTIAL: &str = "api-token";
+
+/// `$CREDENTIALS_DIRECTORY/api-token`, when systemd passed credentials.
+fn credential_file() -> Option<PathBuf> {
+    let dir = std::env::var_os("CREDENTIALS_DIRECTORY")?;
+    Some(Path::new(&dir).join(CREDENTIAL))
+}
+
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/lotsync/lotsync.toml";
 
@@ -149,8 +159,8 @@ pub struct ApiConfig {
     pub version: String,
     /// Sent as `X-Service-Organization-Id`.
     pub organization_id: u64,
-    /// A file holding the token (systemd's LoadCredential puts it in
-    /// `/run/credentials/lotsync.service/`).
+    /// A file holding the token. With neither this nor `token_env`, the systemd credential
+    /// `api-token` is read (`$CREDENTIALS_DIRECTORY/api-token`).
     #[serde(default)]
     pub token_file: Option<PathBuf>,
     /// Or the name of an environment variable holding it.
@@ -209,8 +219,7 @@ impl Config {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        config.resolve_paths(base);
+        config.resolve_paths(&config_dir(path));
         let problems = config.problems();
         if !problems.is_empty() {
             return Err(ConfigError::Invalid {
@@ -349,6 +358,216 @@ impl Config {
     }
 }
 
+/// Every key the config knows, by section (`feed` is each `[[feed]]`). `lotsync validate`
+/// names all unknown keys at once from this; a test keeps it in step with the types.
+const KNOWN_KEYS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "api",
+            "state",
+            "profiles_dir",
+            "feed",
+            "notifications",
+            "daemon",
+        ],
+    ),
+    (
+        "api",
+        &[
+            "base_url",
+            "version",
+            "organization_id",
+            "token_file",
+            "token_env",
+            "max_requests_per_second",
+            "burst",
+            "max_in_flight",
+            "max_attempts",
+            "give_up_after_secs",
+            "timeout_secs",
+        ],
+    ),
+    ("state", &["dir"]),
+    (
+        "feed",
+        &[
+            "name",
+            "inbox",
+            "location_id",
+            "profile",
+            "mode",
+            "max_sold_fraction",
+            "sold_after_absent",
+            "watch",
+            "poll_interval_secs",
+        ],
+    ),
+    ("notifications", &["application_slug"]),
+    (
+        "daemon",
+        &["socket", "settle_secs", "archive_days", "log_level"],
+    ),
+];
+
+/// Every problem of a config file, at once: syntax, unknown keys, values, and what it points
+/// to on this machine (inboxes, profiles, the token, folders). Empty: the config is usable.
+/// The messages never hold the token.
+pub fn validate(path: &Path) -> Vec<String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => return vec![format!("cannot read {}: {e}", path.display())],
+    };
+    let mut table: toml::Table = match toml::from_str(&text) {
+        Ok(table) => table,
+        Err(e) => return vec![format!("not valid TOML: {e}")],
+    };
+    // Unknown keys are named, then set aside so that everything else is checked too.
+    let mut problems = unknown_keys(&mut table);
+    let mut config: Config = match toml::Value::Table(table).try_into() {
+        Ok(config) => config,
+        Err(e) => {
+            problems.push(e.to_string().trim().replace('\n', " "));
+            return problems;
+        }
+    };
+    config.resolve_paths(&config_dir(path));
+    problems.extend(config.problems());
+    problems.extend(config.machine_problems());
+    problems
+}
+
+/// The folder relative paths in a config are taken from: the config file's, absolute.
+fn config_dir(path: &Path) -> PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned())
+}
+
+/// Names the unknown keys and removes them.
+fn unknown_keys(table: &mut toml::Table) -> Vec<String> {
+    let known = |section: &str| {
+        KNOWN_KEYS
+            .iter()
+            .find(|(s, _)| *s == section)
+            .map_or(&[][..], |(_, keys)| *keys)
+    };
+    let mut problems = Vec::new();
+    let mut check = |section: &str, at: &str, t: &mut toml::Table| {
+        t.retain(|key, _| {
+            let ok = known(section).contains(&key);
+            if !ok {
+                problems.push(format!(
+                    "{at}{key}: unknown key (known here: {})",
+                    known(section).join(", ")
+                ));
+            }
+            ok
+        });
+    };
+    check("", "", table);
+    for (section, value) in table.iter_mut() {
+        match value {
+            toml::Value::Table(t) => check(section, &format!("{section}."), t),
+            toml::Value::Array(items) if section == "feed" => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    if let toml::Value::Table(t) = item {
+                        check(section, &format!("feed[{i}]."), t);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    problems
+}
+
+impl Config {
+    /// What the config points to that this machine does not have.
+    fn machine_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Err(e) = crate::api::check_base_url(&self.api.base_url, &self.api.version) {
+            problems.push(e.to_string());
+        }
+        if let Err(e) = self.api.load_token() {
+            problems.push(e.to_string());
+        }
+        let mut locations: std::collections::HashMap<u64, &str> = std::collections::HashMap::new();
+        for (i, feed) in self.feeds.iter().enumerate() {
+            let at = format!("feed[{i}] ({:?})", feed.name);
+            if feed.location_id == 0 {
+                problems.push(format!(
+                    "{at}.location_id: must be the location's id on the service (not 0)"
+                ));
+            } else if feed.mode == Mode::Full {
+                if let Some(other) = locations.insert(feed.location_id, &feed.name) {
+                    problems.push(format!(
+                        "{at}.location_id: {} is also the location of full feed {other:?};                          each full export would sell the other's vehicles",
+                        feed.location_id
+                    ));
+                }
+            }
+            match std::fs::metadata(&feed.inbox) {
+                Ok(m) if m.is_dir() => {
+                    if m.permissions().readonly() {
+                        problems.push(format!(
+                            "{at}.inbox {}: read-only; lotsync moves files inside it",
+                            feed.inbox.display()
+                        ));
+                    }
+                }
+                Ok(_) => {
+                    problems.push(format!("{at}.inbox {}: not a folder", feed.inbox.display()))
+                }
+                Err(e) => problems.push(format!(
+                    "{at}.inbox {}: {e} (create it, writable by lotsync's user)",
+                    feed.inbox.display()
+                )),
+            }
+            match crate::mapper::Profile::find(&feed.profile, &self.profiles_dir) {
+                Ok(profile) => {
+                    for (lot, location) in &profile.locations {
+                        if *location == 0 {
+                            problems.push(format!(
+                                "{at}.profile {}: lot {lot:?} maps to location 0",
+                                feed.profile
+                            ));
+                        }
+                    }
+                }
+                Err(e) => problems.push(format!("{at}.profile: {e}")),
+            }
+        }
+        for (key, dir) in [
+            ("state.dir", self.state.dir.as_path()),
+            (
+                "daemon.socket",
+                self.daemon.socket.parent().unwrap_or(Path::new("/")),
+            ),
+        ] {
+            // The folder itself may be created at start (systemd creates it); its parent
+            // must exist.
+            let existing = if dir.exists() {
+                Some(dir)
+            } else {
+                dir.parent()
+            };
+            if let Some(d) = existing {
+                if !d.is_dir() {
+                    problems.push(format!(
+                        "{key}: {} does not exist and cannot be created (its folder {} is missing)",
+                        dir.display(),
+                        d.display()
+                    ));
+                }
+            }
+        }
+        problems
+    }
+}
+
 impl FeedConfig {
     /// The diff's rules for this feed. `lot_locations` are the locations its profile routes
     /// to by lot code (empty: every vehicle is at `location_id`).
@@ -390,11 +609,20 @@ impl ApiConfig {
                     "api.token_env: the environment variable {var} is not set"
                 ))
             })?,
-            (None, None) => {
-                return Err(ConfigError::Token(
-                    "api: no token; set token_file (or token_env)".into(),
-                ))
-            }
+            (None, None) => match credential_file() {
+                Some(file) => std::fs::read_to_string(&file).map_err(|e| {
+                    ConfigError::Token(format!(
+                        "systemd credential {}: cannot read the token: {e}",
+                        file.display()
+                    ))
+                })?,
+                None => {
+                    return Err(ConfigError::Token(format!(
+                        "api: no token; set token_file (or token_env), or under systemd \
+                         LoadCredential={CREDENTIAL}:/etc/lotsync/{CREDENTIAL}"
+                    )))
+                }
+            },
         };
         let token = token.trim();
         if token.is_empty() {
@@ -486,6 +714,74 @@ fn default_timeout_secs() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_keys_are_the_types_keys() {
+        let minimal = "[api]\nbase_url = \"https://x\"\norganization_id = 1\n";
+        for (section, keys) in KNOWN_KEYS {
+            for key in *keys {
+                // A value of no key's type: the error must be about the value, not the key.
+                let text = match *section {
+                    "" => format!("{key} = [[]]\n{minimal}"),
+                    "api" => format!("{minimal}{key} = [[]]\n"),
+                    "feed" => format!("{minimal}[[feed]]\n{key} = [[]]\n"),
+                    s => format!("{minimal}[{s}]\n{key} = [[]]\n"),
+                };
+                let err = toml::from_str::<Config>(&text).map(drop).unwrap_err();
+                assert!(
+                    !err.to_string().contains("unknown field"),
+                    "{section}.{key}: {err}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn validate_names_every_problem_at_once() {
+        let dir = std::env::temp_dir().join(format!("lotsync-validate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("in-a")).unwrap();
+        let path = dir.join("lotsync.toml");
+        std::fs::write(
+            &path,
+            r#"
+            colour = "red"
+            [api]
+            base_url = "http://inventory.example.com"
+            organization_id = 100
+            token_file = "missing-token"
+            organisation = 2
+            [state]
+            dir = "state"
+            [[feed]]
+            name = "a"
+            inbox = "in-a"
+            location_id = 10
+            [[feed]]
+            name = "b"
+            inbox = "in-b"
+            location_id = 10
+            profile = "nope"
+            "#,
+        )
+        .unwrap();
+        let problems = validate(&path);
+        let all = problems.join("\n");
+        for expected in [
+            "colour: unknown key",
+            "api.organisation: unknown key",
+            "plain http to another machine",
+            "api.token_file",
+            "is also the location of full feed \"a\"",
+            "in-b: No such file",
+            "feed[1] (\"b\").profile",
+        ] {
+            assert!(all.contains(expected), "{expected}: {all}");
+        }
+        assert_eq!(problems.len(), 7, "{all}");
+        assert!(!all.contains("feed[0] (\"a\").inbox"), "{all}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn reads_the_design_sketch_keys() {

@@ -21,6 +21,15 @@ enum Command {
     /// The whole pipeline on sample exports against an in-process sandbox: four days of a
     /// dealership in a few seconds, no setup, no network.
     Demo(cli::DemoArgs),
+    /// The daemon: watch every feed's inbox and keep the service in step (systemd runs it;
+    /// SIGTERM stops, SIGHUP reloads the config).
+    Run(cli::RunArgs),
+    /// What the daemon is doing: per feed the last file, files waiting, held and failed, the
+    /// outbox, the last error. Without a running daemon, read from the state.
+    Status(cli::StatusArgs),
+    /// Check a config file and what it points to (inboxes, profiles, token); every problem
+    /// at once. Exit 2 when there are any.
+    Validate(cli::ValidateArgs),
     /// Read and map export files and report what would be sent (no state, no network).
     Check(cli::CheckArgs),
     /// Show what would be sent for export files, against the stored state (sends nothing,
@@ -29,7 +38,8 @@ enum Command {
     /// Map, diff and deliver export files, then exit with a summary (one shot; `run` is the
     /// daemon). Exit 3 when some vehicles were rejected, held or could not be delivered.
     Sync(cli::SyncArgs),
-    /// Queue a file the safety guard held, once you know it is right.
+    /// Send a file the safety guard held, once you know it is right (through the running
+    /// daemon, which delivers and archives it; without one, it is queued for the next run).
     Release(cli::ReleaseArgs),
     /// Inspect the stored state.
     #[command(subcommand)]
@@ -47,13 +57,17 @@ enum StateCommand {
 fn main() -> ExitCode {
     let args = Args::parse();
     // The demo tells its own story on stdout; its log keeps to warnings unless RUST_LOG asks.
-    cli::init_logging(if matches!(args.command, Command::Demo(_)) {
-        "warn"
-    } else {
-        "info"
-    });
+    // The daemon takes its level from its config.
+    match args.command {
+        Command::Run(_) => {}
+        Command::Demo(_) => cli::init_logging("warn"),
+        _ => cli::init_logging("info"),
+    }
     let result = match args.command {
         Command::Demo(a) => cli::demo(a),
+        Command::Run(a) => cli::run(a),
+        Command::Status(a) => cli::status(a),
+        Command::Validate(a) => cli::validate(a),
         Command::Check(a) => cli::check(a),
         Command::Plan(a) => cli::plan(a),
         Command::Sync(a) => cli::sync(a),

@@ -525,6 +525,11 @@ fn segment(value: &str) -> String {
     out
 }
 
+/// Checks a base URL and version as the client would take them (`lotsync validate`).
+pub fn check_base_url(base_url: &str, version: &str) -> Result<(), ApiError> {
+    root_url(base_url, version).map(drop)
+}
+
 fn root_url(base_url: &str, version: &str) -> Result<Url, ApiError> {
     let mut root = Url::parse(base_url.trim())
         .map_err(|e| ApiError::Setup(format!("api.base_url {base_url:?} is not a URL: {e}")))?;

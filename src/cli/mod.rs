@@ -4,12 +4,14 @@
 //! config, 3 done with rejected or undelivered vehicles).
 
 mod check;
+mod daemon;
 mod demo;
 mod plan;
 mod sandbox;
 mod sync;
 
 pub use check::{check, CheckArgs, OutputFormat};
+pub use daemon::{run, status, validate, RunArgs, StatusArgs, ValidateArgs};
 pub use demo::{demo, DemoArgs};
 pub use plan::{
     plan, release, state_export, ConfigArg, PlanArgs, ReleaseArgs, StateExportArgs, EXIT_HELD,

@@ -113,7 +113,16 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
 /// `lotsync release FILE`: queues a held file's plan past the safety guard.
 pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
-    let feed = config.feed_for(&args.file, args.feed.as_deref())?;
+    // A running daemon owns the state: it releases, delivers and archives the file.
+    let file = std::path::absolute(&args.file).unwrap_or_else(|_| args.file.clone());
+    let request = crate::daemon::control::Request::Release {
+        file,
+        feed: args.feed.clone(),
+    };
+    if let Some(reply) = super::daemon::ask_daemon(&config, &request, None)? {
+        return super::daemon::print_reply(&reply);
+    }
+    let feed = crate::daemon::held_feed(&config, &args.file, args.feed.as_deref())?;
     let outbox = open(&config)?;
     let file = crate::diff::FileId::of_path(&args.file)
         .with_context(|| args.file.display().to_string())?;

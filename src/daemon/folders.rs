@@ -3,6 +3,7 @@
 //! guard), or `failed/` (unreadable, with the reason in its report).
 
 use super::report::FileReport;
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,17 @@ const PROCESSING: &str = "processing";
 const ARCHIVE: &str = "archive";
 const HELD: &str = "held";
 const FAILED: &str = "failed";
+
+/// What a path in the inbox is.
+#[derive(Debug)]
+pub enum Arrival {
+    /// An export to take, with its metadata.
+    Export(std::fs::Metadata),
+    /// A link to something outside the inbox: left alone, with a warning.
+    OutsideLink,
+    /// Not an export (a partial or hidden file, a folder, a report).
+    Ignored,
+}
 
 /// The folders of one feed, all inside its inbox (so every move is a rename on one file
 /// system).
@@ -37,35 +49,84 @@ impl FeedFolders {
         Ok(())
     }
 
-    /// Export files waiting in the inbox, oldest first: regular files (or links to files inside
-    /// the inbox), not dot-files, `*.tmp` or `*.part` (still being written). A link pointing
-    /// outside the inbox is skipped with a warning.
+    /// Export files waiting in the inbox, oldest first (see [`FeedFolders::arrival`]).
     pub fn arrivals(&self) -> io::Result<Vec<PathBuf>> {
-        let inbox = self.inbox.canonicalize()?;
         let mut found = Vec::new();
-        for entry in std::fs::read_dir(&self.inbox)? {
-            let entry = entry?;
-            let path = entry.path();
-            if !is_export_name(&path) {
-                continue;
-            }
-            let kind = entry.file_type()?;
-            if kind.is_symlink() {
-                match path.canonicalize() {
-                    Ok(target) if target.starts_with(&inbox) && target.is_file() => {}
-                    _ => {
-                        tracing::warn!(file = %path.display(), "a link to outside the inbox; left alone");
-                        continue;
-                    }
+        for path in self.names()? {
+            match self.arrival(&path) {
+                Ok(Arrival::Export(meta)) => found.push((meta.modified()?, path)),
+                Ok(Arrival::OutsideLink) => {
+                    tracing::warn!(file = %path.display(), "a link to outside the inbox; left alone");
                 }
-            } else if !kind.is_file() {
-                continue;
+                Ok(Arrival::Ignored) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
             }
-            let modified = entry.metadata()?.modified()?;
-            found.push((modified, path));
         }
         found.sort();
         Ok(found.into_iter().map(|(_, p)| p).collect())
+    }
+
+    /// Every entry directly in the inbox (files and folders alike).
+    pub fn names(&self) -> io::Result<HashSet<PathBuf>> {
+        std::fs::read_dir(&self.inbox)?
+            .map(|e| e.map(|e| e.path()))
+            .collect()
+    }
+
+    /// Whether a path in the inbox is an export to take: a regular file (or a link to one
+    /// inside the inbox), not a dot-file, `*.tmp` or `*.part` (still being written), nor a
+    /// report. The metadata is the file's own (the link's target for a link).
+    pub fn arrival(&self, path: &Path) -> io::Result<Arrival> {
+        if path.parent() != Some(self.inbox.as_path()) || !is_export_name(path) {
+            return Ok(Arrival::Ignored);
+        }
+        let meta = path.symlink_metadata()?;
+        if meta.file_type().is_symlink() {
+            let inbox = self.inbox.canonicalize()?;
+            return Ok(match path.canonicalize() {
+                Ok(target) if target.starts_with(&inbox) && target.is_file() => {
+                    Arrival::Export(target.metadata()?)
+                }
+                _ => Arrival::OutsideLink,
+            });
+        }
+        Ok(if meta.is_file() {
+            Arrival::Export(meta)
+        } else {
+            Arrival::Ignored
+        })
+    }
+
+    /// Deletes archive day folders older than `days` days, always keeping the newest one
+    /// (it holds the last full snapshot `lotsync reconcile --rebuild` reads). Returns the
+    /// folders deleted.
+    pub fn prune_archive(&self, days: u32) -> io::Result<Vec<PathBuf>> {
+        if days == 0 {
+            return Ok(Vec::new());
+        }
+        let cutoff = std::time::SystemTime::now()
+            .checked_sub(std::time::Duration::from_secs(u64::from(days) * 86_400))
+            .unwrap_or(std::time::UNIX_EPOCH);
+        let cutoff = &crate::clock::utc_datetime(cutoff)[..10];
+        let mut day_dirs: Vec<(String, PathBuf)> = std::fs::read_dir(self.inbox.join(ARCHIVE))?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| {
+                let name = e.file_name().to_str()?.to_owned();
+                is_day(&name).then(|| (name, e.path()))
+            })
+            .collect();
+        day_dirs.sort();
+        day_dirs.pop();
+        let mut deleted = Vec::new();
+        for (day, dir) in day_dirs {
+            if day.as_str() < cutoff {
+                std::fs::remove_dir_all(&dir)?;
+                deleted.push(dir);
+            }
+        }
+        Ok(deleted)
     }
 
     /// Files a crash left in `processing/`, to resume first.
@@ -155,6 +216,19 @@ fn is_export_name(path: &Path) -> bool {
     !(name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part") || is_report(path))
 }
 
+/// `YYYY-MM-DD`.
+fn is_day(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        })
+}
+
 fn is_report(path: &Path) -> bool {
     path.to_string_lossy().ends_with(".report.json")
 }
@@ -194,6 +268,30 @@ mod tests {
         assert_eq!(names, ["a.csv", "d.xml", "inside.csv"]);
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::remove_dir_all(outside.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn pruning_keeps_recent_days_and_the_newest_folder() {
+        let dir = temp("prune");
+        let folders = FeedFolders::new(&dir);
+        folders.ensure().unwrap();
+        let today = crate::clock::utc_datetime(std::time::SystemTime::now())[..10].to_owned();
+        for day in ["2020-01-01", "2020-01-02", today.as_str(), "notes"] {
+            std::fs::create_dir_all(dir.join("archive").join(day)).unwrap();
+        }
+        let deleted = folders.prune_archive(30).unwrap();
+        assert_eq!(deleted.len(), 2, "{deleted:?}");
+        assert!(dir.join("archive").join(&today).is_dir());
+        assert!(dir.join("archive/notes").is_dir());
+        // Only old days left: the newest of them stays (the last full snapshot).
+        std::fs::remove_dir_all(dir.join("archive").join(&today)).unwrap();
+        std::fs::create_dir_all(dir.join("archive/2020-01-01")).unwrap();
+        std::fs::create_dir_all(dir.join("archive/2020-01-03")).unwrap();
+        folders.prune_archive(30).unwrap();
+        assert!(!dir.join("archive/2020-01-01").exists());
+        assert!(dir.join("archive/2020-01-03").is_dir());
+        assert!(folders.prune_archive(0).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

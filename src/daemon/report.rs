@@ -13,6 +13,9 @@ pub enum Outcome {
     Applied,
     /// The same bytes as the feed's last applied file: nothing to do.
     AlreadyApplied,
+    /// Taken up again after an interruption (a crash, a stop): its operations had been
+    /// queued, and what was left of them is delivered.
+    Resumed,
     /// Held by the safety guard: nothing of it was sent.
     Held { reasons: Vec<String> },
     /// It could not be read.
@@ -119,6 +122,17 @@ impl FileReport {
                         self.rejected_records.len()
                     ));
                 }
+                if !self.refused.is_empty() {
+                    s.push_str(&format!("; {} refused by the service", self.refused.len()));
+                }
+                if self.undelivered > 0 {
+                    s.push_str(&format!("; {} operations still queued", self.undelivered));
+                }
+                s
+            }
+            Outcome::Resumed => {
+                let mut s =
+                    "resumed after an interruption; its queued operations delivered".to_owned();
                 if !self.refused.is_empty() {
                     s.push_str(&format!("; {} refused by the service", self.refused.len()));
                 }

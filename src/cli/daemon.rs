@@ -1,0 +1,165 @@
+//! `lotsync run` (the daemon), `lotsync status` and `lotsync validate`, and the way the
+//! control commands reach a running daemon (or work on the state when none runs).
+
+use super::plan::ConfigArg;
+use super::EXIT_BAD_INPUT;
+use crate::config::Config;
+use crate::daemon::control::{self, Reply, Request};
+use crate::daemon::{status, Daemon, Signal};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `lotsync run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+/// Arguments of `lotsync status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    pub format: StatusFormat,
+}
+
+/// Arguments of `lotsync validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusFormat {
+    Text,
+    Json,
+}
+
+/// `lotsync run`: until SIGTERM or Ctrl-C (exit 0); SIGHUP reloads the config. Exit 2 when
+/// it cannot start (the message says why).
+pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let path = args.config.config;
+    let config = Config::load(&path);
+    // The config's log level, unless RUST_LOG says otherwise; a config that cannot be read is
+    // said at the default level.
+    super::init_logging(
+        config
+            .as_ref()
+            .map_or("info", |c| c.daemon.log_level.as_str()),
+    );
+    let config = Arc::new(config?);
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(async {
+        let (daemon, listener) = Daemon::open(config)?;
+        let (signals_tx, signals) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(forward_signals(signals_tx));
+        daemon.run(listener, path, signals).await?;
+        anyhow::Ok(())
+    });
+    // Work still on the blocking pool (a plan being committed) is atomic: it may be left.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result.map(|()| 0)
+}
+
+/// SIGTERM and SIGINT stop, SIGHUP reloads.
+async fn forward_signals(to: tokio::sync::mpsc::Sender<Signal>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot listen for signals; stop lotsync with SIGKILL");
+        return;
+    };
+    loop {
+        let signal = tokio::select! {
+            _ = term.recv() => Signal::Stop,
+            _ = int.recv() => Signal::Stop,
+            _ = hup.recv() => Signal::Reload,
+        };
+        if to.send(signal).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Asks the daemon the config names; `None` when none runs.
+pub(super) fn ask_daemon(
+    config: &Config,
+    request: &Request,
+    timeout: Option<Duration>,
+) -> anyhow::Result<Option<Reply>> {
+    Ok(control::ask(&config.daemon.socket, request, timeout)?)
+}
+
+/// Prints a daemon's answer and returns its exit code.
+pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    if reply.exit == EXIT_BAD_INPUT {
+        out.flush()?;
+        eprintln!("lotsync: {}", reply.text.trim_end());
+    } else {
+        writeln!(out, "{}", reply.text.trim_end())?;
+    }
+    Ok(reply.exit)
+}
+
+/// `lotsync status`: from the running daemon, else from the state.
+pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&args.config.config)?;
+    let status = match ask_daemon(&config, &Request::Status, Some(Duration::from_secs(10)))? {
+        Some(Reply {
+            status: Some(status),
+            ..
+        }) => status,
+        Some(reply) => return print_reply(&reply),
+        None => {
+            let outbox = super::plan::open(&config)?;
+            status::collect(&config, &outbox, None, None)?
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        StatusFormat::Text => write!(out, "{}", status.render())?,
+        StatusFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&status)?)?,
+    }
+    Ok(0)
+}
+
+/// `lotsync validate`: every problem of the config at once; exit 0 or 2.
+pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
+    let path = &args.config.config;
+    let problems = crate::config::validate(path);
+    let mut out = std::io::stdout().lock();
+    if problems.is_empty() {
+        let config = Config::load(path)?;
+        writeln!(
+            out,
+            "{}: valid ({} feed{}, service {}, organization {})",
+            path.display(),
+            config.feeds.len(),
+            if config.feeds.len() == 1 { "" } else { "s" },
+            config.api.base_url,
+            config.api.organization_id
+        )?;
+        return Ok(0);
+    }
+    out.flush()?;
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "{}: {} problem{}:",
+        path.display(),
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    )?;
+    for p in &problems {
+        writeln!(err, "  {p}")?;
+    }
+    Ok(EXIT_BAD_INPUT)
+}

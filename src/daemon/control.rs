@@ -1,0 +1,203 @@
+//! The control socket: a Unix socket in the runtime dir through which `lotsync status`,
+//! `reconcile` and `release` reach the running daemon. One JSON line asks, one JSON line
+//! answers. It owns the wire and the socket file, not what the answers say (the daemon).
+
+use super::status::DaemonStatus;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A question to the daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Request {
+    Status,
+    Reconcile {
+        #[serde(default)]
+        rebuild: bool,
+    },
+    Release {
+        file: PathBuf,
+        #[serde(default)]
+        feed: Option<String>,
+    },
+}
+
+/// The daemon's answer: an exit code for the command, text for a person, and the data.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub exit: u8,
+    #[serde(default)]
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DaemonStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<serde_json::Value>,
+}
+
+impl Reply {
+    pub fn error(exit: u8, text: impl Into<String>) -> Reply {
+        Reply {
+            exit,
+            text: text.into(),
+            ..Reply::default()
+        }
+    }
+}
+
+/// The socket cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("control socket {path}: another lotsync daemon is answering there")]
+    AlreadyRunning { path: PathBuf },
+    #[error("control socket {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("control socket {path}: the daemon's answer is not understood: {reason}")]
+    Garbled { path: PathBuf, reason: String },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ControlError {
+    let path = path.to_owned();
+    move |source| ControlError::Io { path, source }
+}
+
+/// Binds the socket, removing a stale one a crashed daemon left (but never one that answers).
+/// Readable and writable by the daemon's user and group.
+pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, ControlError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(ControlError::AlreadyRunning {
+                path: path.to_owned(),
+            });
+        }
+        std::fs::remove_file(path).map_err(io_error(path))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path).map_err(io_error(path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(io_error(path))?;
+    Ok(listener)
+}
+
+/// Asks the daemon listening at `path`; `None` when no daemon listens there. `timeout`
+/// bounds the wait for the answer (a reconciliation takes as long as it takes: `None`).
+pub fn ask(
+    path: &Path,
+    request: &Request,
+    timeout: Option<Duration>,
+) -> Result<Option<Reply>, ControlError> {
+    let mut stream = match std::os::unix::net::UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(io_error(path)(e)),
+    };
+    stream.set_read_timeout(timeout).map_err(io_error(path))?;
+    let mut line = serde_json::to_vec(request).map_err(|e| ControlError::Garbled {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    line.push(b'\n');
+    stream.write_all(&line).map_err(io_error(path))?;
+    let mut answer = String::new();
+    BufReader::new(stream)
+        .read_line(&mut answer)
+        .map_err(io_error(path))?;
+    serde_json::from_str(&answer)
+        .map(Some)
+        .map_err(|e| ControlError::Garbled {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })
+}
+
+/// Reads one request from a connection; writes the answer `answer` gives.
+pub async fn converse<F, Fut>(stream: tokio::net::UnixStream, answer: F) -> std::io::Result<()>
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Reply>,
+{
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    // A request is a short line; more than this is not a request.
+    let mut read = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, 64 * 1024));
+    tokio::time::timeout(Duration::from_secs(10), read.read_line(&mut line))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no request"))??;
+    if line.is_empty() {
+        // Closed without asking (another daemon checking whether this one answers).
+        return Ok(());
+    }
+    let reply = match serde_json::from_str::<Request>(&line) {
+        Ok(request) => answer(request).await,
+        Err(e) => Reply::error(2, format!("not a request: {e}")),
+    };
+    let mut out = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
+    out.push(b'\n');
+    write.write_all(&out).await?;
+    write.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_gets_its_answer_and_a_stale_socket_is_replaced() {
+        let dir = std::env::temp_dir().join(format!("lotsync-control-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("run/lotsync.sock");
+        assert_eq!(ask(&path, &Request::Status, None).unwrap(), None);
+        let listener = bind(&path).unwrap();
+        assert!(matches!(
+            bind(&path),
+            Err(ControlError::AlreadyRunning { .. })
+        ));
+        let server = tokio::spawn(async move {
+            // The first connection is the second bind's check, which asks nothing.
+            for _ in 0..2 {
+                let (stream, _) = listener.accept().await.unwrap();
+                converse(stream, |request| async move {
+                    Reply::error(0, format!("{request:?}"))
+                })
+                .await
+                .unwrap();
+            }
+        });
+        let asked = path.clone();
+        let reply = tokio::task::spawn_blocking(move || {
+            ask(
+                &asked,
+                &Request::Release {
+                    file: "x.csv".into(),
+                    feed: None,
+                },
+                Some(Duration::from_secs(5)),
+            )
+        })
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+        assert!(reply.text.starts_with("Release"), "{reply:?}");
+        server.await.unwrap();
+        // The listener is gone; the socket file stays, as after a crash: bound again.
+        drop(bind(&path).unwrap());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

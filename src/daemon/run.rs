@@ -1,0 +1,668 @@
+//! `lotsync run`: the daemon. One watcher and one worker per feed (a feed's files one at a
+//! time, in order of arrival; feeds side by side), a delivery loop for what stays queued, the
+//! control socket, archive pruning, and systemd's readiness, status and watchdog.
+//!
+//! Stopping (SIGTERM) stops taking files, lets the file in hand finish for a few seconds and
+//! otherwise leaves it in `processing/` with its operations queued, to be resumed at the next
+//! start. Reloading (SIGHUP) starts new feeds, stops removed ones after their file in hand,
+//! and restarts changed ones; the service and state settings need a restart.
+
+use super::control::{self, Reply, Request};
+use super::folders::FeedFolders;
+use super::status::{self, FeedLive, LastFile, Live};
+use super::watch::{watch_inbox, WatchSettings};
+use super::{is_in_processing, DaemonError, FilePipeline, FileReport, Outcome};
+use crate::api::ApiClient;
+use crate::config::{Config, FeedConfig};
+use crate::outbox::Outbox;
+use crate::upload::{Notices, UploadError, UploadSettings, Uploader};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// On SIGTERM, the file in hand gets this long to finish before it is left for next time.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// After a fatal answer or a delivery that gave up, the next try waits this long at first,
+/// doubling up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_secs(15);
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// Archives are pruned at start and then this often.
+const PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
+
+/// Exit code of a command that found bad input or config (as the CLI's).
+const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code of a command that finished with refusals or operations still queued.
+const EXIT_INCOMPLETE: u8 = 3;
+
+/// What the daemon's tasks share.
+pub struct Daemon {
+    pipeline: Arc<FilePipeline>,
+    client: ApiClient,
+    live: Mutex<Live>,
+    /// Wakes the delivery loop (a release, a reconciliation, a file that left work queued).
+    nudge: tokio::sync::Notify,
+    /// One reconciliation at a time.
+    reconciling: tokio::sync::Mutex<()>,
+}
+
+/// A feed's running tasks.
+struct RunningFeed {
+    config: FeedConfig,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Why the daemon cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    #[error(transparent)]
+    Client(#[from] Box<crate::api::ApiError>),
+    #[error(transparent)]
+    Upload(#[from] UploadError),
+    #[error(transparent)]
+    Control(#[from] control::ControlError),
+}
+
+/// Signals the daemon reacts to, from the OS or from a test or the demo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Stop,
+    Reload,
+}
+
+impl Daemon {
+    /// Opens the state, connects the client, binds the control socket. Nothing is watched yet.
+    pub fn open(
+        config: Arc<Config>,
+    ) -> Result<(Arc<Daemon>, tokio::net::UnixListener), StartError> {
+        let outbox = Arc::new(Outbox::new(crate::state::State::open(&config.state.dir)?));
+        let token = config.api.load_token()?;
+        let client = ApiClient::new(config.api.client_settings(token)).map_err(Box::new)?;
+        let notices = config
+            .notifications
+            .as_ref()
+            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
+        let mut uploader = Uploader::new(
+            client.clone(),
+            outbox.clone(),
+            UploadSettings::from_config(&config.api),
+        )?;
+        if let Some(n) = &notices {
+            uploader = uploader.with_notices(n.clone());
+        }
+        let listener = control::bind(&config.daemon.socket)?;
+        let pipeline = Arc::new(FilePipeline::new(config, outbox, uploader, notices));
+        let daemon = Arc::new(Daemon {
+            pipeline,
+            client,
+            live: Mutex::new(Live {
+                started_at: crate::clock::utc_datetime(std::time::SystemTime::now()),
+                ..Live::default()
+            }),
+            nudge: tokio::sync::Notify::new(),
+            reconciling: tokio::sync::Mutex::new(()),
+        });
+        Ok((daemon, listener))
+    }
+
+    pub fn pipeline(&self) -> &Arc<FilePipeline> {
+        &self.pipeline
+    }
+
+    /// Runs until `signals` says stop (or closes): watches every feed, answers the control
+    /// socket, delivers, prunes. `config_path` is read again on [`Signal::Reload`].
+    pub async fn run(
+        self: Arc<Daemon>,
+        listener: tokio::net::UnixListener,
+        config_path: PathBuf,
+        mut signals: mpsc::Receiver<Signal>,
+    ) -> Result<(), DaemonError> {
+        let config = self.pipeline.config();
+        let (stop_tx, stop) = watch::channel(false);
+        let mut feeds: BTreeMap<String, RunningFeed> = BTreeMap::new();
+        for feed in &config.feeds {
+            feeds.insert(feed.name.clone(), self.start_feed(feed.clone()));
+        }
+        let background = [
+            tokio::spawn(self.clone().serve(listener, stop.clone())),
+            tokio::spawn(self.clone().delivery_loop(stop.clone())),
+            tokio::spawn(self.clone().prune_loop(stop.clone())),
+            tokio::spawn(watchdog(stop.clone())),
+        ];
+        tracing::info!(
+            feeds = config.feeds.len(),
+            socket = %config.daemon.socket.display(),
+            "lotsync is running"
+        );
+        notify_systemd(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&format!("watching {} feeds", config.feeds.len())),
+        ]);
+
+        while let Some(signal) = signals.recv().await {
+            match signal {
+                Signal::Stop => break,
+                Signal::Reload => self.reload(&config_path, &mut feeds).await,
+            }
+        }
+
+        tracing::info!("stopping: no new files are taken");
+        notify_systemd(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::Status("stopping"),
+        ]);
+        let _ = stop_tx.send(true);
+        for (_, feed) in std::mem::take(&mut feeds) {
+            stop_feed(feed).await;
+        }
+        for task in background {
+            task.abort();
+            let _ = task.await;
+        }
+        let config = self.pipeline.config();
+        let _ = std::fs::remove_file(&config.daemon.socket);
+        let outbox = self.pipeline.outbox().clone();
+        let flushed = tokio::task::spawn_blocking(move || outbox.flush()).await;
+        if let Ok(Err(e)) = flushed {
+            tracing::error!(error = %e, "cannot flush the state");
+        }
+        tracing::info!(
+            queued = self.pipeline.outbox().len(),
+            "stopped; queued operations are sent at the next start"
+        );
+        Ok(())
+    }
+
+    /// Starts a feed's watcher and worker.
+    fn start_feed(self: &Arc<Daemon>, feed: FeedConfig) -> RunningFeed {
+        let (stop_tx, stop) = watch::channel(false);
+        let (files_tx, files) = mpsc::channel(1024);
+        let config = self.pipeline.config();
+        let folders = FeedFolders::new(&feed.inbox);
+        if let Err(e) = folders.ensure() {
+            tracing::error!(feed = %feed.name, inbox = %feed.inbox.display(), error = %e, "cannot prepare the inbox; the feed waits");
+            self.feed_live(&feed.name, |l| {
+                l.last_error = Some(format!("cannot prepare the inbox: {e}"));
+            });
+        }
+        let settings = WatchSettings {
+            feed: feed.name.clone(),
+            mode: feed.watch,
+            poll_interval: Duration::from_secs_f64(feed.poll_interval_secs.clamp(0.1, 3600.0)),
+            settle: config.daemon.settle(),
+        };
+        tracing::info!(feed = %feed.name, inbox = %feed.inbox.display(), watch = ?feed.watch, "watching");
+        let watcher = tokio::spawn(watch_inbox(folders, settings, files_tx, stop.clone()));
+        let worker = tokio::spawn(self.clone().feed_worker(feed.clone(), files, stop));
+        RunningFeed {
+            config: feed,
+            stop: stop_tx,
+            tasks: vec![watcher, worker],
+        }
+    }
+
+    /// A feed's files, one at a time: first those a previous run left in `processing/`, then
+    /// those the watcher hands over.
+    async fn feed_worker(
+        self: Arc<Daemon>,
+        feed: FeedConfig,
+        mut files: mpsc::Receiver<PathBuf>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let unfinished = FeedFolders::new(&feed.inbox)
+            .unfinished()
+            .unwrap_or_default();
+        for file in unfinished {
+            tracing::info!(feed = %feed.name, file = %file.display(), "resuming a file a previous run left unfinished");
+            if !self.take_file(&feed, &file, &mut stop).await {
+                return;
+            }
+        }
+        loop {
+            let file = tokio::select! {
+                _ = stop.changed() => return,
+                file = files.recv() => match file {
+                    Some(file) => file,
+                    None => return,
+                },
+            };
+            if *stop.borrow() {
+                return;
+            }
+            if !self.take_file(&feed, &file, &mut stop).await {
+                return;
+            }
+        }
+    }
+
+    /// One file, retried after fatal errors until it is through or the daemon stops.
+    /// Returns false when the daemon stops.
+    async fn take_file(
+        &self,
+        feed: &FeedConfig,
+        file: &Path,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let folders = FeedFolders::new(&feed.inbox);
+        let claimed = if is_in_processing(file) {
+            file.to_owned()
+        } else {
+            match folders.claim(file) {
+                Ok(claimed) => claimed,
+                // Gone before its turn (replaced, or moved away by hand): nothing to do.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+                Err(e) => {
+                    tracing::error!(feed = %feed.name, file = %file.display(), error = %e, "cannot claim the file; it stays in the inbox");
+                    self.feed_live(&feed.name, |l| {
+                        l.last_error = Some(format!("{}: cannot claim: {e}", file.display()));
+                    });
+                    return true;
+                }
+            }
+        };
+        let name = claimed
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.feed_live(&feed.name, |l| l.current = Some(name.clone()));
+        let mut wait = RETRY_FIRST;
+        let done = loop {
+            let work = self.pipeline.process(feed, &claimed);
+            tokio::pin!(work);
+            let result = tokio::select! {
+                result = &mut work => result,
+                _ = stop.changed() => {
+                    match tokio::time::timeout(STOP_GRACE, &mut work).await {
+                        Ok(result) => result,
+                        Err(_) => {
+                            tracing::warn!(feed = %feed.name, file = %name, "stopping in the middle of the file; it is resumed at the next start");
+                            break false;
+                        }
+                    }
+                }
+            };
+            match result {
+                Ok((report, to)) => {
+                    self.file_done(feed, &report, &to);
+                    break !*stop.borrow();
+                }
+                Err(e) => {
+                    tracing::error!(feed = %feed.name, file = %name, error = %e, retry_in_secs = wait.as_secs(), "file not finished; it stays in processing/ and is tried again");
+                    self.feed_live(&feed.name, |l| l.last_error = Some(e.to_string()));
+                    if let DaemonError::Upload(UploadError::Fatal { error, .. }) = &e {
+                        self.set_error(Some(error.to_string()));
+                    }
+                    tokio::select! {
+                        _ = stop.changed() => break false,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+            }
+        };
+        self.feed_live(&feed.name, |l| l.current = None);
+        done
+    }
+
+    fn file_done(&self, feed: &FeedConfig, report: &FileReport, to: &Path) {
+        let outcome = match &report.outcome {
+            Outcome::Applied => "applied",
+            Outcome::AlreadyApplied => "already_applied",
+            Outcome::Resumed => "resumed",
+            Outcome::Held { .. } => "held",
+            Outcome::Failed { .. } => "failed",
+        };
+        let summary = report.summary();
+        self.feed_live(&feed.name, |l| {
+            l.last_file = Some(LastFile {
+                name: report.file.clone(),
+                outcome: outcome.into(),
+                at: report.finished_at.clone(),
+                summary: summary.clone(),
+            });
+            l.last_error = None;
+        });
+        self.set_error(None);
+        if report.undelivered > 0 {
+            self.nudge.notify_one();
+        }
+        tracing::debug!(feed = %feed.name, file = %to.display(), "filed");
+        notify_systemd(&[sd_notify::NotifyState::Status(&format!(
+            "{}: {} {outcome}; {} operations queued",
+            feed.name,
+            report.file,
+            self.pipeline.outbox().len()
+        ))]);
+    }
+
+    /// Delivers what stays queued (operations of a run that stopped, a delivery that gave up,
+    /// a release): at start, when nudged, and with growing waits while it keeps failing.
+    async fn delivery_loop(self: Arc<Daemon>, mut stop: watch::Receiver<bool>) {
+        let mut wait = RETRY_FIRST;
+        loop {
+            if !self.pipeline.outbox().is_empty() {
+                match self.pipeline.deliver(None).await {
+                    Ok(report) if report.stopped.is_none() => {
+                        wait = RETRY_FIRST;
+                        self.set_error(None);
+                    }
+                    Ok(report) => {
+                        tracing::warn!(
+                            queued = report.undelivered,
+                            reason = report.stopped.as_deref().unwrap_or(""),
+                            retry_in_secs = wait.as_secs(),
+                            "delivery stopped; trying again later"
+                        );
+                        wait = (wait * 2).min(RETRY_MAX);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, retry_in_secs = wait.as_secs(), "delivery failed; trying again later");
+                        self.set_error(Some(e.to_string()));
+                        wait = (wait * 2).min(RETRY_MAX);
+                    }
+                }
+            }
+            let pause = if self.pipeline.outbox().is_empty() {
+                RETRY_MAX
+            } else {
+                wait
+            };
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = self.nudge.notified() => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    async fn prune_loop(self: Arc<Daemon>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let config = self.pipeline.config();
+            let days = config.daemon.archive_days;
+            let inboxes: Vec<(String, PathBuf)> = config
+                .feeds
+                .iter()
+                .map(|f| (f.name.clone(), f.inbox.clone()))
+                .collect();
+            let _ = tokio::task::spawn_blocking(move || {
+                for (feed, inbox) in inboxes {
+                    match FeedFolders::new(&inbox).prune_archive(days) {
+                        Ok(deleted) if !deleted.is_empty() => {
+                            tracing::info!(feed = %feed, folders = deleted.len(), days, "old archives deleted");
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(feed = %feed, error = %e, "cannot prune the archive");
+                        }
+                    }
+                }
+            })
+            .await;
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(PRUNE_EVERY) => {}
+            }
+        }
+    }
+
+    /// Answers the control socket until the daemon stops.
+    async fn serve(
+        self: Arc<Daemon>,
+        listener: tokio::net::UnixListener,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        loop {
+            let stream = tokio::select! {
+                _ = stop.changed() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "control socket: cannot accept");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+            };
+            let daemon = self.clone();
+            tokio::spawn(async move {
+                let answered = control::converse(stream, |request| daemon.answer(request)).await;
+                if let Err(e) = answered {
+                    tracing::debug!(error = %e, "control socket: conversation ended early");
+                }
+            });
+        }
+    }
+
+    /// One control request.
+    pub async fn answer(&self, request: Request) -> Reply {
+        match request {
+            Request::Status => match self.status().await {
+                Ok(status) => Reply {
+                    exit: 0,
+                    text: status.render(),
+                    status: Some(status),
+                    report: None,
+                },
+                Err(e) => Reply::error(EXIT_BAD_INPUT, e),
+            },
+            Request::Release { file, feed } => self.release(&file, feed.as_deref()).await,
+            Request::Reconcile { rebuild } => self.reconcile(rebuild).await,
+        }
+    }
+
+    /// The status, from the state and what the daemon knows.
+    pub async fn status(&self) -> Result<status::DaemonStatus, String> {
+        let config = self.pipeline.config();
+        let outbox = self.pipeline.outbox().clone();
+        let live = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let rate = self.pipeline.uploader().settled_rate();
+        tokio::task::spawn_blocking(move || {
+            status::collect(&config, &outbox, Some(&live), Some(rate))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+    }
+
+    async fn release(&self, file: &Path, feed: Option<&str>) -> Reply {
+        let config = self.pipeline.config();
+        let feed = match held_feed(&config, file, feed) {
+            Ok(feed) => feed.clone(),
+            Err(e) => return Reply::error(EXIT_BAD_INPUT, e.to_string()),
+        };
+        match self.pipeline.release(&feed, file).await {
+            Ok((report, to)) => {
+                self.file_done(&feed, &report, &to);
+                let exit = if report.refused.is_empty() && report.undelivered == 0 {
+                    0
+                } else {
+                    EXIT_INCOMPLETE
+                };
+                Reply {
+                    exit,
+                    text: format!(
+                        "released {}: {}\narchived with its report: {}",
+                        file.display(),
+                        report.summary(),
+                        to.display()
+                    ),
+                    status: None,
+                    report: serde_json::to_value(&report).ok(),
+                }
+            }
+            Err(e) => Reply::error(EXIT_BAD_INPUT, e.to_string()),
+        }
+    }
+
+    async fn reconcile(&self, rebuild: bool) -> Reply {
+        if rebuild {
+            return Reply::error(
+                EXIT_BAD_INPUT,
+                "--rebuild works on a stopped daemon's state: stop lotsync first \
+                 (systemctl stop lotsync), then run `lotsync reconcile --rebuild`",
+            );
+        }
+        let _one = self.reconciling.lock().await;
+        let config = self.pipeline.config();
+        let outbox = self.pipeline.outbox().clone();
+        let report = match super::reconcile(&self.client, &outbox, &config, false).await {
+            Ok(report) => report,
+            Err(e) => return Reply::error(EXIT_BAD_INPUT, format!("reconciliation failed: {e}")),
+        };
+        let delivered = self.pipeline.deliver(None).await;
+        let mut text = report.summary();
+        let exit = match &delivered {
+            Ok(d) if d.undelivered == 0 && d.rejected.is_empty() => 0,
+            Ok(d) => {
+                text.push_str(&format!(
+                    "\n{} repairs refused by the service, {} operations still queued",
+                    d.rejected.len(),
+                    d.undelivered
+                ));
+                EXIT_INCOMPLETE
+            }
+            Err(e) => {
+                text.push_str(&format!("\ndelivery stopped: {e}"));
+                EXIT_BAD_INPUT
+            }
+        };
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_reconcile = Some(format!(
+            "{} UTC: {}",
+            crate::clock::utc_datetime(std::time::SystemTime::now()),
+            report.summary()
+        ));
+        Reply {
+            exit,
+            text,
+            status: None,
+            report: serde_json::to_value(&report).ok(),
+        }
+    }
+
+    /// Reads the config again and applies the feeds' changes.
+    async fn reload(self: &Arc<Daemon>, path: &Path, feeds: &mut BTreeMap<String, RunningFeed>) {
+        notify_systemd(&[sd_notify::NotifyState::Reloading]);
+        let config = match Config::load(path) {
+            Ok(config) => Arc::new(config),
+            Err(e) => {
+                tracing::error!(error = %e, "reload: the config has problems; the running config stays");
+                notify_systemd(&[sd_notify::NotifyState::Ready]);
+                return;
+            }
+        };
+        let old = self.pipeline.config();
+        if format!("{:?}{:?}", old.api, old.state) != format!("{:?}{:?}", config.api, config.state)
+            || old.daemon.socket != config.daemon.socket
+        {
+            tracing::warn!(
+                "reload: [api], [state] and daemon.socket changes take effect at the next restart"
+            );
+        }
+        self.pipeline.set_config(config.clone());
+        let wanted: BTreeMap<&str, &FeedConfig> =
+            config.feeds.iter().map(|f| (f.name.as_str(), f)).collect();
+        let names: Vec<String> = feeds.keys().cloned().collect();
+        for name in names {
+            let same = wanted
+                .get(name.as_str())
+                .is_some_and(|f| format!("{f:?}") == format!("{:?}", feeds[&name].config));
+            if !same {
+                if let Some(feed) = feeds.remove(&name) {
+                    tracing::info!(feed = %name, "reload: stopping the feed (after its file in hand)");
+                    stop_feed(feed).await;
+                }
+            }
+        }
+        for feed in &config.feeds {
+            if !feeds.contains_key(&feed.name) {
+                tracing::info!(feed = %feed.name, "reload: starting the feed");
+                feeds.insert(feed.name.clone(), self.start_feed(feed.clone()));
+            }
+        }
+        tracing::info!(feeds = feeds.len(), "config reloaded");
+        notify_systemd(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&format!("watching {} feeds", feeds.len())),
+        ]);
+    }
+
+    fn feed_live(&self, feed: &str, change: impl FnOnce(&mut FeedLive)) {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        change(live.feeds.entry(feed.to_owned()).or_default());
+    }
+
+    fn set_error(&self, error: Option<String>) {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_error = error;
+    }
+}
+
+/// The feed a file to release belongs to: named, or the one whose inbox (or its `held/`)
+/// holds it, or the only one.
+pub fn held_feed<'c>(
+    config: &'c Config,
+    file: &Path,
+    name: Option<&str>,
+) -> Result<&'c FeedConfig, crate::config::ConfigError> {
+    if name.is_none() {
+        let dir = file.parent().and_then(|d| d.canonicalize().ok());
+        if let Some(feed) = config.feeds.iter().find(|f| {
+            f.inbox
+                .join("held")
+                .canonicalize()
+                .is_ok_and(|held| Some(held) == dir)
+        }) {
+            return Ok(feed);
+        }
+    }
+    config.feed_for(file, name)
+}
+
+/// Stops a feed: its watcher at once, its worker after the file in hand (or the grace).
+async fn stop_feed(feed: RunningFeed) {
+    let _ = feed.stop.send(true);
+    for task in feed.tasks {
+        let _ = task.await;
+    }
+}
+
+/// WATCHDOG=1 at half of WatchdogSec, while the runtime is alive.
+async fn watchdog(mut stop: watch::Receiver<bool>) {
+    let mut usec = 0;
+    if !sd_notify::watchdog_enabled(false, &mut usec) || usec == 0 {
+        return;
+    }
+    let every = Duration::from_micros(usec / 2);
+    loop {
+        notify_systemd(&[sd_notify::NotifyState::Watchdog]);
+        tokio::select! {
+            _ = stop.changed() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// Tells systemd (Type=notify); nothing outside systemd.
+fn notify_systemd(states: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(false, states) {
+        tracing::debug!(error = %e, "cannot notify systemd");
+    }
+}

@@ -1,0 +1,246 @@
+//! What `lotsync status` shows: per feed the last file and its outcome, files waiting, held
+//! and failed, vehicles the service refused, the last error; the outbox depth and the settled
+//! rate. The running daemon adds what only it knows (the file in hand, errors since start);
+//! without a daemon the same figures are read from the state and the folders.
+
+use super::folders::FeedFolders;
+use crate::config::{Config, FeedConfig, WatchMode};
+use crate::outbox::Outbox;
+use crate::state::{FileOutcome, StateError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The whole status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    /// Answered by a running daemon (else read from the state).
+    pub daemon: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// UTC, `YYYY-MM-DD HH:MM:SS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    pub feeds: Vec<FeedStatus>,
+    /// Operations waiting for the service.
+    pub outbox_depth: usize,
+    /// The request rate the uploader settled on (requests per second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reconcile: Option<String>,
+    /// The last error of delivery (such as a refused token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// One feed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FeedStatus {
+    pub name: String,
+    pub inbox: String,
+    pub watch: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_file: Option<LastFile>,
+    /// The file being processed now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<String>,
+    /// Export files in the inbox, not taken yet.
+    pub waiting: usize,
+    pub held: usize,
+    pub failed: usize,
+    /// Vehicles of its location whose last operation the service refused.
+    pub rejected_vehicles: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// The last file of a feed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LastFile {
+    pub name: String,
+    pub outcome: String,
+    /// UTC.
+    pub at: String,
+    pub summary: String,
+}
+
+/// What the running daemon adds to the state's figures, per feed.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub started_at: String,
+    pub feeds: BTreeMap<String, FeedLive>,
+    pub last_reconcile: Option<String>,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FeedLive {
+    pub last_file: Option<LastFile>,
+    pub current: Option<String>,
+    pub last_error: Option<String>,
+}
+
+/// The status from the state and the folders, with the daemon's `live` figures when it runs.
+pub fn collect(
+    config: &Config,
+    outbox: &Outbox,
+    live: Option<&Live>,
+    settled_rate: Option<f64>,
+) -> Result<DaemonStatus, StateError> {
+    let state = outbox.state();
+    // The last file of each feed as the state recorded it (newest record wins).
+    let mut last: BTreeMap<String, LastFile> = BTreeMap::new();
+    for record in state.files() {
+        let r = record?;
+        let (outcome, summary) = match &r.outcome {
+            FileOutcome::Queued {
+                ops,
+                rejected_records,
+                ..
+            } => (
+                "applied",
+                format!("{ops} operations queued, {rejected_records} records rejected"),
+            ),
+            FileOutcome::AlreadyApplied { same_as } => {
+                ("already_applied", format!("same content as {same_as}"))
+            }
+            FileOutcome::Held { reason } => ("held", reason.clone()),
+        };
+        last.insert(
+            r.feed.clone(),
+            LastFile {
+                name: r.name.clone(),
+                outcome: outcome.into(),
+                at: crate::clock::utc_datetime(at(r.seen_at)),
+                summary,
+            },
+        );
+    }
+    let mut feeds = Vec::new();
+    for feed in &config.feeds {
+        let folders = FeedFolders::new(&feed.inbox);
+        let live_feed = live.and_then(|l| l.feeds.get(&feed.name));
+        let rejected_vehicles = state
+            .location_vehicles(config.api.organization_id, feed.location_id)?
+            .values()
+            .filter(|v| v.rejected.is_some())
+            .count();
+        feeds.push(FeedStatus {
+            name: feed.name.clone(),
+            inbox: feed.inbox.display().to_string(),
+            watch: watch_name(feed),
+            last_file: live_feed
+                .and_then(|l| l.last_file.clone())
+                .or_else(|| last.remove(&feed.name)),
+            current: live_feed.and_then(|l| l.current.clone()),
+            waiting: folders.arrivals().map(|a| a.len()).unwrap_or(0),
+            held: count_files(&feed.inbox.join("held")),
+            failed: count_files(&feed.inbox.join("failed")),
+            rejected_vehicles,
+            last_error: live_feed.and_then(|l| l.last_error.clone()),
+        });
+    }
+    let settled_rate = match settled_rate {
+        Some(rate) => Some(rate),
+        None => state.upload_rate()?,
+    };
+    Ok(DaemonStatus {
+        daemon: live.is_some(),
+        pid: live.map(|_| std::process::id()),
+        started_at: live.map(|l| l.started_at.clone()),
+        feeds,
+        outbox_depth: outbox.len(),
+        settled_rate,
+        last_reconcile: live.and_then(|l| l.last_reconcile.clone()),
+        last_error: live.and_then(|l| l.last_error.clone()),
+    })
+}
+
+fn watch_name(feed: &FeedConfig) -> String {
+    match feed.watch {
+        WatchMode::Notify => "notify".into(),
+        WatchMode::Poll => format!("poll every {} s", feed.poll_interval_secs),
+    }
+}
+
+/// Export files in a folder (not their reports).
+fn count_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_type().is_ok_and(|t| t.is_file())
+                        && !e.file_name().to_string_lossy().ends_with(".report.json")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn at(unix: i64) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(unix).unwrap_or(0))
+}
+
+impl DaemonStatus {
+    /// The human form of `lotsync status`.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = match (&self.pid, &self.started_at) {
+            (Some(pid), Some(since)) => {
+                writeln!(s, "lotsync: running (pid {pid}, since {since} UTC)")
+            }
+            _ => writeln!(s, "lotsync: no daemon running; figures read from the state"),
+        };
+        let rate = self.settled_rate.map_or_else(
+            || "not measured yet".into(),
+            |r| format!("{r:.1} requests/s"),
+        );
+        let _ = writeln!(
+            s,
+            "outbox: {} operations waiting; settled rate {rate}",
+            self.outbox_depth
+        );
+        if let Some(r) = &self.last_reconcile {
+            let _ = writeln!(s, "last reconciliation: {r}");
+        }
+        if let Some(e) = &self.last_error {
+            let _ = writeln!(s, "last error: {e}");
+        }
+        for f in &self.feeds {
+            let _ = writeln!(s, "\nfeed {} ({}; {})", f.name, f.inbox, f.watch);
+            match &f.last_file {
+                Some(l) => {
+                    let _ = writeln!(
+                        s,
+                        "  last file: {} at {} UTC: {}: {}",
+                        l.name, l.at, l.outcome, l.summary
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "  last file: none yet");
+                }
+            }
+            if let Some(c) = &f.current {
+                let _ = writeln!(s, "  now: {c}");
+            }
+            let _ = writeln!(
+                s,
+                "  waiting {}, held {}, failed {}; vehicles refused by the service: {}",
+                f.waiting, f.held, f.failed, f.rejected_vehicles
+            );
+            if f.held > 0 {
+                let _ = writeln!(
+                    s,
+                    "  held files wait for you: see {}/held/*.report.json, then `lotsync release FILE`",
+                    f.inbox
+                );
+            }
+            if let Some(e) = &f.last_error {
+                let _ = writeln!(s, "  last error: {e}");
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,398 @@
+//! Watching one feed's inbox: which export files are complete, in order of arrival.
+//!
+//! notify (inotify) says something changed; this module decides what is ready. A file is ready
+//! when it was renamed into the inbox (an export tool writing `x.tmp` and renaming it: the
+//! rename is atomic, so the file is whole), or when its size and modification time stayed the
+//! same for the feed's settle time. Each file is handed out once (by inode: a file replaced
+//! under the same name is a new file). notify is not a perfect source, so the inbox is also
+//! looked at in full: at start, when notify says it dropped events (`Rescan`), every
+//! [`SAFETY_RESCAN`], and every poll interval for `watch = "poll"` (network shares send no
+//! events). It owns the watching, not the files' moves ([`super::FeedFolders`]) nor their
+//! processing.
+
+use super::folders::{Arrival, FeedFolders};
+use crate::config::WatchMode;
+use notify::event::{ModifyKind, RenameMode};
+use notify::{EventKind, RecursiveMode, Watcher};
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{mpsc, watch};
+
+/// Even with notify, the whole inbox is looked at this often: a missed event delays a file,
+/// it never loses it.
+pub const SAFETY_RESCAN: Duration = Duration::from_secs(60);
+
+/// How one feed's inbox is watched.
+#[derive(Debug, Clone)]
+pub struct WatchSettings {
+    pub feed: String,
+    pub mode: WatchMode,
+    pub poll_interval: Duration,
+    pub settle: Duration,
+}
+
+/// A file seen in the inbox and not handed out yet.
+#[derive(Debug, Clone)]
+struct Pending {
+    inode: u64,
+    size: u64,
+    modified: Option<SystemTime>,
+    stable_since: Instant,
+    renamed_in: bool,
+    /// Order of first sight, so files go out in order of arrival.
+    order: u64,
+}
+
+/// Decides which files are complete; no I/O of its own beyond `stat`.
+#[derive(Debug)]
+pub struct Settler {
+    settle: Duration,
+    pending: HashMap<PathBuf, Pending>,
+    /// Handed out: path → inode. The same inode at the same path is not handed out again.
+    handed: HashMap<PathBuf, u64>,
+    /// Links to outside the inbox already warned about.
+    warned: HashSet<PathBuf>,
+    next_order: u64,
+}
+
+impl Settler {
+    pub fn new(settle: Duration) -> Settler {
+        Settler {
+            settle,
+            pending: HashMap::new(),
+            handed: HashMap::new(),
+            warned: HashSet::new(),
+            next_order: 0,
+        }
+    }
+
+    /// Looks at one path (after an event or during a scan). `renamed_in`: it was just renamed
+    /// into the inbox, so it is complete.
+    pub fn look(&mut self, folders: &FeedFolders, path: &Path, renamed_in: bool, now: Instant) {
+        let meta = match folders.arrival(path) {
+            Ok(Arrival::Export(meta)) => meta,
+            Ok(Arrival::OutsideLink) => {
+                if self.warned.insert(path.to_owned()) {
+                    tracing::warn!(file = %path.display(), "a link to outside the inbox; left alone");
+                }
+                return;
+            }
+            Ok(Arrival::Ignored) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.pending.remove(path);
+                self.handed.remove(path);
+                self.warned.remove(path);
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(file = %path.display(), error = %e, "cannot look at a file in the inbox");
+                return;
+            }
+        };
+        let inode = meta.ino();
+        if self.handed.get(path) == Some(&inode) {
+            return;
+        }
+        self.handed.remove(path);
+        let (size, modified) = (meta.len(), meta.modified().ok());
+        match self.pending.get_mut(path) {
+            Some(p) if p.inode == inode && p.size == size && p.modified == modified => {
+                p.renamed_in |= renamed_in;
+            }
+            Some(p) => {
+                // Still being written, or replaced: it settles again from now.
+                p.inode = inode;
+                p.size = size;
+                p.modified = modified;
+                p.stable_since = now;
+                p.renamed_in = renamed_in;
+            }
+            None => {
+                self.next_order += 1;
+                self.pending.insert(
+                    path.to_owned(),
+                    Pending {
+                        inode,
+                        size,
+                        modified,
+                        stable_since: now,
+                        renamed_in,
+                        order: self.next_order,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Looks at every file in the inbox, and forgets files that left it.
+    pub fn scan(&mut self, folders: &FeedFolders, now: Instant) -> std::io::Result<()> {
+        let present = folders.names()?;
+        self.pending.retain(|p, _| present.contains(p));
+        self.handed.retain(|p, _| present.contains(p));
+        self.warned.retain(|p| present.contains(p));
+        // Oldest first, so files that arrived while nobody watched keep their order.
+        let mut present: Vec<(Option<SystemTime>, PathBuf)> = present
+            .into_iter()
+            .map(|p| (p.symlink_metadata().and_then(|m| m.modified()).ok(), p))
+            .collect();
+        present.sort();
+        for (_, path) in present {
+            self.look(folders, &path, false, now);
+        }
+        Ok(())
+    }
+
+    /// Complete files, in order of arrival; each is handed out once.
+    pub fn ready(&mut self, now: Instant) -> Vec<PathBuf> {
+        let mut ready: Vec<(u64, PathBuf)> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.renamed_in || now.duration_since(p.stable_since) >= self.settle)
+            .map(|(path, p)| (p.order, path.clone()))
+            .collect();
+        ready.sort();
+        ready
+            .into_iter()
+            .map(|(_, path)| {
+                if let Some(p) = self.pending.remove(&path) {
+                    self.handed.insert(path.clone(), p.inode);
+                }
+                path
+            })
+            .collect()
+    }
+
+    /// When the next settling file could be ready.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending
+            .values()
+            .map(|p| p.stable_since + self.settle)
+            .min()
+    }
+}
+
+/// What notify told, reduced to what the settler needs.
+enum Seen {
+    Paths {
+        paths: Vec<PathBuf>,
+        renamed_in: bool,
+    },
+    Rescan,
+}
+
+/// Watches one inbox until `stop` turns true, sending complete files to `files` in order of
+/// arrival.
+pub async fn watch_inbox(
+    folders: FeedFolders,
+    settings: WatchSettings,
+    files: mpsc::Sender<PathBuf>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let feed = settings.feed.clone();
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    // Kept alive for as long as the inbox is watched.
+    let _watcher = match settings.mode {
+        WatchMode::Poll => None,
+        WatchMode::Notify => match start_notify(folders.inbox(), seen_tx) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(
+                    feed = %feed,
+                    inbox = %folders.inbox().display(),
+                    error = %describe_notify_error(&e),
+                    "cannot watch the inbox; looking every {} s instead",
+                    settings.poll_interval.as_secs_f64()
+                );
+                None
+            }
+        },
+    };
+    let polling = _watcher.is_none();
+    let every = if polling {
+        settings.poll_interval
+    } else {
+        SAFETY_RESCAN
+    };
+    let mut settler = Settler::new(settings.settle);
+    let mut next_scan = Instant::now();
+    loop {
+        let now = Instant::now();
+        if now >= next_scan {
+            if let Err(e) = settler.scan(&folders, now) {
+                tracing::warn!(feed = %feed, inbox = %folders.inbox().display(), error = %e, "cannot read the inbox");
+            }
+            next_scan = now + every;
+        }
+        for path in settler.ready(Instant::now()) {
+            tracing::debug!(feed = %feed, file = %path.display(), "complete");
+            if files.send(path).await.is_err() {
+                return;
+            }
+        }
+        let wake = settler
+            .next_due()
+            .map_or(next_scan, |due| due.min(next_scan));
+        tokio::select! {
+            _ = stop.changed() => return,
+            () = tokio::time::sleep_until(wake.into()) => {}
+            event = seen.recv(), if !polling => match event {
+                Some(Seen::Rescan) => {
+                    tracing::info!(feed = %feed, "notify dropped events; looking at the whole inbox");
+                    next_scan = Instant::now();
+                }
+                Some(Seen::Paths { paths, renamed_in }) => {
+                    let now = Instant::now();
+                    for path in paths {
+                        settler.look(&folders, &path, renamed_in, now);
+                    }
+                }
+                None => return,
+            },
+        }
+        if *stop.borrow() {
+            return;
+        }
+    }
+}
+
+fn start_notify(
+    inbox: &Path,
+    seen: mpsc::UnboundedSender<Seen>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let inbox_dir = inbox.to_owned();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let seen_now = match event {
+            Ok(event) if event.need_rescan() => Seen::Rescan,
+            Ok(event) => {
+                let renamed_in = matches!(
+                    event.kind,
+                    EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+                );
+                let mut paths = event.paths;
+                if matches!(
+                    event.kind,
+                    EventKind::Modify(ModifyKind::Name(RenameMode::Both))
+                ) {
+                    // [from, to]: the file now is at `to`; `from` is looked at by the other
+                    // event of the pair.
+                    paths.drain(..paths.len().saturating_sub(1));
+                }
+                paths.retain(|p| p.parent() == Some(inbox_dir.as_path()));
+                if paths.is_empty() {
+                    return;
+                }
+                Seen::Paths { paths, renamed_in }
+            }
+            Err(e) => {
+                tracing::warn!(error = %describe_notify_error(&e), "notify reported an error; looking at the whole inbox");
+                Seen::Rescan
+            }
+        };
+        let _ = seen.send(seen_now);
+    })?;
+    watcher.watch(inbox, RecursiveMode::NonRecursive)?;
+    Ok(watcher)
+}
+
+/// notify's error, with the sysctl to raise when a kernel limit is the cause.
+pub fn describe_notify_error(e: &notify::Error) -> String {
+    match &e.kind {
+        notify::ErrorKind::MaxFilesWatch => format!(
+            "{e}: the inotify watch limit is reached; raise it with \
+             `sysctl fs.inotify.max_user_watches=524288` (and in /etc/sysctl.d/ to keep it), \
+             or set watch = \"poll\" for this feed"
+        ),
+        notify::ErrorKind::Io(io) if io.raw_os_error() == Some(24) => format!(
+            "{e}: too many inotify instances; raise them with \
+             `sysctl fs.inotify.max_user_instances=1024` (and in /etc/sysctl.d/ to keep it), \
+             or set watch = \"poll\" for this feed"
+        ),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inbox(name: &str) -> (PathBuf, FeedFolders) {
+        let dir = std::env::temp_dir().join(format!("lotsync-watch-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let folders = FeedFolders::new(&dir);
+        folders.ensure().unwrap();
+        (dir, folders)
+    }
+
+    #[test]
+    fn a_file_is_ready_once_it_stopped_changing_and_only_once() {
+        let (dir, folders) = inbox("settle");
+        let settle = Duration::from_secs(2);
+        let mut s = Settler::new(settle);
+        let t0 = Instant::now();
+        std::fs::write(dir.join("a.csv"), "vin\n").unwrap();
+        s.look(&folders, &dir.join("a.csv"), false, t0);
+        assert!(s.ready(t0 + Duration::from_secs(1)).is_empty());
+        // It grows: settling starts again.
+        std::fs::write(dir.join("a.csv"), "vin\n1\n").unwrap();
+        s.look(
+            &folders,
+            &dir.join("a.csv"),
+            false,
+            t0 + Duration::from_secs(1),
+        );
+        assert!(s.ready(t0 + Duration::from_millis(2500)).is_empty());
+        assert_eq!(
+            s.next_due(),
+            Some(t0 + Duration::from_secs(3)),
+            "due settle after the last change"
+        );
+        assert_eq!(
+            s.ready(t0 + Duration::from_secs(3)),
+            vec![dir.join("a.csv")]
+        );
+        // Seen again (a scan, an event): not handed out twice.
+        s.scan(&folders, t0 + Duration::from_secs(4)).unwrap();
+        assert!(s.ready(t0 + Duration::from_secs(10)).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_rename_into_the_inbox_is_ready_at_once_and_a_replaced_file_is_new() {
+        let (dir, folders) = inbox("rename");
+        let mut s = Settler::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        std::fs::write(dir.join("b.csv"), "one").unwrap();
+        s.look(&folders, &dir.join("b.csv"), true, t0);
+        assert_eq!(s.ready(t0), vec![dir.join("b.csv")]);
+        // The DMS replaces it before it was claimed: a new inode, a new file.
+        std::fs::write(dir.join("b.csv.tmp"), "two").unwrap();
+        std::fs::rename(dir.join("b.csv.tmp"), dir.join("b.csv")).unwrap();
+        s.look(&folders, &dir.join("b.csv"), true, t0);
+        assert_eq!(s.ready(t0), vec![dir.join("b.csv")]);
+        // Partial names are never candidates.
+        s.look(&folders, &dir.join("b.csv.tmp"), true, t0);
+        std::fs::write(dir.join("c.csv.part"), "x").unwrap();
+        s.look(&folders, &dir.join("c.csv.part"), true, t0);
+        assert!(s.ready(t0 + Duration::from_secs(5)).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_go_out_in_order_of_arrival() {
+        let (dir, folders) = inbox("order");
+        let mut s = Settler::new(Duration::ZERO);
+        let t0 = Instant::now();
+        for name in ["z.csv", "a.csv", "m.csv"] {
+            std::fs::write(dir.join(name), name).unwrap();
+            s.look(&folders, &dir.join(name), false, t0);
+        }
+        assert_eq!(
+            s.ready(t0),
+            vec![dir.join("z.csv"), dir.join("a.csv"), dir.join("m.csv")]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
