@@ -2,6 +2,10 @@
 //! sandbox's own view of what happened.
 #![allow(dead_code)] // each test crate uses a different subset
 
+#[path = "../../benches/feedgen.rs"]
+pub mod feedgen;
+pub mod fleet;
+
 use lotsync::api::{ApiClient, ApiToken, ClientSettings, VehiclePayload};
 use lotsync::sandbox::{Behaviour, RunningSandbox, SandboxConfig};
 use serde_json::Value;

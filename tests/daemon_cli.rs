@@ -1,0 +1,521 @@
+//! `lotsync run` as a real process watching real folders, against the sandbox on loopback:
+//! a dropped file reaches the service, a slowly written file is taken once and whole, SIGKILL
+//! in the middle of 2,000 vehicles and a restart converge exactly, SIGTERM stops in time, a
+//! truncated snapshot is held and released through the control socket, a burst of 200 files,
+//! and a reload that adds a feed.
+
+mod common;
+
+use common::fleet::{export, Car, Expected};
+use common::{sandbox_with, state, stats, TempDir};
+use lotsync::mapper::Profile;
+use lotsync::sandbox::{Behaviour, Faults};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/feeds/samples/demo");
+
+/// A dealership with a config, a state dir and inboxes in a temp folder.
+struct Site {
+    dir: TempDir,
+    config: PathBuf,
+}
+
+impl Site {
+    /// `feeds` is the `[[feed]]` part; `daemon` is added to `[daemon]`.
+    fn new(name: &str, base_url: &str, rate: u32, daemon: &str, feeds: &str) -> Site {
+        let dir = TempDir::new(name);
+        let config = dir.path().join("lotsync.toml");
+        let site = Site { dir, config };
+        site.write_config(base_url, rate, daemon, feeds);
+        site
+    }
+
+    fn write_config(&self, base_url: &str, rate: u32, daemon: &str, feeds: &str) {
+        std::fs::write(
+            &self.config,
+            format!(
+                "[api]\nbase_url = \"{base_url}\"\norganization_id = 100\n\
+                 token_env = \"LOTSYNC_TEST_TOKEN\"\nmax_requests_per_second = {rate}\n\
+                 max_in_flight = 8\n[state]\ndir = \"state\"\n\
+                 [daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.3\n{daemon}\n{feeds}\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    fn inbox(&self, feed: &str) -> PathBuf {
+        let inbox = self.dir.path().join(feed);
+        std::fs::create_dir_all(&inbox).unwrap();
+        inbox
+    }
+
+    fn start(&self) -> Running {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("daemon.log"))
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_lotsync"))
+            .args(["run", "--config"])
+            .arg(&self.config)
+            .env("LOTSYNC_TEST_TOKEN", "sandbox-token")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("lotsync runs");
+        Running { child }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// A `lotsync` command against this site's config.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotsync"));
+        cmd.args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .env("LOTSYNC_TEST_TOKEN", "sandbox-token");
+        cmd
+    }
+
+    async fn lotsync(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command(args);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    async fn status(&self) -> Value {
+        let out = self.lotsync(&["status", "--format", "json"]).await;
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// Drops a complete file the way export tools do: written aside, renamed in.
+fn drop_file(inbox: &Path, name: &str, contents: &[u8]) -> PathBuf {
+    let tmp = inbox.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, contents).unwrap();
+    let to = inbox.join(name);
+    std::fs::rename(&tmp, &to).unwrap();
+    to
+}
+
+fn demo(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(DEMO).join(name)).unwrap()
+}
+
+/// The reports under a feed's folder (`archive`, `held` or `failed`), parsed.
+fn reports(inbox: &Path, folder: &str) -> Vec<Value> {
+    let mut found = Vec::new();
+    let mut dirs = vec![inbox.join(folder)];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.to_string_lossy().ends_with(".report.json") {
+                // A report is written before its file is moved; read it whole.
+                if let Ok(v) = serde_json::from_slice(&std::fs::read(&path).unwrap()) {
+                    found.push(v);
+                }
+            }
+        }
+    }
+    found
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Polls `done` until it holds or `within` passes.
+async fn wait_until(within: Duration, what: &str, site: &Site, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < within,
+            "{what}: not within {within:?}\nlog:\n{}",
+            site.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A daemon process, killed if the test ends first.
+struct Running {
+    child: Child,
+}
+
+impl Running {
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{signal}");
+    }
+
+    /// Waits for the process to end; its exit code and how long it took.
+    async fn exit(mut self, within: Duration) -> (Option<i32>, Duration) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status.code(), start.elapsed());
+            }
+            assert!(start.elapsed() < within, "still running after {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn vehicles(st: &Value) -> usize {
+    st["vehicles"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_file_reaches_the_service_and_a_slow_write_is_taken_once_whole() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new(
+        "daemon-drop",
+        &sb.base_url(),
+        200,
+        "",
+        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\nmode = \"delta\"\n",
+    );
+    let inbox = site.inbox("main");
+    let daemon = site.start();
+
+    drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
+    wait_until(Duration::from_secs(20), "monday archived", &site, || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    assert_eq!(vehicles(&state(&sb).await), 12);
+    let status = site.status().await;
+    assert_eq!(status["daemon"], true, "{status:#}");
+    assert_eq!(status["feeds"][0]["last_file"]["name"], "monday.csv");
+    assert_eq!(status["feeds"][0]["last_file"]["outcome"], "applied");
+
+    // Written in place, slowly: 40 vehicles in 8 chunks, 150 ms apart (the settle time is
+    // 300 ms). It must be taken once, whole.
+    let cars: Vec<Car> = (100..140).map(Car::new).collect();
+    let body = export(&cars);
+    let lines: Vec<&str> = body.split_inclusive('\n').collect();
+    let path = inbox.join("slow.csv");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&path).unwrap();
+        for chunk in lines.chunks(lines.len().div_ceil(8)) {
+            f.write_all(chunk.concat().as_bytes()).unwrap();
+            f.flush().unwrap();
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
+    wait_until(Duration::from_secs(20), "slow.csv archived", &site, || {
+        reports(&inbox, "archive").len() == 2
+    })
+    .await;
+    let slow: Vec<Value> = reports(&inbox, "archive")
+        .into_iter()
+        .filter(|r| r["file"] == "slow.csv")
+        .collect();
+    assert_eq!(slow.len(), 1, "taken once");
+    assert_eq!(slow[0]["records"], 40, "taken whole: {:#}", slow[0]);
+    assert_eq!(slow[0]["counts"]["create"], 40);
+    assert!(reports(&inbox, "failed").is_empty());
+    assert_eq!(vehicles(&state(&sb).await), 52);
+
+    daemon.signal("TERM");
+    let (code, _) = daemon.exit(Duration::from_secs(10)).await;
+    assert_eq!(code, Some(0));
+    // Without the daemon, status reads the state.
+    let status = site.status().await;
+    assert_eq!(status["daemon"], false);
+    assert_eq!(status["outbox_depth"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_in_the_middle_of_2000_vehicles_and_a_restart_converge_exactly() {
+    let sb = sandbox_with(Behaviour {
+        strict_transitions: true,
+        faults: Faults {
+            seed: 5,
+            http_503: 0.05,
+            ack_lost: 0.02,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let site = Site::new(
+        "daemon-sigkill",
+        &sb.base_url(),
+        300,
+        "",
+        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
+    );
+    let inbox = site.inbox("main");
+    let mut expected = Expected::default();
+    let daemon = site.start();
+    let cars: Vec<Car> = (0..2000).map(Car::new).collect();
+    let day1 = drop_file(&inbox, "day1.csv", export(&cars).as_bytes());
+    let copy = site.dir.path().join("day1.csv");
+    std::fs::copy(&day1, &copy).unwrap();
+    expected.full(&copy, &Profile::auto());
+
+    // Killed once the service holds some hundreds of them.
+    let start = Instant::now();
+    loop {
+        let n = vehicles(&state(&sb).await);
+        if n >= 400 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{}", site.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.signal("KILL");
+    daemon.exit(Duration::from_secs(5)).await;
+    let held = vehicles(&state(&sb).await);
+    assert!(held < 2000, "killed before the end ({held})");
+    assert_eq!(
+        std::fs::read_dir(inbox.join("processing")).unwrap().count(),
+        1,
+        "the file waits in processing/"
+    );
+
+    let daemon = site.start();
+    wait_until(Duration::from_secs(60), "day1 archived", &site, || {
+        !reports(&inbox, "archive").is_empty()
+    })
+    .await;
+    expected.assert_matches(&state(&sb).await);
+    let report = &reports(&inbox, "archive")[0];
+    assert_eq!(report["outcome"], "resumed", "{report:#}");
+    assert!(site.log().contains("resuming a file"));
+
+    // A next-day file through the restarted daemon: 100 gone, 50 new.
+    let mut cars = cars;
+    cars.retain(|c| c.n % 20 != 3);
+    cars.extend((2000..2050).map(Car::new));
+    let day2 = site.dir.path().join("day2.csv");
+    std::fs::write(&day2, export(&cars)).unwrap();
+    expected.full(&day2, &Profile::auto());
+    drop_file(&inbox, "day2.csv", &std::fs::read(&day2).unwrap());
+    wait_until(Duration::from_secs(60), "day2 archived", &site, || {
+        reports(&inbox, "archive").len() == 2
+    })
+    .await;
+    expected.assert_matches(&state(&sb).await);
+    drop(daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_within_ten_seconds_and_the_next_start_finishes() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new(
+        "daemon-sigterm",
+        &sb.base_url(),
+        100,
+        "",
+        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
+    );
+    let inbox = site.inbox("main");
+    let daemon = site.start();
+    let cars: Vec<Car> = (0..1500).map(Car::new).collect();
+    drop_file(&inbox, "big.csv", export(&cars).as_bytes());
+    let start = Instant::now();
+    while vehicles(&state(&sb).await) < 100 {
+        assert!(start.elapsed() < Duration::from_secs(30), "{}", site.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.signal("TERM");
+    let (code, took) = daemon.exit(Duration::from_secs(15)).await;
+    assert_eq!(code, Some(0), "{}", site.log());
+    assert!(took < Duration::from_secs(10), "stopped in {took:?}");
+    let log = site.log();
+    assert!(log.contains("stopping: no new files are taken"), "{log}");
+    assert!(log.contains("resumed at the next start"), "{log}");
+    let status = site.status().await;
+    let left = status["outbox_depth"].as_u64().unwrap();
+    assert!(left > 0 && left < 1500, "{status:#}");
+    assert!(!std::path::Path::new(&site.dir.path().join("run/lotsync.sock")).exists());
+
+    let daemon = site.start();
+    wait_until(Duration::from_secs(60), "big.csv archived", &site, || {
+        !reports(&inbox, "archive").is_empty()
+    })
+    .await;
+    let st = state(&sb).await;
+    assert_eq!(vehicles(&st), 1500);
+    assert_eq!(site.status().await["outbox_depth"], 0);
+    drop(daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_snapshot_is_held_and_released_through_the_daemon() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new(
+        "daemon-held",
+        &sb.base_url(),
+        200,
+        "",
+        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
+    );
+    let inbox = site.inbox("main");
+    let _daemon = site.start();
+    drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
+    wait_until(Duration::from_secs(20), "monday archived", &site, || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    drop_file(&inbox, "thursday.csv", &demo("4-thursday-truncated.csv"));
+    wait_until(Duration::from_secs(20), "thursday held", &site, || {
+        reports(&inbox, "held").len() == 1
+    })
+    .await;
+    let held = &reports(&inbox, "held")[0];
+    assert_eq!(held["outcome"], "held", "{held:#}");
+    let before = stats(&sb).await;
+    let status = site.status().await;
+    assert_eq!(status["feeds"][0]["held"], 1, "{status:#}");
+    assert_eq!(status["feeds"][0]["last_file"]["outcome"], "held");
+    let human = site.lotsync(&["status"]).await;
+    assert!(
+        text(&human.stdout).contains("lotsync release FILE"),
+        "{}",
+        text(&human.stdout)
+    );
+    // Nothing of it was sent.
+    assert_eq!(stats(&sb).await["total_requests"], before["total_requests"]);
+
+    let held_file = inbox.join("held/thursday.csv");
+    let out = site
+        .lotsync(&["release", held_file.to_str().unwrap()])
+        .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("released"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(!held_file.exists());
+    let archived: Vec<Value> = reports(&inbox, "archive")
+        .into_iter()
+        .filter(|r| r["file"] == "thursday.csv")
+        .collect();
+    assert_eq!(archived.len(), 1);
+    let st = state(&sb).await;
+    let sold = st["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["vehicle"]["status"] == "sold")
+        .count();
+    assert_eq!(
+        sold, 8,
+        "the 8 cars missing from the released file are sold"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_200_files_is_each_processed_once() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new(
+        "daemon-burst",
+        &sb.base_url(),
+        1000,
+        "",
+        "[[feed]]\nname = \"deltas\"\ninbox = \"deltas\"\nlocation_id = 10\nmode = \"delta\"\n",
+    );
+    let inbox = site.inbox("deltas");
+    let _daemon = site.start();
+    wait_until(Duration::from_secs(10), "socket", &site, || {
+        site.dir.path().join("run/lotsync.sock").exists()
+    })
+    .await;
+    for i in 0..200u64 {
+        let cars = [Car::new(i * 2), Car::new(i * 2 + 1)];
+        drop_file(
+            &inbox,
+            &format!("delta-{i:03}.csv"),
+            export(&cars).as_bytes(),
+        );
+    }
+    wait_until(
+        Duration::from_secs(120),
+        "200 files archived",
+        &site,
+        || reports(&inbox, "archive").len() >= 200,
+    )
+    .await;
+    let done = reports(&inbox, "archive");
+    assert_eq!(done.len(), 200);
+    let mut names: Vec<&str> = done.iter().map(|r| r["file"].as_str().unwrap()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 200, "each file once");
+    assert!(done
+        .iter()
+        .all(|r| r["outcome"] == "applied" && r["records"] == 2));
+    let st = state(&sb).await;
+    assert_eq!(vehicles(&st), 400);
+    assert_eq!(common::count(&st, "POST /v1/inventory", "201"), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_starts_a_new_feed_and_stops_a_removed_one() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let one = "[[feed]]\nname = \"a\"\ninbox = \"a\"\nlocation_id = 10\nmode = \"delta\"\n";
+    let two = "[[feed]]\nname = \"b\"\ninbox = \"b\"\nlocation_id = 11\nmode = \"delta\"\n";
+    let site = Site::new("daemon-reload", &sb.base_url(), 200, "", one);
+    let (a, b) = (site.inbox("a"), site.inbox("b"));
+    let daemon = site.start();
+    wait_until(Duration::from_secs(10), "socket", &site, || {
+        site.dir.path().join("run/lotsync.sock").exists()
+    })
+    .await;
+    site.write_config(&sb.base_url(), 200, "", &format!("{one}{two}"));
+    daemon.signal("HUP");
+    wait_until(Duration::from_secs(10), "reloaded", &site, || {
+        site.log().contains("config reloaded")
+    })
+    .await;
+    drop_file(&b, "b1.csv", export(&[Car::new(1)]).as_bytes());
+    wait_until(Duration::from_secs(20), "b1 archived", &site, || {
+        reports(&b, "archive").len() == 1
+    })
+    .await;
+    assert_eq!(site.status().await["feeds"].as_array().unwrap().len(), 2);
+
+    // Feed a removed: its inbox is no longer watched.
+    site.write_config(&sb.base_url(), 200, "", two);
+    daemon.signal("HUP");
+    wait_until(Duration::from_secs(10), "reloaded twice", &site, || {
+        site.log().matches("config reloaded").count() == 2
+    })
+    .await;
+    drop_file(&a, "a1.csv", export(&[Car::new(2)]).as_bytes());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(a.join("a1.csv").exists(), "left alone");
+    assert_eq!(vehicles(&state(&sb).await), 1);
+}
