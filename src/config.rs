@@ -239,6 +239,9 @@ impl Config {
         resolve(&mut self.state.dir);
         resolve(&mut self.profiles_dir);
         resolve(&mut self.daemon.socket);
+        if let Some(token_file) = &mut self.api.token_file {
+            resolve(token_file);
+        }
         for feed in &mut self.feeds {
             resolve(&mut feed.inbox);
         }

@@ -3,14 +3,15 @@
 
 use crate::api::{ApiClient, ApiToken};
 use crate::config::Config;
-use crate::daemon::{FilePipeline, Outcome};
-use crate::outbox::Outbox;
+use crate::daemon::{Daemon, Filed, Outcome, Signal};
 use crate::sandbox::{Behaviour, Faults, RunningSandbox};
-use crate::state::State;
-use crate::upload::{Notices, UploadSettings, Uploader, NOTICE_WAIT};
+use crate::upload::NOTICE_WAIT;
 use anyhow::Context;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// The longest the demo waits for the daemon to file one export.
+const FILE_WAIT: Duration = Duration::from_secs(60);
 
 /// Arguments of `lotsync demo`.
 #[derive(Debug, clap::Args)]
@@ -67,11 +68,14 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("inbox")).with_context(|| dir.display().to_string())?;
     let config_path = dir.join("lotsync.toml");
+    // The sandbox's well-known token, not a secret.
+    std::fs::write(dir.join("token"), "sandbox-token\n")?;
     std::fs::write(
         &config_path,
         format!(
-            "[api]\nbase_url = \"{}\"\norganization_id = 100\ntoken_env = \"LOTSYNC_DEMO_TOKEN\"\n\
+            "[api]\nbase_url = \"{}\"\norganization_id = 100\ntoken_file = \"token\"\n\
              max_requests_per_second = 50\n[state]\ndir = \"state\"\n\
+             [daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.5\n\
              [[feed]]\nname = \"demo-lot\"\ninbox = \"inbox\"\nlocation_id = 10\n\
              [notifications]\napplication_slug = \"inventory\"\n",
             sandbox.base_url()
@@ -81,28 +85,32 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let feed = config.feeds[0].clone();
     // The sandbox's own token: the demo never reads a secret.
     let client = ApiClient::new(config.api.client_settings(ApiToken::new("sandbox-token")))?;
-    let outbox = Arc::new(Outbox::new(State::open(&config.state.dir)?));
-    let uploader = Uploader::new(
-        client.clone(),
-        outbox.clone(),
-        UploadSettings::from_config(&config.api),
-    )?;
-    let notices = Notices::new(client.clone(), "inventory".into(), outbox.clone());
-    let pipeline = FilePipeline::new(config.clone(), outbox, uploader, Some(notices.clone()));
+    // The real daemon: watchers, a worker for the feed, the delivery loop, the control socket.
+    let (daemon, listener) = Daemon::open(config.clone())?;
+    let mut filed = daemon.subscribe();
+    let (signals, signalled) = tokio::sync::mpsc::channel(1);
+    let running = tokio::spawn(daemon.clone().run(listener, config_path.clone(), signalled));
 
     println!("lotsync demo: a sandbox of the Vehicle Inventory Service on {} (5% of requests fail with 503, 3% lose their answer)", sandbox.base_url());
     println!(
-        "feed \"demo-lot\" -> location 10; the DMS drops one export a day into {}\n",
+        "`lotsync run` watches feed \"demo-lot\" (location 10); the DMS drops one export a day into {}\n",
         feed.inbox.display()
     );
     for (name, story, bytes) in EXPORTS {
         // As an export tool does: write under a temporary name, then rename into the inbox.
         let part = feed.inbox.join(format!(".{name}.part"));
         std::fs::write(&part, bytes)?;
-        let dropped = feed.inbox.join(name);
-        std::fs::rename(&part, &dropped)?;
+        std::fs::rename(&part, feed.inbox.join(name))?;
         println!("{name}  ({story})");
-        let (report, filed) = pipeline.process(&feed, &dropped).await?;
+        let Filed { report, path } = loop {
+            let next = tokio::time::timeout(FILE_WAIT, filed.recv())
+                .await
+                .with_context(|| format!("the daemon did not file {name} within {FILE_WAIT:?}"))?
+                .context("the daemon stopped")?;
+            if next.report.file == name {
+                break next;
+            }
+        };
         println!("  {}", report.summary());
         for r in &report.rejected_records {
             println!("    line {}: {}", r.line, r.problem);
@@ -118,13 +126,19 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
         if matches!(report.outcome, Outcome::Held { .. }) {
             println!(
                 "    nothing of it was sent; if it were right: lotsync release {}",
-                filed.display()
+                path.display()
             );
         }
-        let shown = filed.strip_prefix(&dir).unwrap_or(&filed);
+        let shown = path.strip_prefix(&dir).unwrap_or(&path);
         println!("  -> {} (+ .report.json)\n", shown.display());
     }
-    notices.finish(NOTICE_WAIT).await;
+    let stats = daemon.pipeline().uploader().stats().snapshot();
+    if let Some(notices) = daemon.pipeline().notices() {
+        notices.finish(NOTICE_WAIT).await;
+    }
+    let _ = signals.send(Signal::Stop).await;
+    running.await??;
+    drop(daemon);
 
     let mut inventory = client.list_vehicles().await?.value;
     inventory.sort_by(|a, b| a.stock.cmp(&b.stock));
@@ -170,14 +184,12 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
             n.title.as_deref().unwrap_or("")
         );
     }
-    let stats = pipeline.uploader().stats().snapshot();
     println!(
         "\n{} requests, {} of them retries after a failure; {:.1} s in all.",
         stats.requests,
         stats.retries,
         started.elapsed().as_secs_f64()
     );
-    drop(pipeline);
     sandbox.stop().await;
     if args.keep {
         println!(

@@ -15,7 +15,7 @@ mod watch;
 
 pub use folders::{Arrival, FeedFolders};
 pub use report::{FileReport, Outcome, RecordProblem};
-pub use run::{held_feed, Daemon, Signal, StartError, STOP_GRACE};
+pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
 
 // TEMPORARY SHIM until the reconcile branch lands (not committed).

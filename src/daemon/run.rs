@@ -48,6 +48,15 @@ pub struct Daemon {
     nudge: tokio::sync::Notify,
     /// One reconciliation at a time.
     reconciling: tokio::sync::Mutex<()>,
+    /// Each file's report once it is filed (for the demo and benchmarks to follow along).
+    filed: tokio::sync::broadcast::Sender<Filed>,
+}
+
+/// A file's report and where the file went.
+#[derive(Debug, Clone)]
+pub struct Filed {
+    pub report: FileReport,
+    pub path: PathBuf,
 }
 
 /// A feed's running tasks.
@@ -110,12 +119,18 @@ impl Daemon {
             }),
             nudge: tokio::sync::Notify::new(),
             reconciling: tokio::sync::Mutex::new(()),
+            filed: tokio::sync::broadcast::channel(256).0,
         });
         Ok((daemon, listener))
     }
 
     pub fn pipeline(&self) -> &Arc<FilePipeline> {
         &self.pipeline
+    }
+
+    /// Reports of the files filed from now on.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Filed> {
+        self.filed.subscribe()
     }
 
     /// Runs until `signals` says stop (or closes): watches every feed, answers the control
@@ -336,6 +351,11 @@ impl Daemon {
             self.nudge.notify_one();
         }
         tracing::debug!(feed = %feed.name, file = %to.display(), "filed");
+        // Nobody listening is the usual case.
+        let _ = self.filed.send(Filed {
+            report: report.clone(),
+            path: to.to_owned(),
+        });
         notify_systemd(&[sd_notify::NotifyState::Status(&format!(
             "{}: {} {outcome}; {} operations queued",
             feed.name,
