@@ -483,6 +483,35 @@ async fn a_burst_of_200_files_is_each_processed_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_inbox_is_processed_without_events() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new(
+        "daemon-poll",
+        &sb.base_url(),
+        200,
+        "",
+        "[[feed]]\nname = \"share\"\ninbox = \"share\"\nlocation_id = 10\n\
+         watch = \"poll\"\npoll_interval_secs = 0.2\n",
+    );
+    let inbox = site.inbox("share");
+    // Already there before the start: found by the first look.
+    drop_file(&inbox, "early.csv", export(&[Car::new(1)]).as_bytes());
+    let _daemon = site.start();
+    wait_until(Duration::from_secs(20), "early archived", &site, || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    // Written in place while polled: taken after it settles.
+    std::fs::write(inbox.join("later.csv"), export(&[Car::new(1), Car::new(2)])).unwrap();
+    wait_until(Duration::from_secs(20), "later archived", &site, || {
+        reports(&inbox, "archive").len() == 2
+    })
+    .await;
+    assert_eq!(vehicles(&state(&sb).await), 2);
+    assert_eq!(site.status().await["feeds"][0]["watch"], "poll every 0.2 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_starts_a_new_feed_and_stops_a_removed_one() {
     let sb = sandbox_with(Behaviour::default()).await;
     let one = "[[feed]]\nname = \"a\"\ninbox = \"a\"\nlocation_id = 10\nmode = \"delta\"\n";

@@ -381,6 +381,19 @@ mod tests {
     }
 
     #[test]
+    fn kernel_limits_name_the_sysctl_to_raise() {
+        let watches = describe_notify_error(&notify::Error::new(notify::ErrorKind::MaxFilesWatch));
+        assert!(watches.contains("fs.inotify.max_user_watches"), "{watches}");
+        let instances =
+            describe_notify_error(&notify::Error::io(std::io::Error::from_raw_os_error(24)));
+        assert!(
+            instances.contains("fs.inotify.max_user_instances"),
+            "{instances}"
+        );
+        assert!(instances.contains("watch = \"poll\""), "{instances}");
+    }
+
+    #[test]
     fn files_go_out_in_order_of_arrival() {
         let (dir, folders) = inbox("order");
         let mut s = Settler::new(Duration::ZERO);
