@@ -4,8 +4,10 @@
 //! config, 3 done with rejected or undelivered vehicles).
 
 mod check;
+mod deliver;
 mod demo;
 mod plan;
+mod reconcile;
 mod sandbox;
 mod sync;
 
@@ -14,6 +16,7 @@ pub use demo::{demo, DemoArgs};
 pub use plan::{
     plan, release, state_export, ConfigArg, PlanArgs, ReleaseArgs, StateExportArgs, EXIT_HELD,
 };
+pub use reconcile::{reconcile, reconcile_direct, ReconcileArgs, ReconcileFormat};
 pub use sandbox::{sandbox, SandboxArgs};
 pub use sync::{sync, SyncArgs, EXIT_INCOMPLETE};
 

@@ -7,9 +7,14 @@
 //! what to send (the diff) nor how (the uploader).
 
 mod folders;
+mod reconcile;
 mod report;
 
 pub use folders::FeedFolders;
+pub use reconcile::{
+    field_drift, reconcile, FieldDrift, ForeignVehicle, ReconcileError, ReconcileReport,
+    RepairCounts, RestoredFeed, Skipped, RECONCILE_FEED,
+};
 pub use report::{FileReport, Outcome, RecordProblem};
 
 use crate::config::{Config, FeedConfig};
