@@ -133,8 +133,9 @@ fn write_text(
     if report.rebuild {
         writeln!(
             out,
-            "  restored {} vehicles from the service and {} archived exports",
-            c.restored, report.archived_files_read
+            "  restored {} from the service and {} archived exports",
+            vehicles(c.restored),
+            report.archived_files_read
         )?;
         for f in &report.feeds_restored {
             writeln!(
@@ -156,13 +157,13 @@ fn write_text(
     for f in &report.fields_fixed {
         writeln!(out, "    VIN {}: {}", f.vin, f.fields.join(", "))?;
     }
-    writeln!(
-        out,
-        "  learned (no request): {} ids; {} records restored; {} sold vehicles the service no longer has, forgotten",
-        c.ids_learned,
-        if report.rebuild { 0 } else { c.restored },
-        c.forgotten
-    )?;
+    if !report.rebuild {
+        writeln!(
+            out,
+            "  without a request: {} ids learned, {} records restored from the archive, {} sold vehicles gone from the service forgotten",
+            c.ids_learned, c.restored, c.forgotten
+        )?;
+    }
     let s = &report.skipped;
     if s.total() > 0 {
         writeln!(
@@ -177,8 +178,8 @@ fn write_text(
     if !report.foreign.is_empty() {
         writeln!(
             out,
-            "  left alone: {} vehicles lotsync did not create:",
-            report.foreign.len()
+            "  left alone: {} lotsync did not create:",
+            vehicles(report.foreign.len())
         )?;
         for f in &report.foreign {
             let location = f
@@ -230,4 +231,8 @@ fn write_text(
         }
     }
     writeln!(out, "  report: {}", report.path.display())
+}
+
+fn vehicles(n: usize) -> String {
+    format!("{n} vehicle{}", if n == 1 { "" } else { "s" })
 }
