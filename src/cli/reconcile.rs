@@ -65,6 +65,17 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
             uploader = uploader.with_notices(notices.clone());
         }
         let delivered = deliver(&uploader).await;
+        if let (Some(notices), Ok(drained), Some(plan), Some(sha256)) =
+            (&notices, &delivered, &report.plan, &report.plan_sha256)
+        {
+            let refused: Vec<String> = drained
+                .rejected
+                .iter()
+                .filter(|r| &r.file == plan)
+                .map(ToString::to_string)
+                .collect();
+            notices.rejected(plan, sha256, &refused);
+        }
         if let Some(notices) = &notices {
             notices.finish(NOTICE_WAIT).await;
         }
@@ -133,9 +144,9 @@ fn write_text(
     if report.rebuild {
         writeln!(
             out,
-            "  restored {} from the service and {} archived exports",
-            vehicles(c.restored),
-            report.archived_files_read
+            "  restored {} from the service and {}",
+            plural(c.restored, "vehicle"),
+            plural(report.archived_files_read, "archived export")
         )?;
         for f in &report.feeds_restored {
             writeln!(
@@ -179,7 +190,7 @@ fn write_text(
         writeln!(
             out,
             "  left alone: {} lotsync did not create:",
-            vehicles(report.foreign.len())
+            plural(report.foreign.len(), "vehicle")
         )?;
         for f in &report.foreign {
             let location = f
@@ -233,6 +244,6 @@ fn write_text(
     writeln!(out, "  report: {}", report.path.display())
 }
 
-fn vehicles(n: usize) -> String {
-    format!("{n} vehicle{}", if n == 1 { "" } else { "s" })
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }

@@ -183,10 +183,13 @@ pub struct ReconcileReport {
     pub feeds_restored: Vec<RestoredFeed>,
     /// Archived exports read (rebuild: all applied ones; else each full feed's newest).
     pub archived_files_read: usize,
-    /// Operations queued, under the file name `plan`.
+    /// Operations queued, under the file name `plan` (and its `plan_sha256` in the state's
+    /// files).
     pub operations: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_sha256: Option<String>,
     /// What is worth knowing besides (unreadable archive files, duplicate VINs, …).
     pub notes: Vec<String>,
     /// Where the report was written.
@@ -257,10 +260,10 @@ pub async fn reconcile(
     })
     .await?;
     let stamp = file_stamp(started);
-    let plan_name = format!("reconcile-{stamp}");
+    let plan_file = plan_file(&format!("reconcile-{stamp}"));
     let (comparison, state_vehicles) = blocking({
         let outbox = outbox.clone();
-        let plan_name = plan_name.clone();
+        let plan_file = plan_file.clone();
         let archive_feeds = if rebuild {
             archive.last_applied.clone()
         } else {
@@ -276,7 +279,7 @@ pub async fn reconcile(
             let comparison = compare(org, &listed, known, &before, &archive);
             outbox.record_findings(org, &comparison.findings, &archive_feeds)?;
             if !comparison.ops.is_empty() {
-                let plan = comparison.plan(org, &plan_name);
+                let plan = comparison.plan(org, plan_file);
                 outbox.commit(&plan, &in_flight)?;
             }
             Ok((comparison, state_vehicles))
@@ -330,7 +333,8 @@ pub async fn reconcile(
         },
         archived_files_read: archive.files_read,
         operations,
-        plan: (operations > 0).then_some(plan_name),
+        plan: (operations > 0).then_some(plan_file.name),
+        plan_sha256: (operations > 0).then_some(plan_file.sha256),
         notes,
         path: PathBuf::new(),
     };
@@ -341,6 +345,7 @@ pub async fn reconcile(
         move || write_report(&reports, &stamp, &report)
     })
     .await?;
+    log_repairs(&report);
     let c = &report.counts;
     tracing::info!(
         rebuild,
@@ -360,6 +365,32 @@ pub async fn reconcile(
         "reconciliation done"
     );
     Ok(report)
+}
+
+/// One event per vehicle repaired or left alone.
+fn log_repairs(report: &ReconcileReport) {
+    let kinds = [
+        ("recreate", &report.recreated),
+        ("sold", &report.sold_fixed),
+        ("in_stock", &report.in_stock_fixed),
+    ];
+    for (op, vins) in kinds {
+        for vin in vins {
+            tracing::info!(%vin, op, "drift on the service: repair queued");
+        }
+    }
+    for f in &report.fields_fixed {
+        tracing::info!(vin = %f.vin, op = "update", fields = %f.fields.join(","), "fields edited on the service: repair queued");
+    }
+    for vin in &report.forgotten {
+        tracing::info!(%vin, "sold and gone from the service: forgotten");
+    }
+    for vin in &report.restored {
+        tracing::info!(%vin, "record restored from the service and the archive");
+    }
+    for f in &report.foreign {
+        tracing::debug!(vin = %f.vin, id = f.id, "not created by lotsync: left alone");
+    }
 }
 
 /// Runs sled and file work off the async threads.
@@ -495,8 +526,15 @@ fn read_archive(config: &Config, all: bool) -> Result<Archive, ReconcileError> {
         let mut applied = applied_files(feed, index, &mut archive.notes);
         applied.sort_by(|a, b| (&b.finished_at, b.written).cmp(&(&a.finished_at, a.written)));
         if let Some(newest) = applied.first() {
-            match FileId::of_path(&newest.path) {
-                Ok(id) => archive.last_applied.push((
+            // Only a rebuild restores it; hashing it every night would be wasted.
+            let id = if all {
+                Some(FileId::of_path(&newest.path))
+            } else {
+                None
+            };
+            match id {
+                None => {}
+                Some(Ok(id)) => archive.last_applied.push((
                     feed.name.clone(),
                     AppliedFile {
                         name: newest.name.clone(),
@@ -504,7 +542,7 @@ fn read_archive(config: &Config, all: bool) -> Result<Archive, ReconcileError> {
                         at: unix_secs(newest.written),
                     },
                 )),
-                Err(e) => archive
+                Some(Err(e)) => archive
                     .notes
                     .push(format!("{}: cannot be read: {e}", newest.path.display())),
             }
@@ -684,36 +722,41 @@ impl Comparison {
         });
     }
 
-    /// The repairs as a plan of the pseudo-feed [`RECONCILE_FEED`], under a name no export
-    /// has (so it is never taken for one already applied).
-    fn plan(&self, org: u64, name: &str) -> Plan {
-        use sha2::Digest as _;
-        let unique = format!(
-            "{name}/{}/{}",
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        );
-        let sha256 = sha2::Sha256::digest(unique.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+    /// The repairs as a plan of the pseudo-feed [`RECONCILE_FEED`].
+    fn plan(&self, org: u64, file: FileId) -> Plan {
         let mut counts = self.counts;
         counts.unchanged = self.repairs.unchanged as u64;
         Plan {
             organization_id: org,
             feed: RECONCILE_FEED.into(),
-            file: FileId {
-                name: name.to_owned(),
-                sha256,
-            },
+            file,
             verdict: Verdict::Apply { forced: false },
             ops: self.ops.clone(),
             changes: self.changes.clone(),
             counts,
             guard: Vec::new(),
         }
+    }
+}
+
+/// A plan's file: `name`, and a hash of nothing any export holds, so that the plan is never
+/// taken for one already applied.
+fn plan_file(name: &str) -> FileId {
+    use sha2::Digest as _;
+    let unique = format!(
+        "{name}/{}/{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let sha256 = sha2::Sha256::digest(unique.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    FileId {
+        name: name.to_owned(),
+        sha256,
     }
 }
 
@@ -1449,10 +1492,10 @@ mod tests {
                 },
             ]
         );
-        let plan = c.plan(100, "reconcile-x");
+        let plan = c.plan(100, plan_file("reconcile-x"));
         assert_eq!(plan.feed, RECONCILE_FEED);
         assert_eq!((plan.counts.create, plan.counts.update), (2, 1));
-        assert_ne!(plan.file.sha256, c.plan(100, "reconcile-x").file.sha256);
+        assert_ne!(plan.file.sha256, plan_file("reconcile-x").sha256);
     }
 
     #[test]
