@@ -636,7 +636,10 @@ fn applied_files(feed: &FeedConfig, index: usize, notes: &mut Vec<String>) -> Ve
                 }
             };
             let path = day.join(export_name);
-            if report.outcome != "applied" || !path.is_file() {
+            // `resumed`: applied, and delivered after an interruption (a later daemon's
+            // outcome; the same as applied here).
+            let applied = matches!(report.outcome.as_str(), "applied" | "resumed");
+            if !applied || !path.is_file() {
                 continue;
             }
             let written = std::fs::metadata(&report_path)
