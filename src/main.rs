@@ -38,6 +38,13 @@ enum Command {
     /// Map, diff and deliver export files, then exit with a summary (one shot; `run` is the
     /// daemon). Exit 3 when some vehicles were rejected, held or could not be delivered.
     Sync(cli::SyncArgs),
+    /// Compare the service's whole list with the state and deliver the repairs (nightly).
+    ///
+    /// Re-creates deleted vehicles, undoes sold or in-stock drift, re-sends fields edited on
+    /// the service and learns missing ids; vehicles lotsync did not create are left alone and
+    /// listed. `--rebuild` refills a lost state from the service and the archived exports.
+    /// Exit 3 when some repairs were refused or stay queued.
+    Reconcile(cli::ReconcileArgs),
     /// Send a file the safety guard held, once you know it is right (through the running
     /// daemon, which delivers and archives it; without one, it is queued for the next run).
     Release(cli::ReleaseArgs),
@@ -71,6 +78,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cli::check(a),
         Command::Plan(a) => cli::plan(a),
         Command::Sync(a) => cli::sync(a),
+        Command::Reconcile(a) => cli::reconcile(a),
         Command::Release(a) => cli::release(a),
         Command::State(StateCommand::Export(a)) => cli::state_export(a),
         Command::Sandbox(a) => {

@@ -483,6 +483,113 @@ async fn a_burst_of_200_files_is_each_processed_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_through_the_daemon_repairs_drift_and_leaves_a_foreign_vehicle() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new(
+        "daemon-reconcile",
+        &sb.base_url(),
+        200,
+        "",
+        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
+    );
+    let inbox = site.inbox("main");
+    let _daemon = site.start();
+    drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
+    wait_until(Duration::from_secs(20), "monday archived", &site, || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    let before = state(&sb).await;
+    let ids: Vec<(u64, String)> = before["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["vehicle"]["id"].as_u64().unwrap(),
+                v["vehicle"]["vin"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    // Behind lotsync's back: one deleted, one marked sold, one price edited; and a vehicle
+    // another tool created.
+    common::delete_vehicle(&sb, ids[0].0).await;
+    common::edit_vehicle(&sb, ids[1].0, serde_json::json!({"sold": true})).await;
+    common::edit_vehicle(
+        &sb,
+        ids[2].0,
+        serde_json::json!({"price": {"selling": 1.0}}),
+    )
+    .await;
+    let foreign = lotsync::api::VehiclePayload::new(10, "OTHER", common::feedgen::vin(9000));
+    common::client(&sb).upsert_vehicle(&foreign).await.unwrap();
+    let foreign_before = find(&state(&sb).await, &foreign.vin);
+
+    let out = site.lotsync(&["reconcile", "--format", "json"]).await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["recreated"],
+        serde_json::json!([ids[0].1]),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["in_stock_fixed"],
+        serde_json::json!([ids[1].1]),
+        "{report:#}"
+    );
+    assert_eq!(
+        report["fields_fixed"].as_array().unwrap().len(),
+        1,
+        "{report:#}"
+    );
+    assert_eq!(
+        report["foreign"][0]["vin"],
+        foreign.vin.as_str(),
+        "{report:#}"
+    );
+
+    let after = state(&sb).await;
+    let mut expected = Expected::default();
+    let monday = site.dir.path().join("monday.csv");
+    std::fs::write(&monday, demo("1-monday-full.csv")).unwrap();
+    expected.full(&monday, &Profile::auto());
+    let ours = serde_json::json!({
+        "vehicles": after["vehicles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["vehicle"]["vin"] != foreign.vin.as_str())
+            .collect::<Vec<_>>()
+    });
+    expected.assert_matches(&ours);
+    assert_eq!(find(&after, &foreign.vin), foreign_before, "left alone");
+    let status = site.status().await;
+    assert!(
+        status["last_reconcile"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{status:#}"
+    );
+}
+
+/// One vehicle of the sandbox's state, by VIN.
+fn find(st: &Value, vin: &str) -> Value {
+    st["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vehicle"]["vin"] == vin)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_polled_inbox_is_processed_without_events() {
     let sb = sandbox_with(Behaviour::default()).await;
     let site = Site::new(

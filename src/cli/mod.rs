@@ -5,8 +5,10 @@
 
 mod check;
 mod daemon;
+mod deliver;
 mod demo;
 mod plan;
+mod reconcile;
 mod sandbox;
 mod sync;
 
@@ -16,6 +18,7 @@ pub use demo::{demo, DemoArgs};
 pub use plan::{
     plan, release, state_export, ConfigArg, PlanArgs, ReleaseArgs, StateExportArgs, EXIT_HELD,
 };
+pub use reconcile::{reconcile, reconcile_direct, ReconcileArgs, ReconcileFormat};
 pub use sandbox::{sandbox, SandboxArgs};
 pub use sync::{sync, SyncArgs, EXIT_INCOMPLETE};
 

@@ -8,36 +8,20 @@
 
 pub mod control;
 mod folders;
+mod reconcile;
 mod report;
 mod run;
 pub mod status;
 mod watch;
 
 pub use folders::{Arrival, FeedFolders};
+pub use reconcile::{
+    field_drift, reconcile, FieldDrift, ForeignVehicle, ReconcileError, ReconcileReport,
+    RepairCounts, RestoredFeed, Skipped, RECONCILE_FEED,
+};
 pub use report::{FileReport, Outcome, RecordProblem};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
-
-// TEMPORARY SHIM until the reconcile branch lands (not committed).
-pub struct ShimReport;
-impl ShimReport {
-    pub fn summary(&self) -> String {
-        String::new()
-    }
-}
-impl serde::Serialize for ShimReport {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_unit()
-    }
-}
-pub async fn reconcile(
-    _: &crate::api::ApiClient,
-    _: &Arc<Outbox>,
-    _: &Config,
-    _: bool,
-) -> Result<ShimReport, String> {
-    Err("x".into())
-}
 
 use crate::config::{Config, FeedConfig};
 use crate::diff::{diff_file, FileDiffError, Verdict};

@@ -12,10 +12,11 @@
 //! is pending again. It owns the queue, not the rules (that is [`crate::diff`]) nor the calls
 //! (the uploader).
 
+use crate::api::VehiclePayload;
 use crate::diff::{payload_digest, Op, Plan, Verdict};
 use crate::state::{
-    self, vehicle_key, vin_key, Counters, FeedRecord, FileOutcome, FileRecord, Rejection, State,
-    StateError, VehicleRecord,
+    self, vehicle_key, vin_key, AppliedFile, Counters, FeedRecord, FileOutcome, FileRecord,
+    Rejection, State, StateError, VehicleRecord,
 };
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
@@ -92,6 +93,27 @@ pub enum Answer {
     },
     /// Refused (400, 404, 422): recorded on the vehicle, not retried until it changes.
     Rejected { status: u16, messages: Vec<String> },
+}
+
+/// What the service's own list showed about a vehicle, written into the state without a
+/// request: the reconciliation's findings (see `daemon::reconcile`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// The service's id of a vehicle the state knows (it had none, or another one).
+    Id { vin: String, service_id: u64 },
+    /// A vehicle the state lacks, as the service holds it (id, sold), with `payload` (from the
+    /// archived export that listed it) as the payload last acknowledged.
+    Restore {
+        vin: String,
+        service_id: u64,
+        sold: bool,
+        payload: Box<VehiclePayload>,
+        /// The archived export it comes from.
+        file: String,
+    },
+    /// A sold vehicle the service no longer holds: its record goes, so that the DMS listing
+    /// it again creates it again.
+    Forget { vin: String },
 }
 
 /// Operations handed out and not yet answered or given back.
@@ -345,6 +367,95 @@ impl Outbox {
         Ok(())
     }
 
+    /// Records what the service's list showed ([`Finding`]) and, for a rebuilt state, each
+    /// feed's last applied file, in one transaction; then flushes. A finding the state has
+    /// moved past meanwhile is left out: a Restore of a VIN the state knows, a Forget of a
+    /// vehicle with operations queued or back in stock, an Id of a VIN it does not know.
+    pub fn record_findings(
+        &self,
+        organization_id: u64,
+        findings: &[Finding],
+        feeds: &[(String, AppliedFile)],
+    ) -> Result<(), OutboxError> {
+        let t = &self.state.trees;
+        let org = organization_id;
+        let now = state::now();
+        (&t.vehicles, &t.payloads, &t.vins, &t.feeds).transaction(
+            |(vehicles, payloads, vins, feed_tree)| {
+                for finding in findings {
+                    let vin = match finding {
+                        Finding::Id { vin, .. }
+                        | Finding::Restore { vin, .. }
+                        | Finding::Forget { vin } => vin,
+                    };
+                    let indexed = match vins.get(vin_key(org, vin))? {
+                        Some(v) => Some(state::decode_u64(&v, "VIN index").map_err(abort)?),
+                        None => None,
+                    };
+                    match (finding, indexed) {
+                        (
+                            Finding::Restore {
+                                service_id,
+                                sold,
+                                payload,
+                                file,
+                                ..
+                            },
+                            None,
+                        ) => {
+                            let key = vehicle_key(org, payload.location_id, vin);
+                            let record = VehicleRecord {
+                                service_id: Some(*service_id),
+                                digest: Some(payload_digest(payload)),
+                                sold: *sold,
+                                file: file.clone(),
+                                first_seen: now,
+                                updated_at: now,
+                                ..VehicleRecord::default()
+                            };
+                            vehicles.insert(key.clone(), record.encode())?;
+                            payloads.insert(key, state::records::encode(payload))?;
+                            vins.insert(vin_key(org, vin), &payload.location_id.to_be_bytes())?;
+                        }
+                        (Finding::Id { service_id, .. }, Some(location_id)) => {
+                            let key = vehicle_key(org, location_id, vin);
+                            let Some(v) = vehicles.get(&key)? else {
+                                continue;
+                            };
+                            let mut record = VehicleRecord::decode(&v).map_err(abort)?;
+                            record.service_id = Some(*service_id);
+                            record.updated_at = now;
+                            vehicles.insert(key, record.encode())?;
+                        }
+                        (Finding::Forget { .. }, Some(location_id)) => {
+                            let key = vehicle_key(org, location_id, vin);
+                            let Some(v) = vehicles.get(&key)? else {
+                                continue;
+                            };
+                            let record = VehicleRecord::decode(&v).map_err(abort)?;
+                            if record.queued > 0 || !record.sold {
+                                continue;
+                            }
+                            vehicles.remove(key.clone())?;
+                            payloads.remove(key)?;
+                            vins.remove(vin_key(org, vin))?;
+                        }
+                        _ => {}
+                    }
+                }
+                for (feed, applied) in feeds {
+                    let record = FeedRecord {
+                        last_applied: Some(applied.clone()),
+                    };
+                    feed_tree.insert(feed.as_bytes(), state::records::encode(&record))?;
+                }
+                Ok(())
+            },
+        )?;
+        self.state.flush()?;
+        Ok(())
+    }
+
     /// Hands out up to `max` operations to send, marking them in flight: the oldest first, and
     /// of each vehicle only its next one (the rest wait for its answer).
     pub fn take(&self, max: usize) -> Result<Vec<Entry>, OutboxError> {
@@ -497,5 +608,103 @@ fn read_u64(meta: &sled::transaction::TransactionalTree, key: &[u8]) -> TxResult
     match meta.get(key)? {
         Some(v) => state::decode_u64(&v, "counter").map_err(abort),
         None => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::VehicleKey;
+
+    fn outbox(name: &str) -> (Outbox, std::path::PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("lotsync-outbox-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        (Outbox::new(State::open(&dir).unwrap()), dir)
+    }
+
+    /// Findings are written as acknowledged facts: restored records with the payload's digest,
+    /// ids learned, sold vehicles forgotten; the feeds' last applied files. One that no longer
+    /// fits the state is left out.
+    #[test]
+    fn findings_restore_learn_and_forget() {
+        let (outbox, dir) = outbox("findings");
+        let payload = VehiclePayload::new(11, "S1", "VIN1");
+        let applied = AppliedFile {
+            name: "day1.csv".into(),
+            sha256: "ab".into(),
+            at: 7,
+        };
+        let restore = |vin: &str, sold| Finding::Restore {
+            vin: vin.into(),
+            service_id: 41,
+            sold,
+            payload: Box::new(VehiclePayload::new(11, "S", vin)),
+            file: "day1.csv".into(),
+        };
+        outbox
+            .record_findings(
+                100,
+                &[
+                    Finding::Restore {
+                        vin: "VIN1".into(),
+                        service_id: 40,
+                        sold: false,
+                        payload: Box::new(payload.clone()),
+                        file: "day1.csv".into(),
+                    },
+                    restore("VIN2", true),
+                    Finding::Id {
+                        vin: "UNKNOWN".into(),
+                        service_id: 9,
+                    },
+                ],
+                &[("main".into(), applied.clone())],
+            )
+            .unwrap();
+        let state = outbox.state();
+        let (key, record) = state.find_vin(100, "VIN1").unwrap().unwrap();
+        assert_eq!(key, VehicleKey::new(100, 11, "VIN1"));
+        assert_eq!(record.service_id, Some(40));
+        assert_eq!(record.digest, Some(payload_digest(&payload)));
+        assert_eq!(state.payload(&key).unwrap(), Some(payload));
+        assert_eq!(
+            state.feed("main").unwrap().unwrap().last_applied,
+            Some(applied)
+        );
+        assert_eq!(
+            state.vehicle_count(),
+            2,
+            "an id for an unknown VIN is left out"
+        );
+
+        outbox
+            .record_findings(
+                100,
+                &[
+                    restore("VIN1", true),
+                    Finding::Id {
+                        vin: "VIN1".into(),
+                        service_id: 50,
+                    },
+                    Finding::Forget { vin: "VIN1".into() },
+                    Finding::Forget { vin: "VIN2".into() },
+                ],
+                &[],
+            )
+            .unwrap();
+        let (_, record) = state.find_vin(100, "VIN1").unwrap().unwrap();
+        assert_eq!(record.service_id, Some(50), "learned");
+        assert!(
+            !record.sold,
+            "a known VIN is not restored over, an in-stock one not forgotten"
+        );
+        assert!(state.find_vin(100, "VIN2").unwrap().is_none(), "forgotten");
+        assert!(state
+            .payload(&VehicleKey::new(100, 11, "VIN2"))
+            .unwrap()
+            .is_none());
+        drop(outbox);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -33,7 +33,10 @@
 //! per request from an RNG seeded in the config. `GET /__sandbox/state` (`/__sandbox/stats`: its
 //! counters only, cheap to poll), `POST /__sandbox/reset`
 //! (back to the config's state and behaviour) and `GET|PUT /__sandbox/behaviour` let tests
-//! look inside and steer; they need no token.
+//! look inside and steer; `DELETE /__sandbox/vehicles/{id}` and `PATCH /__sandbox/vehicles/{id}`
+//! (a JSON object: `sold`, `price` as a number or an object, or any other editable §2.1 field)
+//! change a vehicle behind the client's back, as someone on the service's own screens would,
+//! to inject drift for the reconciliation. They need no token and are not counted in the stats.
 
 mod config;
 mod routes;

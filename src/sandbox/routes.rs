@@ -1,6 +1,7 @@
 //! The sandbox's HTTP surface: the service's routes, the gate every service request passes
 //! (latency, Accept, token, organization, rate limit, faults), and the `/__sandbox` routes
-//! that tests use to look inside and steer.
+//! that tests use to look inside and steer (and to change the world behind the client's back:
+//! delete or edit a vehicle, as someone using the service's own screens would).
 
 use super::config::{Behaviour, SandboxConfig};
 use super::validate;
@@ -10,7 +11,7 @@ use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router};
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
@@ -269,6 +270,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/__sandbox/behaviour",
             get(sandbox_behaviour).put(set_sandbox_behaviour),
+        )
+        .route(
+            "/__sandbox/vehicles/{id}",
+            delete(sandbox_delete_vehicle).patch(sandbox_edit_vehicle),
         )
         .merge(service)
         .fallback(unknown_path)
@@ -682,6 +687,28 @@ async fn sandbox_stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
 async fn sandbox_reset(State(shared): State<Arc<Shared>>) -> StatusCode {
     shared.reset();
     StatusCode::NO_CONTENT
+}
+
+async fn sandbox_delete_vehicle(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+) -> Response {
+    let result = id_of(&id).and_then(|id| lock(&shared.world).remove(id));
+    result.map_or_else(refused, |v| Json(v).into_response())
+}
+
+async fn sandbox_edit_vehicle(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let patch = match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(patch)) => patch,
+        Ok(_) => return error(400, vec!["The edit must be a JSON object.".into()]),
+        Err(e) => return error(400, vec![format!("The edit is not JSON: {e}.")]),
+    };
+    let result = id_of(&id).and_then(|id| lock(&shared.world).edit(id, &patch));
+    result.map_or_else(refused, |v| Json(v).into_response())
 }
 
 async fn sandbox_behaviour(State(shared): State<Arc<Shared>>) -> Json<Value> {

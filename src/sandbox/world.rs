@@ -292,6 +292,86 @@ impl World {
         }
     }
 
+    /// `DELETE /__sandbox/vehicles/{id}`: the vehicle is gone, as if someone deleted it on the
+    /// service. A later POST of its VIN creates a new vehicle, with a new id. Answers the
+    /// vehicle as it was.
+    pub fn remove(&mut self, id: u64) -> Result<Value, Refusal> {
+        let v = self.vehicles.remove(&id).ok_or_else(|| not_found(id))?;
+        if let Some(vin) = v.representation.get("vin").and_then(Value::as_str) {
+            self.by_vin
+                .remove(&(v.organization_id, vin.to_ascii_uppercase()));
+        }
+        Ok(v.answer())
+    }
+
+    /// `PATCH /__sandbox/vehicles/{id}`: someone edits the vehicle on the service, outside the
+    /// API's rules. `sold` (true or false) moves it as the transitions would; `price` takes a
+    /// number (the selling price) or an object of prices; any other field of the §2.1 answer
+    /// but id, organization, status, sold_at, image and the timestamps is replaced as given.
+    /// The body last sent (`payload` in the state) stays as it was, and `writes` counts only
+    /// the API's writes.
+    pub fn edit(&mut self, id: u64, patch: &Map<String, Value>) -> Result<Value, Refusal> {
+        const FIXED: &[&str] = &[
+            "id",
+            "organization",
+            "status",
+            "sold_at",
+            "image",
+            "created_at",
+            "updated_at",
+        ];
+        let v = self.vehicles.get_mut(&id).ok_or_else(|| not_found(id))?;
+        let mut problems = Vec::new();
+        for (key, value) in patch {
+            match key.as_str() {
+                "sold" if !value.is_boolean() => {
+                    problems.push("sold must be true or false.".to_owned());
+                }
+                "price" if !(value.is_number() || value.is_object() || value.is_null()) => {
+                    problems.push("price must be a number, an object of prices or null.".into());
+                }
+                "sold" | "price" => {}
+                other if FIXED.contains(&other) || !v.representation.contains_key(other) => {
+                    problems.push(format!("{other} cannot be edited."));
+                }
+                _ => {}
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Refusal {
+                status: 422,
+                messages: problems,
+            });
+        }
+        let stamp = utc_datetime(SystemTime::now());
+        for (key, value) in patch {
+            match (key.as_str(), value) {
+                ("sold", Value::Bool(sold)) => {
+                    if v.sold != *sold {
+                        v.sold = *sold;
+                        let sold_at = if *sold {
+                            Value::String(stamp.clone())
+                        } else {
+                            Value::Null
+                        };
+                        v.representation.insert("sold_at".into(), sold_at);
+                    }
+                    v.representation.insert("status".into(), status_of(*sold));
+                }
+                ("price", Value::Number(n)) => {
+                    v.representation
+                        .insert("price".into(), json!({"selling": n}));
+                }
+                (key, value) => {
+                    v.representation.insert(key.to_owned(), value.clone());
+                }
+            }
+        }
+        v.representation
+            .insert("updated_at".into(), Value::String(stamp));
+        Ok(v.answer())
+    }
+
     /// Everything, for `GET /__sandbox/state`.
     pub fn snapshot(&self) -> Value {
         let vehicles: Vec<Value> = self
@@ -546,6 +626,53 @@ mod tests {
         assert_eq!(back["sold_at"], Value::Null);
         assert_eq!(w.transition(200, id, true, false).unwrap_err().status, 404);
         assert_eq!(w.transition(100, 999, true, false).unwrap_err().status, 404);
+    }
+
+    #[test]
+    fn admin_edits_and_deletes_act_outside_the_api() {
+        let mut w = world();
+        let (raw, b) = body(json!({"location_id": 10, "stock": "S", "vin": "V1", "price": 100}));
+        let (v, _) = w.upsert(100, &raw, b, Duration::ZERO);
+        let id = v["id"].as_u64().unwrap();
+        let patch = json!({"price": 90, "sold": true, "make": "Fjord"});
+        let edited = w.edit(id, patch.as_object().unwrap()).unwrap();
+        assert_eq!(edited["price"], json!({"selling": 90}));
+        assert_eq!(edited["status"], "sold");
+        assert!(edited["sold_at"].is_string());
+        assert_eq!(edited["make"], "Fjord");
+        let snapshot = w.snapshot();
+        assert_eq!(
+            snapshot["vehicles"][0]["payload"]["price"], 100,
+            "the body sent stays"
+        );
+        assert_eq!(
+            snapshot["vehicles"][0]["writes"], 1,
+            "an edit is not an API write"
+        );
+        let back = w
+            .edit(id, json!({"sold": false}).as_object().unwrap())
+            .unwrap();
+        assert_eq!(back["status"], "in-stock");
+        assert_eq!(back["sold_at"], Value::Null);
+        let refused = w
+            .edit(
+                id,
+                json!({"id": 5, "colour": "red", "sold": 1})
+                    .as_object()
+                    .unwrap(),
+            )
+            .unwrap_err();
+        assert_eq!(refused.status, 422);
+        assert_eq!(refused.messages.len(), 3, "{:?}", refused.messages);
+        assert_eq!(w.edit(999, &Map::new()).unwrap_err().status, 404);
+
+        w.remove(id).unwrap();
+        assert_eq!(w.vehicle(100, id).unwrap_err().status, 404);
+        assert_eq!(w.remove(id).unwrap_err().status, 404);
+        let (raw, b) = body(json!({"location_id": 10, "stock": "S", "vin": "v1"}));
+        let (again, created) = w.upsert(100, &raw, b, Duration::ZERO);
+        assert!(created, "the VIN is free again");
+        assert_ne!(again["id"], v["id"]);
     }
 
     #[test]

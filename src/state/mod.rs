@@ -49,12 +49,12 @@ pub enum StateError {
     },
     #[error(
         "the state database in {dir} cannot be opened ({reason}); move it aside \
-         (mv {dir} {dir}.broken) and rebuild the state from the service with `lotsync reconcile`"
+         (mv {dir} {dir}.broken) and rebuild the state from the service with `lotsync reconcile --rebuild`"
     )]
     Corrupt { dir: PathBuf, reason: String },
     #[error(
         "the state in {dir} has schema version {found}, newer than this lotsync ({SCHEMA_VERSION}); \
-         run the newer lotsync, or move the state aside and rebuild it with `lotsync reconcile`"
+         run the newer lotsync, or move the state aside and rebuild it with `lotsync reconcile --rebuild`"
     )]
     TooNew { dir: PathBuf, found: u32 },
     #[error("state database: {0}")]

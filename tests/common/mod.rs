@@ -83,6 +83,29 @@ pub async fn reset(sb: &RunningSandbox) {
     assert!(response.status().is_success(), "{}", response.status());
 }
 
+/// `DELETE /__sandbox/vehicles/{id}`: the vehicle is deleted behind the client's back.
+pub async fn delete_vehicle(sb: &RunningSandbox, id: u64) {
+    let response = raw_http()
+        .delete(format!("{}/__sandbox/vehicles/{id}", sb.base_url()))
+        .send()
+        .await
+        .expect("delete answers");
+    assert!(response.status().is_success(), "{}", response.status());
+}
+
+/// `PATCH /__sandbox/vehicles/{id}`: fields (`sold`, `price`, …) edited behind the client's
+/// back; answers the vehicle as edited.
+pub async fn edit_vehicle(sb: &RunningSandbox, id: u64, edit: Value) -> Value {
+    let response = raw_http()
+        .patch(format!("{}/__sandbox/vehicles/{id}", sb.base_url()))
+        .json(&edit)
+        .send()
+        .await
+        .expect("edit answers");
+    assert!(response.status().is_success(), "{}", response.status());
+    response.json().await.expect("the sandbox answers JSON")
+}
+
 /// How many requests of `route` ended with `status` (e.g. "201", "dropped").
 pub fn count(state: &Value, route: &str, status: &str) -> u64 {
     state["requests"][route][status].as_u64().unwrap_or(0)

@@ -1,0 +1,263 @@
+//! `lotsync reconcile`: the service's whole list against the state, the repairs queued and
+//! delivered, and a summary (see [`crate::daemon::reconcile`] for what is compared).
+
+use super::deliver::deliver;
+use super::plan::{open, ConfigArg};
+use super::{EXIT_BAD_INPUT, EXIT_INCOMPLETE};
+use crate::api::ApiClient;
+use crate::config::Config;
+use crate::daemon::ReconcileReport;
+use crate::upload::{
+    DrainReport, Notices, StatsSnapshot, UploadError, UploadSettings, Uploader, NOTICE_WAIT,
+};
+use anyhow::Context;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Arguments of `lotsync reconcile`.
+#[derive(Debug, clap::Args)]
+pub struct ReconcileArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Fill an empty state (lost, or moved aside because it was corrupt) from the service's
+    /// list and the feeds' archived exports, so that nothing is created twice or sent again.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// text: a summary for a person; json: the report and the delivery as one JSON object.
+    #[arg(long, value_enum, default_value_t = ReconcileFormat::Text)]
+    pub format: ReconcileFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReconcileFormat {
+    Text,
+    Json,
+}
+
+/// `lotsync reconcile`: through the running daemon (which owns the state), else directly.
+pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
+    let config = Config::load(&args.config.config)?;
+    let request = crate::daemon::control::Request::Reconcile {
+        rebuild: args.rebuild,
+    };
+    // As long as it takes: the daemon answers when the repairs are delivered.
+    if let Some(reply) = super::daemon::ask_daemon(&config, &request, None)? {
+        if args.format == ReconcileFormat::Json {
+            if let Some(report) = &reply.report {
+                println!("{}", serde_json::to_string_pretty(report)?);
+                return Ok(reply.exit);
+            }
+        }
+        return super::daemon::print_reply(&reply);
+    }
+    reconcile_direct(&args)
+}
+
+/// Reconciles with the state opened here (no daemon holds it): compares, queues the repairs,
+/// delivers them, prints the summary. Exit 0 when every repair was delivered, 3 when some were
+/// refused or stay queued, 2 on a bad config or a fatal answer.
+pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
+    let started = Instant::now();
+    let config = Config::load(&args.config.config)?;
+    let token = config.api.load_token()?;
+    let client = ApiClient::new(config.api.client_settings(token))?;
+    let outbox = Arc::new(open(&config)?);
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let (report, delivered, stats) = runtime.block_on(async {
+        let report = crate::daemon::reconcile(&client, &outbox, &config, args.rebuild).await?;
+        let notices = config
+            .notifications
+            .as_ref()
+            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
+        let mut uploader = Uploader::new(
+            client.clone(),
+            outbox.clone(),
+            UploadSettings::from_config(&config.api),
+        )?;
+        if let Some(notices) = &notices {
+            uploader = uploader.with_notices(notices.clone());
+        }
+        let delivered = deliver(&uploader).await;
+        if let (Some(notices), Ok(drained), Some(plan), Some(sha256)) =
+            (&notices, &delivered, &report.plan, &report.plan_sha256)
+        {
+            let refused: Vec<String> = drained
+                .rejected
+                .iter()
+                .filter(|r| &r.file == plan)
+                .map(ToString::to_string)
+                .collect();
+            notices.rejected(plan, sha256, &refused);
+        }
+        if let Some(notices) = &notices {
+            notices.finish(NOTICE_WAIT).await;
+        }
+        anyhow::Ok((report, delivered, uploader.stats().snapshot()))
+    })?;
+
+    let delivered = match delivered {
+        Err(e @ (UploadError::Outbox(_) | UploadError::State(_) | UploadError::Task(_))) => {
+            return Err(e.into())
+        }
+        other => other,
+    };
+    let code = match &delivered {
+        Ok(d) if !d.rejected.is_empty() || d.undelivered > 0 => EXIT_INCOMPLETE,
+        Ok(_) => 0,
+        Err(_) => EXIT_BAD_INPUT,
+    };
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        ReconcileFormat::Json => {
+            let (drained, fatal) = match &delivered {
+                Ok(d) => (Some(d), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            let json = serde_json::json!({
+                "report": report,
+                "report_file": report.path,
+                "delivered": stats,
+                "refused": drained.map(|d| &d.rejected),
+                "undelivered": drained.map(|d| d.undelivered),
+                "stopped": drained.and_then(|d| d.stopped.as_ref()).or(fatal.as_ref()),
+            });
+            serde_json::to_writer_pretty(&mut out, &json)?;
+            writeln!(out)?;
+        }
+        ReconcileFormat::Text => {
+            write_text(&mut out, &report, delivered.as_ref().ok(), &stats, started)?;
+        }
+    }
+    out.flush()?;
+    if let Err(UploadError::Fatal { error, queued }) = &delivered {
+        eprintln!("lotsync: delivery stopped: {error}");
+        eprintln!(
+            "lotsync: {queued} operations stay queued; run `lotsync reconcile` again once fixed"
+        );
+    }
+    Ok(code)
+}
+
+fn write_text(
+    out: &mut impl Write,
+    report: &ReconcileReport,
+    drained: Option<&DrainReport>,
+    stats: &StatsSnapshot,
+    started: Instant,
+) -> std::io::Result<()> {
+    let c = &report.counts;
+    writeln!(
+        out,
+        "reconcile{}: {} vehicles on the service, {} in the state ({:.1} s)",
+        if report.rebuild { " --rebuild" } else { "" },
+        report.service_vehicles,
+        report.state_vehicles,
+        started.elapsed().as_secs_f64()
+    )?;
+    if report.rebuild {
+        writeln!(
+            out,
+            "  restored {} from the service and {}",
+            plural(c.restored, "vehicle"),
+            plural(report.archived_files_read, "archived export")
+        )?;
+        for f in &report.feeds_restored {
+            writeln!(
+                out,
+                "  feed {}: last applied file {} (dropping it again sends nothing)",
+                f.feed, f.file
+            )?;
+        }
+    }
+    if report.operations == 0 {
+        writeln!(out, "  nothing to repair")?;
+    } else {
+        writeln!(
+            out,
+            "  queued: {} re-created, {} marked sold again, {} back in stock, {} re-sent (fields edited on the service)",
+            c.recreated, c.sold_fixed, c.in_stock_fixed, c.fields_fixed
+        )?;
+    }
+    for f in &report.fields_fixed {
+        writeln!(out, "    VIN {}: {}", f.vin, f.fields.join(", "))?;
+    }
+    if !report.rebuild {
+        writeln!(
+            out,
+            "  without a request: {} ids learned, {} records restored from the archive, {} sold vehicles gone from the service forgotten",
+            c.ids_learned, c.restored, c.forgotten
+        )?;
+    }
+    let s = &report.skipped;
+    if s.total() > 0 {
+        writeln!(
+            out,
+            "  skipped: {} with operations still queued, {} refused by the service, {} changed while listed, {} other; the queue or the next run settles them",
+            s.queued,
+            s.rejected,
+            s.changed_meanwhile,
+            s.not_created + s.no_payload + s.duplicate_on_service
+        )?;
+    }
+    if !report.foreign.is_empty() {
+        writeln!(
+            out,
+            "  left alone: {} lotsync did not create:",
+            plural(report.foreign.len(), "vehicle")
+        )?;
+        for f in &report.foreign {
+            let location = f
+                .location_id
+                .map_or_else(|| "-".to_owned(), |l| l.to_string());
+            writeln!(
+                out,
+                "    VIN {:<17} id {:>8}  location {location}",
+                if f.vin.is_empty() { "(none)" } else { &f.vin },
+                f.id
+            )?;
+        }
+    }
+    for note in &report.notes {
+        writeln!(out, "  note: {note}")?;
+    }
+    writeln!(
+        out,
+        "  delivered: created {}, updated {}, sold {}, back in stock {}; requests {}, retries {}, 429s {}",
+        stats.created,
+        stats.updated,
+        stats.sold,
+        stats.in_stock,
+        stats.requests,
+        stats.retries,
+        stats.throttled
+    )?;
+    if let Some(drained) = drained {
+        for r in &drained.rejected {
+            writeln!(
+                out,
+                "  refused: VIN {} ({}, from {}): {} {}",
+                r.vin,
+                r.op,
+                r.file,
+                r.status,
+                r.messages.join(" ")
+            )?;
+        }
+        if let Some(why) = &drained.stopped {
+            writeln!(out, "  delivery stopped: {why}")?;
+        }
+        if drained.undelivered > 0 {
+            writeln!(
+                out,
+                "  {} operations stay queued; the next `lotsync reconcile`, `sync` or `run` sends them",
+                drained.undelivered
+            )?;
+        }
+    }
+    writeln!(out, "  report: {}", report.path.display())
+}
+
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
