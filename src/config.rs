@@ -293,6 +293,11 @@ impl Config {
             let at = format!("feed[{i}] ({:?})", feed.name);
             if feed.name.trim().is_empty() {
                 problems.push(format!("feed[{i}].name: must not be empty"));
+            } else if feed.name == crate::daemon::RECONCILE_FEED {
+                problems.push(format!(
+                    "{at}.name: {:?} is the name the nightly reconciliation uses; pick another",
+                    feed.name
+                ));
             } else if !names.insert(feed.name.as_str()) {
                 problems.push(format!("{at}.name: another feed has the same name"));
             }

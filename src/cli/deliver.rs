@@ -2,8 +2,7 @@
 //! terminal and a log line every few seconds otherwise; Ctrl-C or SIGTERM stops it, leaving
 //! what is not answered queued.
 //!
-//! `lotsync reconcile` uses it; `lotsync sync` still has its own copy of the same loop, to be
-//! switched to this one by its owner.
+//! `lotsync sync` and `lotsync reconcile` use it.
 
 use crate::upload::{DrainReport, UploadError, Uploader};
 use std::io::IsTerminal;

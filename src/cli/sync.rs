@@ -1,22 +1,20 @@
 //! `lotsync sync`: one shot of the whole pipeline: map, diff, queue, deliver, and exit when
 //! the outbox is drained, with a summary.
 
+use super::deliver::deliver;
 use super::plan::{open, plan_one, ConfigArg};
 use super::EXIT_BAD_INPUT;
 use crate::api::ApiClient;
 use crate::config::Config;
 use crate::diff::{FilePlan, Verdict};
 use crate::upload::{DrainReport, Notices, UploadError, UploadSettings, Uploader, NOTICE_WAIT};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Exit code when some vehicles were rejected, held or could not be delivered.
 pub const EXIT_INCOMPLETE: u8 = 3;
-
-/// How often a non-interactive run logs its progress.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// Arguments of `lotsync sync`.
 #[derive(Debug, clap::Args)]
@@ -193,78 +191,6 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     };
     out.flush()?;
     Ok(code)
-}
-
-/// Drains the outbox, showing progress: a bar on a terminal, a log line every few seconds
-/// otherwise. Ctrl-C or SIGTERM stops it, leaving what is not answered queued.
-async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadError> {
-    let total = uploader.queued()?;
-    if total == 0 {
-        return uploader.drain().await;
-    }
-    tracing::info!(
-        operations = total,
-        rate = format_args!("{:.1}", uploader.rate()),
-        "delivering"
-    );
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(total as u64);
-        // The template is a constant known to be valid; a bad one would only lose the style.
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} operations  {per_sec:>10}  eta {eta}  {msg}",
-        ) {
-            bar.set_style(style);
-        }
-        bar
-    });
-    let drain = uploader.drain();
-    tokio::pin!(drain);
-    let mut tick = tokio::time::interval(if bar.is_some() {
-        Duration::from_millis(200)
-    } else {
-        PROGRESS_EVERY
-    });
-    tick.tick().await;
-    let shutdown = super::shutdown_signal();
-    tokio::pin!(shutdown);
-    let result = loop {
-        tokio::select! {
-            result = &mut drain => break result,
-            () = &mut shutdown => {
-                tracing::warn!("interrupted; what is not answered stays queued");
-                break uploader.queued().map(|undelivered| DrainReport {
-                    stopped: Some("interrupted".into()),
-                    undelivered,
-                    ..DrainReport::default()
-                });
-            }
-            _ = tick.tick() => {
-                let s = uploader.stats().snapshot();
-                match &bar {
-                    Some(bar) => {
-                        bar.set_position(s.answered);
-                        bar.set_message(format!(
-                            "{:.0} req/s max, {} retries, {} 429s",
-                            uploader.rate(), s.retries, s.throttled
-                        ));
-                    }
-                    None => tracing::info!(
-                        answered = s.answered,
-                        of = total,
-                        requests = s.requests,
-                        retries = s.retries,
-                        throttled = s.throttled,
-                        rate = format_args!("{:.1}", uploader.rate()),
-                        "delivering"
-                    ),
-                }
-            }
-        }
-    };
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    result
 }
 
 /// One file's problems for its notification: records the mapper rejected and operations the

@@ -98,9 +98,9 @@ impl FeedFolders {
         })
     }
 
-    /// Deletes archive day folders older than `days` days, always keeping the newest one
-    /// (it holds the last full snapshot `lotsync reconcile --rebuild` reads). Returns the
-    /// folders deleted.
+    /// Deletes archive day folders older than `days` days. The newest folder is always kept,
+    /// and so is the newest one holding an applied file (the last snapshot `lotsync reconcile
+    /// --rebuild` reads), however old. Returns the folders deleted.
     pub fn prune_archive(&self, days: u32) -> io::Result<Vec<PathBuf>> {
         if days == 0 {
             return Ok(Vec::new());
@@ -119,6 +119,9 @@ impl FeedFolders {
             .collect();
         day_dirs.sort();
         day_dirs.pop();
+        if let Some(i) = day_dirs.iter().rposition(|(_, dir)| holds_applied(dir)) {
+            day_dirs.remove(i);
+        }
         let mut deleted = Vec::new();
         for (day, dir) in day_dirs {
             if day.as_str() < cutoff {
@@ -216,6 +219,20 @@ fn is_export_name(path: &Path) -> bool {
     !(name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part") || is_report(path))
 }
 
+/// Whether an archive day folder holds the report of a file whose operations were applied.
+fn holds_applied(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|e| {
+        is_report(&e.path())
+            && std::fs::read(e.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_some_and(|r| matches!(r["outcome"].as_str(), Some("applied" | "resumed")))
+    })
+}
+
 /// `YYYY-MM-DD`.
 fn is_day(name: &str) -> bool {
     let b = name.as_bytes();
@@ -283,13 +300,32 @@ mod tests {
         assert_eq!(deleted.len(), 2, "{deleted:?}");
         assert!(dir.join("archive").join(&today).is_dir());
         assert!(dir.join("archive/notes").is_dir());
-        // Only old days left: the newest of them stays (the last full snapshot).
+        // Only old days left: the newest of them stays.
         std::fs::remove_dir_all(dir.join("archive").join(&today)).unwrap();
         std::fs::create_dir_all(dir.join("archive/2020-01-01")).unwrap();
         std::fs::create_dir_all(dir.join("archive/2020-01-03")).unwrap();
         folders.prune_archive(30).unwrap();
         assert!(!dir.join("archive/2020-01-01").exists());
         assert!(dir.join("archive/2020-01-03").is_dir());
+        // The last applied file stays too, when newer days hold only other outcomes.
+        let applied = FileReport::new("main", "full.csv", "a", Outcome::Applied);
+        let same = FileReport::new("main", "again.csv", "a", Outcome::AlreadyApplied);
+        for (day, report) in [("2020-01-05", &applied), ("2020-01-06", &same)] {
+            let d = dir.join("archive").join(day);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(
+                d.join(format!("{}.report.json", report.file)),
+                serde_json::to_vec(report).unwrap(),
+            )
+            .unwrap();
+        }
+        folders.prune_archive(30).unwrap();
+        assert!(!dir.join("archive/2020-01-03").exists());
+        assert!(
+            dir.join("archive/2020-01-05").is_dir(),
+            "the last applied file"
+        );
+        assert!(dir.join("archive/2020-01-06").is_dir(), "the newest day");
         assert!(folders.prune_archive(0).unwrap().is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -890,7 +890,14 @@ fn judge_known(
         skipped.queued += 1;
         return;
     }
-    if record.rejected.is_some() {
+    let listed = by_vin.get(vin).map(Vec::as_slice).unwrap_or_default();
+    // A sale or return refused because the service lost the vehicle is repaired below like
+    // any missing vehicle; other refusals wait for new data.
+    let lost_for = record.rejected.as_ref().and_then(|r| {
+        (r.status == 404 && listed.is_empty() && matches!(r.op.as_str(), "sold" | "in_stock"))
+            .then_some(r.op.as_str())
+    });
+    if record.rejected.is_some() && lost_for.is_none() {
         skipped.rejected += 1;
         return;
     }
@@ -898,10 +905,11 @@ fn judge_known(
         skipped.not_created += 1;
         return;
     }
-    let listed = by_vin.get(vin).map(Vec::as_slice).unwrap_or_default();
     let v = match listed {
         [] => {
-            if record.sold {
+            // Where the DMS wants it: the refused transition's side, else as last acknowledged.
+            let sold = lost_for.map_or(record.sold, |op| op == "sold");
+            if sold {
                 out.findings.push(Finding::Forget {
                     vin: vin.to_owned(),
                 });
@@ -1368,6 +1376,35 @@ mod tests {
             },
             payload: Some(payload),
         }
+    }
+
+    #[test]
+    fn a_sale_or_return_refused_for_a_lost_vehicle_is_settled() {
+        let refused = |op: &str| Rejection {
+            op: op.into(),
+            digest: None,
+            status: 404,
+            messages: vec![],
+            at: 0,
+        };
+        let mut state = vec![
+            known("LOSTSALE", Some(1), false),
+            known("LOSTRETURN", Some(2), true),
+            known("REFUSEDHERE", Some(3), false),
+        ];
+        state[0].record.rejected = Some(refused("sold"));
+        state[1].record.rejected = Some(refused("in_stock"));
+        state[2].record.rejected = Some(refused("sold"));
+        let before: Versions = state
+            .iter()
+            .map(|k| (k.key.vin.clone(), (1, 5, 0)))
+            .collect();
+        // Only the third is still on the service: its refusal waits for new data.
+        let service = vec![shown(&state[2].payload.clone().unwrap(), 3, false)];
+        let c = compare(100, &service, state, &before, &HashMap::new());
+        assert_eq!(c.repairs.forgotten, ["LOSTSALE"], "nothing left to sell");
+        assert_eq!(c.repairs.recreated, ["LOSTRETURN"], "back on the lot");
+        assert_eq!(c.repairs.skipped.rejected, 1);
     }
 
     #[test]

@@ -72,7 +72,7 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
                 return Ok(Delivery::Rejected {
                     status: 404,
                     messages: vec![format!(
-                    "the service has no vehicle with VIN {}; `lotsync reconcile` creates it again",
+                    "the service has no vehicle with VIN {}; the nightly `lotsync reconcile` re-creates it if it is in stock, or forgets it if it was sold",
                     job.entry.vin
                 )],
                 })
