@@ -9,7 +9,7 @@ mod common;
 use common::fleet::{export, Car, Expected};
 use common::{sandbox_with, state, stats, TempDir};
 use lotsync::mapper::Profile;
-use lotsync::sandbox::{Behaviour, Faults};
+use lotsync::sandbox::{Behaviour, Faults, RunningSandbox};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -181,6 +181,25 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A daemon with one full feed at location 10 that has applied the demo's Monday export.
+async fn monday_applied(sb: &RunningSandbox, name: &str) -> (Site, PathBuf, Running) {
+    let site = Site::new(
+        name,
+        &sb.base_url(),
+        200,
+        "",
+        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
+    );
+    let inbox = site.inbox("main");
+    let daemon = site.start();
+    drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
+    wait_until(Duration::from_secs(20), "monday archived", &site, || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    (site, inbox, daemon)
 }
 
 fn vehicles(st: &Value) -> usize {
@@ -369,20 +388,7 @@ async fn sigterm_stops_within_ten_seconds_and_the_next_start_finishes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_snapshot_is_held_and_released_through_the_daemon() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new(
-        "daemon-held",
-        &sb.base_url(),
-        200,
-        "",
-        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
-    );
-    let inbox = site.inbox("main");
-    let _daemon = site.start();
-    drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
-    wait_until(Duration::from_secs(20), "monday archived", &site, || {
-        reports(&inbox, "archive").len() == 1
-    })
-    .await;
+    let (site, inbox, _daemon) = monday_applied(&sb, "daemon-held").await;
     drop_file(&inbox, "thursday.csv", &demo("4-thursday-truncated.csv"));
     wait_until(Duration::from_secs(20), "thursday held", &site, || {
         reports(&inbox, "held").len() == 1
@@ -485,20 +491,7 @@ async fn a_burst_of_200_files_is_each_processed_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_through_the_daemon_repairs_drift_and_leaves_a_foreign_vehicle() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new(
-        "daemon-reconcile",
-        &sb.base_url(),
-        200,
-        "",
-        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
-    );
-    let inbox = site.inbox("main");
-    let _daemon = site.start();
-    drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
-    wait_until(Duration::from_secs(20), "monday archived", &site, || {
-        reports(&inbox, "archive").len() == 1
-    })
-    .await;
+    let (site, _inbox, _daemon) = monday_applied(&sb, "daemon-reconcile").await;
     let before = state(&sb).await;
     let ids: Vec<(u64, String)> = before["vehicles"]
         .as_array()

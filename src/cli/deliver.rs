@@ -4,7 +4,7 @@
 //!
 //! `lotsync sync` and `lotsync reconcile` use it.
 
-use crate::upload::{DrainReport, UploadError, Uploader};
+use crate::upload::{DrainReport, RejectedOp, UploadError, Uploader};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -81,4 +81,23 @@ pub(super) async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadEr
         bar.finish_and_clear();
     }
     result
+}
+
+/// The summary's lines for operations the service refused.
+pub(super) fn write_refused(
+    out: &mut impl std::io::Write,
+    refused: &[RejectedOp],
+) -> std::io::Result<()> {
+    for r in refused {
+        writeln!(
+            out,
+            "  refused: VIN {} ({}, from {}): {} {}",
+            r.vin,
+            r.op,
+            r.file,
+            r.status,
+            r.messages.join(" ")
+        )?;
+    }
+    Ok(())
 }

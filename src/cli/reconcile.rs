@@ -7,9 +7,7 @@ use super::{EXIT_BAD_INPUT, EXIT_INCOMPLETE};
 use crate::api::ApiClient;
 use crate::config::Config;
 use crate::daemon::ReconcileReport;
-use crate::upload::{
-    DrainReport, Notices, StatsSnapshot, UploadError, UploadSettings, Uploader, NOTICE_WAIT,
-};
+use crate::upload::{DrainReport, StatsSnapshot, UploadError, Uploader, NOTICE_WAIT};
 use anyhow::Context;
 use std::io::Write;
 use std::sync::Arc;
@@ -66,18 +64,7 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (report, delivered, stats) = runtime.block_on(async {
         let report = crate::daemon::reconcile(&client, &outbox, &config, args.rebuild).await?;
-        let notices = config
-            .notifications
-            .as_ref()
-            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
-        let mut uploader = Uploader::new(
-            client.clone(),
-            outbox.clone(),
-            UploadSettings::from_config(&config.api),
-        )?;
-        if let Some(notices) = &notices {
-            uploader = uploader.with_notices(notices.clone());
-        }
+        let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;
         let delivered = deliver(&uploader).await;
         if let (Some(notices), Ok(drained), Some(plan), Some(sha256)) =
             (&notices, &delivered, &report.plan, &report.plan_sha256)
@@ -233,17 +220,7 @@ fn write_text(
         stats.throttled
     )?;
     if let Some(drained) = drained {
-        for r in &drained.rejected {
-            writeln!(
-                out,
-                "  refused: VIN {} ({}, from {}): {} {}",
-                r.vin,
-                r.op,
-                r.file,
-                r.status,
-                r.messages.join(" ")
-            )?;
-        }
+        super::deliver::write_refused(out, &drained.rejected)?;
         if let Some(why) = &drained.stopped {
             writeln!(out, "  delivery stopped: {why}")?;
         }

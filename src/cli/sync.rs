@@ -7,7 +7,7 @@ use super::EXIT_BAD_INPUT;
 use crate::api::ApiClient;
 use crate::config::Config;
 use crate::diff::{FilePlan, Verdict};
-use crate::upload::{DrainReport, Notices, UploadError, UploadSettings, Uploader, NOTICE_WAIT};
+use crate::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -69,24 +69,13 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
 
     let runtime = tokio::runtime::Runtime::new()?;
     let delivered = runtime.block_on(async {
-        let notices = config
-            .notifications
-            .as_ref()
-            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
+        let (uploader, notices) = Uploader::configured(client, outbox.clone(), &config)?;
         if let Some(notices) = &notices {
             for s in &synced {
                 if let Verdict::Held { reasons } = &s.planned.plan.verdict {
                     notices.held(&s.shown, &s.planned.plan.file.sha256, reasons);
                 }
             }
-        }
-        let mut uploader = Uploader::new(
-            client,
-            outbox.clone(),
-            UploadSettings::from_config(&config.api),
-        )?;
-        if let Some(notices) = &notices {
-            uploader = uploader.with_notices(notices.clone());
         }
         let delivered = deliver(&uploader).await;
         if let (Some(notices), Ok(report)) = (&notices, &delivered) {
@@ -143,17 +132,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     )?;
     let code = match delivered {
         Ok(report) => {
-            for r in &report.rejected {
-                writeln!(
-                    out,
-                    "  refused: VIN {} ({}, from {}): {} {}",
-                    r.vin,
-                    r.op,
-                    r.file,
-                    r.status,
-                    r.messages.join(" ")
-                )?;
-            }
+            super::deliver::write_refused(&mut out, &report.rejected)?;
             if held > 0 {
                 writeln!(out, "  held: {held} file(s); see above")?;
             }

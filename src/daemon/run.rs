@@ -15,7 +15,7 @@ use super::{is_in_processing, DaemonError, FilePipeline, FileReport, Outcome};
 use crate::api::ApiClient;
 use crate::config::{Config, FeedConfig};
 use crate::outbox::Outbox;
-use crate::upload::{Notices, UploadError, UploadSettings, Uploader};
+use crate::upload::{UploadError, Uploader};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -96,18 +96,7 @@ impl Daemon {
         let outbox = Arc::new(Outbox::new(crate::state::State::open(&config.state.dir)?));
         let token = config.api.load_token()?;
         let client = ApiClient::new(config.api.client_settings(token)).map_err(Box::new)?;
-        let notices = config
-            .notifications
-            .as_ref()
-            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
-        let mut uploader = Uploader::new(
-            client.clone(),
-            outbox.clone(),
-            UploadSettings::from_config(&config.api),
-        )?;
-        if let Some(n) = &notices {
-            uploader = uploader.with_notices(n.clone());
-        }
+        let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;
         let listener = control::bind(&config.daemon.socket)?;
         let pipeline = Arc::new(FilePipeline::new(config, outbox, uploader, notices));
         let daemon = Arc::new(Daemon {

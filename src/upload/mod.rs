@@ -248,6 +248,25 @@ impl Uploader {
     }
 
     /// Tell the service's notifications about a fatal stop.
+    /// An uploader as the config says (pace, retries), telling people through the service's
+    /// notifications when the config has a `[notifications]` section (those are returned
+    /// too, for the caller's own notices).
+    pub fn configured(
+        client: ApiClient,
+        outbox: Arc<Outbox>,
+        config: &crate::config::Config,
+    ) -> Result<(Uploader, Option<Notices>), UploadError> {
+        let notices = config
+            .notifications
+            .as_ref()
+            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
+        let mut uploader = Uploader::new(client, outbox, UploadSettings::from_config(&config.api))?;
+        if let Some(n) = &notices {
+            uploader = uploader.with_notices(n.clone());
+        }
+        Ok((uploader, notices))
+    }
+
     pub fn with_notices(mut self, notices: Notices) -> Uploader {
         self.notices = Some(notices);
         self
