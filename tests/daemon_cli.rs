@@ -183,14 +183,17 @@ impl Drop for Running {
     }
 }
 
-/// A daemon with one full feed at location 10 that has applied the demo's Monday export.
-async fn monday_applied(sb: &RunningSandbox, name: &str) -> (Site, PathBuf, Running) {
+/// A daemon with one feed at location 10 (`mode`: "full" or "delta") that has applied the
+/// demo's Monday export.
+async fn monday_applied(sb: &RunningSandbox, name: &str, mode: &str) -> (Site, PathBuf, Running) {
     let site = Site::new(
         name,
         &sb.base_url(),
         200,
         "",
-        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
+        &format!(
+            "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\nmode = \"{mode}\"\n"
+        ),
     );
     let inbox = site.inbox("main");
     let daemon = site.start();
@@ -209,21 +212,7 @@ fn vehicles(st: &Value) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_file_reaches_the_service_and_a_slow_write_is_taken_once_whole() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new(
-        "daemon-drop",
-        &sb.base_url(),
-        200,
-        "",
-        "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\nmode = \"delta\"\n",
-    );
-    let inbox = site.inbox("main");
-    let daemon = site.start();
-
-    drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
-    wait_until(Duration::from_secs(20), "monday archived", &site, || {
-        reports(&inbox, "archive").len() == 1
-    })
-    .await;
+    let (site, inbox, daemon) = monday_applied(&sb, "daemon-drop", "delta").await;
     assert_eq!(vehicles(&state(&sb).await), 12);
     let status = site.status().await;
     assert_eq!(status["daemon"], true, "{status:#}");
@@ -388,7 +377,7 @@ async fn sigterm_stops_within_ten_seconds_and_the_next_start_finishes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_truncated_snapshot_is_held_and_released_through_the_daemon() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let (site, inbox, _daemon) = monday_applied(&sb, "daemon-held").await;
+    let (site, inbox, _daemon) = monday_applied(&sb, "daemon-held", "full").await;
     drop_file(&inbox, "thursday.csv", &demo("4-thursday-truncated.csv"));
     wait_until(Duration::from_secs(20), "thursday held", &site, || {
         reports(&inbox, "held").len() == 1
@@ -491,7 +480,7 @@ async fn a_burst_of_200_files_is_each_processed_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_through_the_daemon_repairs_drift_and_leaves_a_foreign_vehicle() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let (site, _inbox, _daemon) = monday_applied(&sb, "daemon-reconcile").await;
+    let (site, _inbox, _daemon) = monday_applied(&sb, "daemon-reconcile", "full").await;
     let before = state(&sb).await;
     let ids: Vec<(u64, String)> = before["vehicles"]
         .as_array()
