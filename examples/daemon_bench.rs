@@ -6,6 +6,8 @@
 //!
 //! `cargo build --release && cargo run --release --example daemon_bench`
 
+mod support;
+
 use clap::Parser;
 use lotsync::sandbox::{Behaviour, RunningSandbox};
 use serde_json::Value;
@@ -30,12 +32,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     lotsync::api::install_crypto_provider();
-    let lotsync = std::env::current_exe()?
-        .parent()
-        .and_then(Path::parent)
-        .map(|release| release.join("lotsync"))
-        .filter(|p| p.is_file())
-        .ok_or_else(|| anyhow::anyhow!("build the binary first: cargo build --release"))?;
+    let lotsync = support::release_binary()?;
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(&args.dir)?;
     let sandbox = RunningSandbox::on_loopback(Behaviour::default()).await?;

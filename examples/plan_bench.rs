@@ -15,6 +15,8 @@
 #[path = "../benches/feedgen.rs"]
 mod feedgen;
 
+mod support;
+
 use clap::Parser;
 use lotsync::config::Config;
 use lotsync::diff::diff_file;
@@ -39,12 +41,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let lotsync = std::env::current_exe()?
-        .parent()
-        .and_then(Path::parent)
-        .map(|release| release.join("lotsync"))
-        .filter(|p| p.is_file())
-        .ok_or_else(|| anyhow::anyhow!("build the binary first: cargo build --release"))?;
+    let lotsync = support::release_binary()?;
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(args.dir.join("inbox"))?;
     let dir = &args.dir;

@@ -13,6 +13,8 @@
 #[path = "../benches/feedgen.rs"]
 mod feedgen;
 
+mod support;
+
 use clap::Parser;
 use lotsync::sandbox::{Behaviour, Faults, RateLimitConfig, RunningSandbox};
 use serde_json::Value;
@@ -44,12 +46,7 @@ struct Run {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     lotsync::api::install_crypto_provider();
-    let lotsync = std::env::current_exe()?
-        .parent()
-        .and_then(Path::parent)
-        .map(|release| release.join("lotsync"))
-        .filter(|p| p.is_file())
-        .ok_or_else(|| anyhow::anyhow!("build the binary first: cargo build --release"))?;
+    let lotsync = support::release_binary()?;
     let _ = std::fs::remove_dir_all(&args.dir);
     std::fs::create_dir_all(&args.dir)?;
 

@@ -16,6 +16,11 @@ pub fn utc_datetime(at: SystemTime) -> String {
     )
 }
 
+/// `YYYY-MM-DD HH:MM:SS` in UTC of Unix seconds (as the state stores times).
+pub fn utc_unix(secs: i64) -> String {
+    utc_datetime(UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+}
+
 /// The calendar year in UTC.
 pub fn utc_year(at: SystemTime) -> u16 {
     let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

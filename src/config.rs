@@ -103,7 +103,7 @@ pub struct NotificationsConfig {
 }
 
 /// `[state]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// The sled database and its lock live here (systemd's StateDirectory).
@@ -120,7 +120,7 @@ impl Default for StateConfig {
 }
 
 /// `[[feed]]`: one DMS export.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FeedConfig {
     pub name: String,
@@ -149,7 +149,7 @@ pub struct FeedConfig {
 }
 
 /// `[api]`: the Vehicle Inventory Service.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApiConfig {
     /// The spec's `{base_url}`; https, or plain http to this machine only.

@@ -6,7 +6,7 @@ use crate::config::{Config, FeedConfig};
 use crate::diff::{diff_file, FilePlan, Plan, PlannedOp, Verdict};
 use crate::mapper::Profile;
 use crate::outbox::Outbox;
-use crate::state::{FileOutcome, State};
+use crate::state::State;
 use anyhow::Context;
 use serde::Serialize;
 use std::io::Write;
@@ -126,14 +126,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     let outbox = open(&config)?;
     let file = crate::diff::FileId::of_path(&args.file)
         .with_context(|| args.file.display().to_string())?;
-    let was_held = outbox.state().files().any(|r| {
-        r.is_ok_and(|r| {
-            r.feed == feed.name
-                && r.sha256 == file.sha256
-                && matches!(r.outcome, FileOutcome::Held { .. })
-        })
-    });
-    if !was_held {
+    if !outbox.state().is_held(&feed.name, &file.sha256) {
         anyhow::bail!(
             "{}: not held for feed {:?} (no held file has this content); nothing to release",
             args.file.display(),
@@ -179,8 +172,8 @@ pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
                     "queued": v.record.queued,
                     "rejected": v.record.rejected,
                     "file": v.record.file,
-                    "first_seen": crate::clock::utc_datetime(at(v.record.first_seen)),
-                    "updated_at": crate::clock::utc_datetime(at(v.record.updated_at)),
+                    "first_seen": crate::clock::utc_unix(v.record.first_seen),
+                    "updated_at": crate::clock::utc_unix(v.record.updated_at),
                     "payload": v.payload,
                 });
                 serde_json::to_writer(&mut out, &line)?;
@@ -205,10 +198,6 @@ pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn at(secs: i64) -> std::time::SystemTime {
-    std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64)
-}
-
 fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
     let plan = &planned.plan;
     writeln!(
@@ -223,7 +212,7 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             writeln!(
                 out,
                 "  already applied: same content as {same_as} ({} UTC); nothing to do",
-                crate::clock::utc_datetime(at(*when))
+                crate::clock::utc_unix(*when)
             )?;
             return Ok(());
         }

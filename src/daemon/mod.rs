@@ -207,17 +207,9 @@ impl FilePipeline {
             .sha256;
         let state = self.outbox.clone();
         let (feed_name, sha) = (feed.name.clone(), sha256.clone());
-        let was_held = tokio::task::spawn_blocking(move || {
-            state.state().files().any(|r| {
-                r.is_ok_and(|r| {
-                    r.feed == feed_name
-                        && r.sha256 == sha
-                        && matches!(r.outcome, crate::state::FileOutcome::Held { .. })
-                })
-            })
-        })
-        .await
-        .map_err(|e| DaemonError::Diff(e.to_string()))?;
+        let was_held = tokio::task::spawn_blocking(move || state.state().is_held(&feed_name, &sha))
+            .await
+            .map_err(|e| DaemonError::Diff(e.to_string()))?;
         if !was_held {
             return Err(DaemonError::NotHeld {
                 file: file.to_owned(),

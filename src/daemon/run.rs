@@ -576,7 +576,8 @@ impl Daemon {
             }
         };
         let old = self.pipeline.config();
-        if format!("{:?}{:?}", old.api, old.state) != format!("{:?}{:?}", config.api, config.state)
+        if old.api != config.api
+            || old.state != config.state
             || old.daemon.socket != config.daemon.socket
         {
             tracing::warn!(
@@ -590,7 +591,7 @@ impl Daemon {
         for name in names {
             let same = wanted
                 .get(name.as_str())
-                .is_some_and(|f| format!("{f:?}") == format!("{:?}", feeds[&name].config));
+                .is_some_and(|f| **f == feeds[&name].config);
             if !same {
                 if let Some(feed) = feeds.remove(&name) {
                     tracing::info!(feed = %name, "reload: stopping the feed (after its file in hand)");

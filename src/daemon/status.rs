@@ -111,7 +111,7 @@ pub fn collect(
             LastFile {
                 name: r.name.clone(),
                 outcome: outcome.into(),
-                at: crate::clock::utc_datetime(at(r.seen_at)),
+                at: crate::clock::utc_unix(r.seen_at),
                 summary,
             },
         );
@@ -176,10 +176,6 @@ fn count_files(dir: &std::path::Path) -> usize {
                 .count()
         })
         .unwrap_or(0)
-}
-
-fn at(unix: i64) -> std::time::SystemTime {
-    std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(unix).unwrap_or(0))
 }
 
 impl DaemonStatus {

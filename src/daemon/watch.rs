@@ -193,7 +193,7 @@ pub async fn watch_inbox(
     let feed = settings.feed.clone();
     let (seen_tx, mut seen) = mpsc::unbounded_channel();
     // Kept alive for as long as the inbox is watched.
-    let _watcher = match settings.mode {
+    let watcher = match settings.mode {
         WatchMode::Poll => None,
         WatchMode::Notify => match start_notify(folders.inbox(), seen_tx) {
             Ok(w) => Some(w),
@@ -209,7 +209,7 @@ pub async fn watch_inbox(
             }
         },
     };
-    let polling = _watcher.is_none();
+    let polling = watcher.is_none();
     let every = if polling {
         settings.poll_interval
     } else {

@@ -268,6 +268,17 @@ impl State {
         })
     }
 
+    /// Whether the safety guard held a file of `feed` with this content.
+    pub fn is_held(&self, feed: &str, sha256: &str) -> bool {
+        self.files().any(|r| {
+            r.is_ok_and(|r| {
+                r.feed == feed
+                    && r.sha256 == sha256
+                    && matches!(r.outcome, FileOutcome::Held { .. })
+            })
+        })
+    }
+
     /// The outbox's conservation counters.
     pub fn counters(&self) -> Result<Counters, StateError> {
         Counters::read(&self.trees.meta)
