@@ -107,7 +107,7 @@ fn crash_child() {
                     sold: None,
                     warnings: Vec::new(),
                 };
-                differ.accepted(accepted).expect("diff");
+                differ.accepted(&accepted).expect("diff");
             }
             differ.commit().expect("commit");
         }

@@ -78,7 +78,7 @@ fn diff(lot: &Lot, rules: Rules, f: &File, commit: bool) -> Plan {
     let mut differ = Differ::new(&lot.outbox, rules, id).unwrap();
     for (i, (payload, sold)) in f.cars.iter().enumerate() {
         differ
-            .accepted(Accepted {
+            .accepted(&Accepted {
                 line: i as u64 + 2,
                 payload: payload.clone(),
                 sold: *sold,

@@ -43,7 +43,7 @@ fn snapshot(outbox: &Outbox, name: &str, cars: &[VehiclePayload]) {
     let mut differ = Differ::new(outbox, rules(), file).unwrap();
     for (i, payload) in cars.iter().enumerate() {
         differ
-            .accepted(Accepted {
+            .accepted(&Accepted {
                 line: i as u64 + 2,
                 payload: payload.clone(),
                 sold: None,

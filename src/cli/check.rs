@@ -136,13 +136,13 @@ fn check_file(
                     serde_json::to_writer(&mut *out, &line).map_err(std::io::Error::from)?;
                     out.write_all(b"\n")?;
                 }
-                for w in a.warnings {
+                for w in &a.warnings {
                     report(format, &shown, a.line, "warning", w, &mut warnings, err)?;
                 }
             }
             Mapped::Rejected(r) => {
                 tally.rejected += 1;
-                for p in r.problems {
+                for p in &r.problems {
                     report(format, &shown, r.line, "rejected", p, &mut rejected, err)?;
                 }
             }
@@ -198,18 +198,18 @@ fn report(
     file: &str,
     line: u64,
     severity: &'static str,
-    problem: Problem,
+    problem: &Problem,
     gathered: &mut Vec<(u64, Problem)>,
     err: &mut impl Write,
 ) -> std::io::Result<()> {
     match format {
-        OutputFormat::Text => gathered.push((line, problem)),
+        OutputFormat::Text => gathered.push((line, problem.clone())),
         OutputFormat::Ndjson => {
             let json = ProblemLine {
                 file,
                 line,
                 severity,
-                problem: &problem,
+                problem,
             };
             serde_json::to_writer(&mut *err, &json)?;
             err.write_all(b"\n")?;

@@ -667,7 +667,7 @@ fn listings_of(
     let mut out = Vec::new();
     while let Some(mapped) = export.next_record().map_err(|e| e.to_string())? {
         if let Mapped::Accepted(a) = mapped {
-            out.push((a.payload, a.sold));
+            out.push((a.payload.clone(), a.sold));
         }
     }
     Ok(out)

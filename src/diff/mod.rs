@@ -261,11 +261,13 @@ impl<'o> Differ<'o> {
     }
 
     /// A record the mapper accepted.
-    pub fn accepted(&mut self, accepted: Accepted) -> Result<(), DiffError> {
+    pub fn accepted(&mut self, accepted: &Accepted) -> Result<(), DiffError> {
         if self.already_applied() {
             return Ok(());
         }
-        let Accepted { payload, sold, .. } = accepted;
+        let &Accepted {
+            ref payload, sold, ..
+        } = accepted;
         let vin = payload.vin.clone();
         let location_id = payload.location_id;
         *self.accepted_at.entry(location_id).or_default() += 1;
@@ -275,7 +277,8 @@ impl<'o> Differ<'o> {
             if sold == Some(true) {
                 self.plan.counts.skipped_sold += 1;
             } else {
-                self.plan.push(location_id, &vin, Op::Create(payload), true);
+                self.plan
+                    .push(location_id, &vin, Op::Create(payload.clone()), true);
             }
             return Ok(());
         };
@@ -286,7 +289,7 @@ impl<'o> Differ<'o> {
         if known.record.absent > 0 {
             change.absent = Some(0);
         }
-        let digest = payload_digest(&payload);
+        let digest = payload_digest(payload);
         if let Some(r) = &known.record.rejected {
             if r.digest == Some(digest) {
                 self.plan.counts.still_rejected += 1;
@@ -302,7 +305,7 @@ impl<'o> Differ<'o> {
                 self.plan.counts.skipped_sold += 1;
             } else {
                 self.plan
-                    .push(location_id, &vin, Op::Create(payload), false);
+                    .push(location_id, &vin, Op::Create(payload.clone()), false);
             }
             return Ok(());
         };
@@ -310,7 +313,7 @@ impl<'o> Differ<'o> {
         let mut changed = false;
         if digest != base_digest {
             self.plan
-                .push(location_id, &vin, Op::Update(payload), false);
+                .push(location_id, &vin, Op::Update(payload.clone()), false);
             changed = true;
         }
         if want_sold != base.sold {

@@ -52,7 +52,7 @@ impl ExportFile {
     }
 
     /// The next record, mapped; None at the end of the file.
-    pub fn next_record(&mut self) -> Result<Option<Mapped>, ExportError> {
+    pub fn next_record(&mut self) -> Result<Option<Mapped<'_>>, ExportError> {
         let mapped = match self.reader.next(&mut self.record)? {
             Item::End => {
                 self.require_key_fields()?;
@@ -69,9 +69,9 @@ impl ExportFile {
                 }],
             }),
             Item::Record => {
-                let mapped = self.mapper.map(self.reader.schema(), &self.record);
+                self.mapper.bind(self.reader.schema());
                 self.require_key_fields()?;
-                mapped
+                self.mapper.map(self.reader.schema(), &self.record)
             }
         };
         Ok(Some(mapped))

@@ -82,11 +82,35 @@ pub struct Rejected {
     pub problems: Vec<Problem>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-#[allow(clippy::large_enum_variant)] // one at a time, never stored in bulk by the mapper
-pub enum Mapped {
-    Accepted(Accepted),
+impl Accepted {
+    /// An empty slot for the mapper to fill.
+    fn blank() -> Accepted {
+        Accepted {
+            line: 0,
+            payload: VehiclePayload::new(0, String::new(), String::new()),
+            sold: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// What one record became. An accepted record is lent from the mapper, which refills the
+/// same payload (and its strings) for the next record: reading a file costs no allocation per
+/// vehicle. Clone what must outlive the next record.
+#[derive(Debug, PartialEq)]
+pub enum Mapped<'a> {
+    Accepted(&'a Accepted),
     Rejected(Rejected),
+}
+
+impl Mapped<'_> {
+    /// The accepted record copied out of the mapper, or the rejection.
+    pub fn into_result(self) -> Result<Accepted, Rejected> {
+        match self {
+            Mapped::Accepted(a) => Ok(a.clone()),
+            Mapped::Rejected(r) => Err(r),
+        }
+    }
 }
 
 /// Maps the records of one file.
@@ -102,6 +126,10 @@ pub struct Mapper {
     locations: BTreeMap<String, u64>,
     seen: HashSet<SeenVin>,
     memo: Memo,
+    /// The last accepted record, whose buffers the next one reuses.
+    slot: Accepted,
+    /// The problems that reject a record, kept for their capacity.
+    rejections: Vec<Problem>,
 }
 
 /// Entries at most in each memo table: beyond it (a file of endlessly varied free text) values
@@ -152,6 +180,8 @@ impl Mapper {
             locations,
             seen: HashSet::default(),
             memo: Memo::default(),
+            slot: Accepted::blank(),
+            rejections: Vec::new(),
             profile,
         }
     }
@@ -173,15 +203,27 @@ impl Mapper {
     }
 
     /// Maps one record.
-    pub fn map(&mut self, schema: &Schema, record: &Record) -> Mapped {
+    pub fn map(&mut self, schema: &Schema, record: &Record) -> Mapped<'_> {
         self.bind(schema);
-        let mut m = One {
+        let mut out = std::mem::replace(&mut self.slot, Accepted::blank());
+        out.warnings.clear();
+        let rejections = std::mem::take(&mut self.rejections);
+        let mut one = One {
             mapper: self,
             record,
-            warnings: Vec::new(),
-            rejections: Vec::new(),
+            out,
+            rejections,
         };
-        m.run()
+        let verdict = one.run();
+        let One {
+            out, rejections, ..
+        } = one;
+        self.slot = out;
+        self.rejections = rejections;
+        match verdict {
+            Ok(()) => Mapped::Accepted(&self.slot),
+            Err(rejected) => Mapped::Rejected(rejected),
+        }
     }
 }
 
@@ -189,8 +231,24 @@ impl Mapper {
 struct One<'a> {
     mapper: &'a mut Mapper,
     record: &'a Record,
-    warnings: Vec<Problem>,
+    /// The payload being refilled (warnings included).
+    out: Accepted,
     rejections: Vec<Problem>,
+}
+
+/// Puts a text in a reused string.
+fn refill(slot: &mut String, text: &str) {
+    slot.clear();
+    slot.push_str(text);
+}
+
+/// Puts an optional text in a reused optional string, keeping its buffer when it has one.
+fn refill_option(slot: &mut Option<String>, text: Option<Cow<'_, str>>) {
+    match (slot.as_mut(), text) {
+        (Some(s), Some(t)) => refill(s, &t),
+        (None, Some(t)) => *slot = Some(t.into_owned()),
+        (_, None) => *slot = None,
+    }
 }
 
 impl<'a> One<'a> {
@@ -222,7 +280,8 @@ impl<'a> One<'a> {
     }
 
     fn warn(&mut self, target: Target, reason: impl Into<String>, value: &str) {
-        self.warnings
+        self.out
+            .warnings
             .push(Problem::new(target.name(), reason, Some(value)));
     }
 
@@ -284,11 +343,13 @@ impl<'a> One<'a> {
         }
     }
 
-    fn run(&mut self) -> Mapped {
+    /// Fills `out` from the record, or says why the record cannot be sent.
+    fn run(&mut self) -> Result<(), Rejected> {
         let line = self.record.line;
+        self.rejections.clear();
         let vin = self.vin();
         let location_id = self.location();
-        let stock = self.string(Target::Stock);
+        let stock = self.text(Target::Stock);
         if stock.is_none() {
             self.rejections.push(Problem::new(
                 "stock",
@@ -296,109 +357,123 @@ impl<'a> One<'a> {
                 None,
             ));
         }
-        if let Some(vin) = &vin {
-            let seen = SeenVin::new(vin, line);
-            if let Some(seen) = seen {
-                if let Some(first) = self.mapper.seen.get(&seen) {
+        if vin {
+            let vin = &self.out.payload.vin;
+            // Inserted first: a new VIN, the usual case, costs one probe of the set.
+            if let Some(seen) = SeenVin::new(vin, line) {
+                if !self.mapper.seen.insert(seen) {
+                    let first = self.mapper.seen.get(&seen).map_or(0, |s| s.line());
                     self.rejections.push(Problem::new(
                         "vin",
                         format!(
-                            "already in this file at line {}; the first record is the one used",
-                            first.line()
+                            "already in this file at line {first}; the first record is the one used"
                         ),
                         Some(vin),
                     ));
-                } else {
-                    self.mapper.seen.insert(seen);
                 }
             }
         }
-        let (vin, stock, location_id) = match (vin, stock, location_id) {
-            (Some(vin), Some(stock), Some(location_id)) if self.rejections.is_empty() => {
-                (vin, stock, location_id)
-            }
-            (vin, _, location_id) => {
-                return Mapped::Rejected(Rejected {
-                    line,
-                    vin,
-                    location_id,
-                    problems: std::mem::take(&mut self.rejections),
-                })
-            }
+        let (Some(stock), Some(location_id), true) =
+            (stock, location_id, self.rejections.is_empty())
+        else {
+            return Err(Rejected {
+                line,
+                vin: vin.then(|| self.out.payload.vin.clone()),
+                location_id,
+                problems: self.rejections.drain(..).collect(),
+            });
         };
 
-        let mut p = VehiclePayload::new(location_id, stock, vin);
+        self.out.line = line;
+        let p = &mut self.out.payload;
+        p.location_id = location_id;
+        refill(&mut p.stock, &stock);
         let year_max = self.mapper.year_max;
-        p.year = self.number(Target::Year, |s| parse::year(s, year_max));
-        p.make = self.string(Target::Make);
-        p.model = self.string(Target::Model);
-        p.trim = self.string(Target::Trim);
-        p.vehicle_type = self.spec_value(Target::Type, synonyms::vehicle_type);
+        self.out.payload.year = self.number(Target::Year, |s| parse::year(s, year_max));
+        let make = self.text(Target::Make);
+        refill_option(&mut self.out.payload.make, make);
+        let model = self.text(Target::Model);
+        refill_option(&mut self.out.payload.model, model);
+        let trim = self.text(Target::Trim);
+        refill_option(&mut self.out.payload.trim, trim);
+        self.out.payload.vehicle_type = self.spec_value(Target::Type, synonyms::vehicle_type);
+        self.out.payload.miles = None;
         if let Some((miles, from_km)) = self.number(Target::Miles, parse::miles) {
             if from_km {
-                let text = self.string(Target::Miles).unwrap_or_default();
+                let text = self.text(Target::Miles).unwrap_or_default();
                 self.warn(
                     Target::Miles,
                     format!("kilometres converted to {miles} miles"),
                     &text,
                 );
             }
-            p.miles = Some(miles);
+            self.out.payload.miles = Some(miles);
         }
-        p.price = self.price();
-        p.exterior_color = self.spec_value::<Color>(Target::ExteriorColor, synonyms::color);
-        p.interior_color = self.spec_value::<Color>(Target::InteriorColor, synonyms::color);
-        p.interior_type = self.spec_value(Target::InteriorType, synonyms::interior_type);
-        p.body_style = self.spec_value(Target::BodyStyle, synonyms::body_style);
-        p.body_type = self.spec_value(Target::BodyType, |s| {
+        self.out.payload.price = self.price();
+        self.out.payload.exterior_color =
+            self.spec_value::<Color>(Target::ExteriorColor, synonyms::color);
+        self.out.payload.interior_color =
+            self.spec_value::<Color>(Target::InteriorColor, synonyms::color);
+        self.out.payload.interior_type =
+            self.spec_value(Target::InteriorType, synonyms::interior_type);
+        self.out.payload.body_style = self.spec_value(Target::BodyStyle, synonyms::body_style);
+        self.out.payload.body_type = self.spec_value(Target::BodyType, |s| {
             if synonyms::key(s) == "tbd" {
                 Found::One(BodyType::Tbd)
             } else {
                 Found::None
             }
         });
-        p.fuel = self.spec_value(Target::Fuel, synonyms::fuel);
-        p.title_status = self.spec_value(Target::TitleStatus, synonyms::title_status);
-        p.tonnage = self.spec_value(Target::Tonnage, synonyms::tonnage);
-        p.drive_type = self.spec_value(Target::DriveType, synonyms::drive_type);
+        self.out.payload.fuel = self.spec_value(Target::Fuel, synonyms::fuel);
+        self.out.payload.title_status =
+            self.spec_value(Target::TitleStatus, synonyms::title_status);
+        self.out.payload.tonnage = self.spec_value(Target::Tonnage, synonyms::tonnage);
+        self.out.payload.drive_type = self.spec_value(Target::DriveType, synonyms::drive_type);
         let (kind, speed) = self.transmission();
+        let (displacement, cylinders) = self.engine();
+        let p = &mut self.out.payload;
         p.transmission_type = kind;
         p.transmission_speed = speed;
-        let (displacement, cylinders) = self.engine();
         p.engine_displacement = displacement;
         p.engine_cylinders = cylinders;
-        p.doors = self.number(Target::Doors, |s| parse::count(s, 1..=6));
-        p.seats = self.number(Target::Seats, |s| parse::count(s, 1..=15));
-        p.lifted = self.number(Target::Lifted, parse::boolean);
-        p.lowered = self.number(Target::Lowered, parse::boolean);
-        p.active = self.number(Target::Active, parse::boolean);
-        p.options = self.list(Target::Options, false);
-        p.images = self.urls(Target::Images);
-        p.url = self.urls(Target::Url).into_iter().next();
-        let sold = self.status();
-        Mapped::Accepted(Accepted {
-            line,
-            payload: p,
-            sold,
-            warnings: std::mem::take(&mut self.warnings),
-        })
+        self.out.payload.doors = self.number(Target::Doors, |s| parse::count(s, 1..=6));
+        self.out.payload.seats = self.number(Target::Seats, |s| parse::count(s, 1..=15));
+        self.out.payload.lifted = self.number(Target::Lifted, parse::boolean);
+        self.out.payload.lowered = self.number(Target::Lowered, parse::boolean);
+        self.out.payload.active = self.number(Target::Active, parse::boolean);
+        let mut options = std::mem::take(&mut self.out.payload.options);
+        self.list(Target::Options, false, &mut options);
+        self.out.payload.options = options;
+        let mut images = std::mem::take(&mut self.out.payload.images);
+        self.urls(Target::Images, &mut images);
+        self.out.payload.images = images;
+        let mut url = Vec::new();
+        self.urls(Target::Url, &mut url);
+        self.out.payload.url = url.into_iter().next();
+        self.out.sold = self.status();
+        Ok(())
     }
 
-    fn vin(&mut self) -> Option<String> {
+    /// Checks the VIN into `out`; false (with the reason among the rejections) when it is
+    /// missing or not a VIN.
+    fn vin(&mut self) -> bool {
         let Some(text) = self.text(Target::Vin) else {
             self.rejections.push(Problem::new(
                 "vin",
                 "missing: every vehicle needs a VIN",
                 None,
             ));
-            return None;
+            return false;
         };
         match check_vin(&text, self.mapper.profile.vin_check) {
-            Ok(vin) => Some(vin),
+            Ok(vin) => {
+                refill(&mut self.out.payload.vin, &vin);
+                true
+            }
             Err(reason) => {
                 self.rejections
                     .push(Problem::new("vin", reason, Some(&text)));
-                None
+                false
             }
         }
     }
@@ -506,16 +581,22 @@ impl<'a> One<'a> {
         (displacement, cylinders)
     }
 
-    fn list(&self, target: Target, split_on_blanks: bool) -> Vec<String> {
-        let Some(id) = self.mapper.binding.field(target) else {
-            return Vec::new();
-        };
-        parse::list(self.record.all(id), split_on_blanks, self.record.tidy)
+    /// The items of a list field, written over `items`.
+    fn list(&self, target: Target, split_on_blanks: bool, items: &mut Vec<String>) {
+        match self.mapper.binding.field(target) {
+            Some(id) => parse::list_into(
+                self.record.all(id),
+                split_on_blanks,
+                self.record.tidy,
+                items,
+            ),
+            None => items.clear(),
+        }
     }
 
-    /// http(s) URLs; anything else is left out with a warning.
-    fn urls(&mut self, target: Target) -> Vec<String> {
-        let mut urls = self.list(target, true);
+    /// http(s) URLs, written over `urls`; anything else is left out with a warning.
+    fn urls(&mut self, target: Target, urls: &mut Vec<String>) {
+        self.list(target, true, urls);
         urls.retain(|item| {
             let web = parse::is_web_url(item);
             if !web {
@@ -523,7 +604,6 @@ impl<'a> One<'a> {
             }
             web
         });
-        urls
     }
 
     fn status(&mut self) -> Option<bool> {
@@ -554,33 +634,65 @@ mod tests {
     use crate::feed::{CsvReader, Item};
 
     /// Maps every record of a CSV text with the auto profile at location 10.
-    fn map_csv(csv: &str) -> Vec<Mapped> {
+    fn map_csv(csv: &str) -> Vec<Result<Accepted, Rejected>> {
         map_csv_with(csv, Profile::auto())
     }
 
-    fn map_csv_with(csv: &str, profile: Profile) -> Vec<Mapped> {
+    fn map_csv_with(csv: &str, profile: Profile) -> Vec<Result<Accepted, Rejected>> {
         let mut reader = CsvReader::new(std::io::BufReader::new(csv.as_bytes()), None).unwrap();
         let mut mapper = Mapper::new(profile, 10);
         let mut record = Record::default();
         let mut out = Vec::new();
         while let Item::Record = reader.next(&mut record).unwrap() {
-            out.push(mapper.map(reader.schema(), &record));
+            out.push(mapper.map(reader.schema(), &record).into_result());
         }
         out
     }
 
-    fn accepted(m: &Mapped) -> &Accepted {
+    fn accepted(m: &Result<Accepted, Rejected>) -> &Accepted {
         match m {
-            Mapped::Accepted(a) => a,
-            Mapped::Rejected(r) => panic!("rejected: {r:?}"),
+            Ok(a) => a,
+            Err(r) => panic!("rejected: {r:?}"),
         }
     }
 
-    fn rejected(m: &Mapped) -> &Rejected {
+    fn rejected(m: &Result<Accepted, Rejected>) -> &Rejected {
         match m {
-            Mapped::Rejected(r) => r,
-            Mapped::Accepted(a) => panic!("accepted: {a:?}"),
+            Err(r) => r,
+            Ok(a) => panic!("accepted: {a:?}"),
         }
+    }
+
+    #[test]
+    fn each_record_refills_the_payload_with_nothing_left_from_the_last() {
+        // A full row, a rejected row, then a row with only the key fields: the reused payload
+        // must hold exactly what a fresh one would.
+        let mut profile = Profile::auto();
+        profile.fields.insert(Target::BodyType, "Body Type".into());
+        profile.fields.insert(Target::Active, "Active".into());
+        let out = map_csv_with(
+            "VIN,Stock #,Year,Make,Model,Trim,New/Used,Miles,Price,Internet Price,MSRP,Ext. Color,Int. Color,Interior,Body,Body Type,Drive,Transmission,Engine,Fuel,Title,Tonnage,Doors,Seats,Lifted,Lowered,Active,Photo URLs,Options,URL,Status\n\
+             1hgcm82633a004352,A1,2019,Honda,Accord,EX-L,Used,\"45,123\",\"$23,995\",23495,25000,Agate Black Metallic,Ebony,Leather,4dr Car,TBD,FWD,6-Speed Automatic,2.4L I4,Gasoline,Clean,1/2 Ton,4,5,yes,no,yes,https://i/1.jpg|https://i/2.jpg,\"Sunroof, Tow\",https://d/a1,Sold\n\
+             1HGCM82633A004353,A2,2019,Honda,Accord,,,,,,,,,,,,,,,,,,,,,,,,,,\n\
+             1M8GDM9AXKP042788,A3,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\n",
+            profile,
+        );
+        let full = &accepted(&out[0]).payload;
+        let filled = serde_json::to_value(full).unwrap();
+        let fields = filled.as_object().unwrap().len();
+        assert_eq!(
+            fields, 31,
+            "every payload field is set by the first row: {filled}"
+        );
+        assert!(out[1].is_err());
+        let bare = accepted(&out[2]);
+        assert_eq!(
+            bare.payload,
+            VehiclePayload::new(10, "A3", "1M8GDM9AXKP042788")
+        );
+        assert_eq!(bare.line, 4);
+        assert_eq!(bare.sold, None);
+        assert!(bare.warnings.is_empty());
     }
 
     #[test]
@@ -631,7 +743,7 @@ mod tests {
         let out = map_csv(
             "VIN,Stock\n1HGCM82633A004352,A1\n1HGCM82633A004353,A2\n,A3\n1M8GDM9AXKP042788,\n1hgcm82633a004352,A5\n",
         );
-        assert!(matches!(out[0], Mapped::Accepted(_)));
+        assert!(out[0].is_ok());
         let r = rejected(&out[1]);
         assert!(
             r.problems[0].reason.contains("check digit"),

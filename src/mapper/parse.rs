@@ -392,12 +392,27 @@ const SMALL_LIST: usize = 16;
 /// Items of a list field, split on `|`, `;`, `,` and line breaks (and blanks, for URLs),
 /// trimmed, without empties or repeats (compared case-insensitively; the first spelling stays).
 /// `tidy` says the values hold no tab, line break or double space (`Record::tidy`).
+#[cfg(test)]
 pub fn list<'a>(
     values: impl Iterator<Item = &'a str>,
     split_on_blanks: bool,
     tidy: bool,
 ) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    list_into(values, split_on_blanks, tidy, &mut out);
+    out
+}
+
+/// [`list`] written over `out`, whose strings are reused: the mapper refills the same payload
+/// for every record, so a list of a usual length costs no allocation.
+pub fn list_into<'a>(
+    values: impl Iterator<Item = &'a str>,
+    split_on_blanks: bool,
+    tidy: bool,
+    out: &mut Vec<String>,
+) {
+    // Items kept so far: `out[..kept]`; the strings past it are spare buffers.
+    let mut kept = 0;
     // Past a few items, the lower-cased items seen so far: comparing each new item with every
     // kept one would be quadratic in a field of thousands (a record may hold 1 MiB).
     let mut seen: Option<foldhash::HashSet<String>> = None;
@@ -439,19 +454,48 @@ pub fn list<'a>(
             };
             let new = if item.is_empty() {
                 false
-            } else if seen.is_none() && out.len() < SMALL_LIST {
-                !out.iter().any(|o| o.eq_ignore_ascii_case(&item))
+            } else if seen.is_none() && kept < SMALL_LIST {
+                !out[..kept].iter().any(|o| same_item(o, &item))
             } else {
-                seen.get_or_insert_with(|| out.iter().map(|o| o.to_ascii_lowercase()).collect())
-                    .insert(item.to_ascii_lowercase())
+                seen.get_or_insert_with(|| {
+                    out[..kept].iter().map(|o| o.to_ascii_lowercase()).collect()
+                })
+                .insert(item.to_ascii_lowercase())
             };
             if new {
-                out.push(item.into_owned());
+                match out.get_mut(kept) {
+                    Some(spare) => {
+                        spare.clear();
+                        spare.push_str(&item);
+                    }
+                    None => out.push(item.into_owned()),
+                }
+                kept += 1;
             }
             start = end + 1;
         }
     }
-    out
+    out.truncate(kept);
+}
+
+/// Whether two list items are the same, ignoring ASCII case. Items of one list mostly differ
+/// near their end (photo URLs numbered 1 to 20 under one prefix and suffix), so the last
+/// eight bytes are compared first, in one word.
+#[inline]
+fn same_item(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && folded_tail(a) == folded_tail(b) && a.eq_ignore_ascii_case(b)
+}
+
+/// The last eight bytes (fewer when shorter) with bit 5 set in each: two texts equal but for
+/// ASCII case have equal tails (bit 5 is the case bit of a letter; other bytes are equal
+/// anyway), so different tails prove the texts different.
+#[inline]
+fn folded_tail(b: &[u8]) -> u64 {
+    let n = b.len().min(8);
+    let mut word = [0u8; 8];
+    word[..n].copy_from_slice(&b[b.len() - n..]);
+    u64::from_le_bytes(word) | 0x2020_2020_2020_2020
 }
 
 /// Whether a text is an absolute http(s) URL with a host.
@@ -607,6 +651,23 @@ mod tests {
             true,
         );
         assert_eq!(urls.len(), 3);
+    }
+
+    #[test]
+    fn a_reused_list_holds_only_the_new_items() {
+        let mut items = vec!["x".to_owned(); 5];
+        list_into(["B|a|b|C"].into_iter(), false, true, &mut items);
+        assert_eq!(items, ["B", "a", "C"]);
+        list_into(std::iter::empty(), false, true, &mut items);
+        assert!(items.is_empty());
+        assert!(same_item("https://a/1.JPG", "HTTPS://a/1.jpg"));
+        assert!(!same_item("https://a/1.jpg", "https://a/2.jpg"));
+        assert!(!same_item("ab", "abc"));
+        assert!(same_item("Heated Seats", "HEATED seats"));
+        assert!(
+            !same_item("Heated Seats@", "Heated Seats`"),
+            "bit 5 alone is not case"
+        );
     }
 
     #[test]

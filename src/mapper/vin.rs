@@ -1,5 +1,6 @@
 //! VINs: the North American check digit (49 CFR 565) and a compact form for duplicate checks.
 
+use std::borrow::Cow;
 use std::hash::{Hash, Hasher};
 
 /// How strictly VINs are checked, per feed.
@@ -15,15 +16,20 @@ pub enum VinCheck {
 }
 
 /// Upper-cases and checks a VIN; `Err` says what is wrong in words a dealer understands.
-pub fn check_vin(raw: &str, mode: VinCheck) -> Result<String, String> {
+/// A VIN already in capitals is borrowed, not copied.
+pub fn check_vin(raw: &str, mode: VinCheck) -> Result<Cow<'_, str>, String> {
     let trimmed = super::parse::trim_exact(raw);
-    // Checked before upper-casing (which changes only letters): the one allocation is the VIN.
+    // Checked before upper-casing (which changes only letters).
     if !trimmed.bytes().all(|b| b.is_ascii_alphanumeric()) {
         if let Some(c) = trimmed.chars().find(|c| !c.is_ascii_alphanumeric()) {
             return Err(format!("{c:?} cannot be part of a VIN"));
         }
     }
-    let vin = trimmed.to_ascii_uppercase();
+    let vin = if trimmed.bytes().any(|b| b.is_ascii_lowercase()) {
+        Cow::Owned(trimmed.to_ascii_uppercase())
+    } else {
+        Cow::Borrowed(trimmed)
+    };
     match mode {
         VinCheck::Lenient => {
             if (5..=17).contains(&vin.len()) {
@@ -151,13 +157,13 @@ mod tests {
         ] {
             assert_eq!(
                 check_vin(vin, VinCheck::Strict),
-                Ok(vin.to_owned()),
+                Ok(Cow::Borrowed(vin)),
                 "{vin}"
             );
         }
         assert_eq!(
             check_vin(" 1hgcm82633a004352 ", VinCheck::Strict),
-            Ok("1HGCM82633A004352".to_owned())
+            Ok(Cow::Owned("1HGCM82633A004352".to_owned()))
         );
     }
 
@@ -182,8 +188,8 @@ mod tests {
     #[test]
     fn lenient_takes_short_serials() {
         assert_eq!(
-            check_vin("ab123", VinCheck::Lenient),
-            Ok("AB123".to_owned())
+            check_vin("ab123", VinCheck::Lenient).as_deref(),
+            Ok("AB123")
         );
         assert!(check_vin("AB12", VinCheck::Lenient).is_err());
         assert!(check_vin("1HGCM82643A004352", VinCheck::Lenient).is_ok());
