@@ -65,8 +65,12 @@ pub fn price(s: &str) -> Result<Option<f64>, String> {
     while let Some(rest) = t.strip_suffix("USD") {
         t = rest;
     }
-    let t = trim_exact(trim_exact(t).trim_start_matches('$'));
-    let Some(number) = decimal(t) else {
+    let mut t = trim_exact(t);
+    while let Some(rest) = t.strip_prefix('$') {
+        t = rest;
+    }
+    let t = trim_exact(t);
+    let Some(cents) = decimal_cents(t) else {
         let lower = t.to_ascii_lowercase();
         if ["call", "n/a", "tbd", "please", "contact", "ask"]
             .iter()
@@ -76,19 +80,20 @@ pub fn price(s: &str) -> Result<Option<f64>, String> {
         }
         return Err("not a price".into());
     };
-    if number < 0.0 {
+    if cents < 0 {
         return Err("a negative price".into());
     }
-    if number == 0.0 {
+    if cents == 0 {
         return Ok(None);
     }
-    Ok(Some((number * 100.0).round() / 100.0))
+    // Whole cents divided once: the nearest double to the price as written.
+    Ok(Some(cents as f64 / 100.0))
 }
 
-/// Reads "23,995.50", "23995", and the European "23.995,50": the last `,` or `.` followed by one
-/// or two digits is the decimal mark, the others group thousands. Digits are summed by hand:
-/// prices are read on every record.
-fn decimal(s: &str) -> Option<f64> {
+/// Reads "23,995.50", "23995", and the European "23.995,50" as whole cents: the last `,` or
+/// `.` followed by one or two digits is the decimal mark, the others group thousands. Digits
+/// are summed by hand: prices are read on every record.
+fn decimal_cents(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let (negative, b) = match b {
         [b'-', rest @ ..] => (true, rest),
@@ -118,7 +123,7 @@ fn decimal(s: &str) -> Option<f64> {
     if fraction_digits == 1 {
         cents *= 10;
     }
-    let value = whole as f64 + cents as f64 / 100.0;
+    let value = i64::try_from(whole.checked_mul(100)?.checked_add(cents)?).ok()?;
     Some(if negative { -value } else { value })
 }
 
