@@ -6,7 +6,9 @@
 //! synonym tables to the spec's exact spelling. It never guesses: an optional value it cannot
 //! map is left out with a warning, and a record without a stock number or a valid VIN, or with
 //! a VIN already seen in the file, is rejected. It owns no state beyond one file and does no
-//! I/O; the diff engine decides what the payloads mean for the service.
+//! I/O; the diff engine decides what the payloads mean for the service. An accepted record
+//! is lent, not given: the mapper refills one payload per file, so mapping allocates nothing
+//! per vehicle, and whoever keeps a payload clones it.
 
 mod export;
 mod parse;
