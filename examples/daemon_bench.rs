@@ -32,9 +32,7 @@ struct Args {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     lotsync::api::install_crypto_provider();
-    let lotsync = support::release_binary()?;
-    let _ = std::fs::remove_dir_all(&args.dir);
-    std::fs::create_dir_all(&args.dir)?;
+    let lotsync = support::start_fresh(&args.dir)?;
     let sandbox = RunningSandbox::on_loopback(Behaviour::default()).await?;
     let http = reqwest::Client::new();
 

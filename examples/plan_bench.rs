@@ -41,8 +41,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let lotsync = support::release_binary()?;
-    let _ = std::fs::remove_dir_all(&args.dir);
+    let lotsync = support::start_fresh(&args.dir)?;
     std::fs::create_dir_all(args.dir.join("inbox"))?;
     let dir = &args.dir;
     let rows = args.rows;

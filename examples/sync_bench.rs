@@ -46,9 +46,7 @@ struct Run {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     lotsync::api::install_crypto_provider();
-    let lotsync = support::release_binary()?;
-    let _ = std::fs::remove_dir_all(&args.dir);
-    std::fs::create_dir_all(&args.dir)?;
+    let lotsync = support::start_fresh(&args.dir)?;
 
     println!("1. first sync of {} vehicles, 20 ms latency, limit 200/s burst 20 not told to the client (ceiling 1000/s, 16 in flight)", args.rows);
     println!("| X-RateLimit headers | requests | 429s | requests/s | answered/s (% of limit) |");

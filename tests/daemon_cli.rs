@@ -37,10 +37,8 @@ impl Site {
         std::fs::write(
             &self.config,
             format!(
-                "[api]\nbase_url = \"{base_url}\"\norganization_id = 100\n\
-                 token_env = \"LOTSYNC_TEST_TOKEN\"\nmax_requests_per_second = {rate}\n\
-                 max_in_flight = 8\n[state]\ndir = \"state\"\n\
-                 [daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.3\n{daemon}\n{feeds}\n"
+                "{}[daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.3\n{daemon}\n{feeds}\n",
+                common::site_config(base_url, rate, "")
             ),
         )
         .unwrap();

@@ -123,6 +123,17 @@ fn record(lot: &Lot, location: u64, n: u32) -> lotsync::state::VehicleRecord {
         .expect("vehicle recorded")
 }
 
+/// A lot where a.csv (cars 1 and 2 at location 10) is applied and answered.
+fn lot_with_cars_1_and_2(name: &str) -> Lot {
+    let lot = Lot::new(name);
+    apply(
+        &lot,
+        rules(&[10]),
+        &file("a.csv", vec![car(1, 10, 1.0), car(2, 10, 2.0)]),
+    );
+    lot
+}
+
 #[test]
 fn unknown_vins_are_created_once_and_then_unchanged() {
     let lot = Lot::new("diff-create");
@@ -205,12 +216,7 @@ fn full_snapshots_sell_absent_vehicles_and_deltas_do_not() {
 
 #[test]
 fn a_rejected_record_keeps_its_vehicle_on_the_lot() {
-    let lot = Lot::new("diff-rejected-row");
-    apply(
-        &lot,
-        rules(&[10]),
-        &file("a.csv", vec![car(1, 10, 1.0), car(2, 10, 2.0)]),
-    );
+    let lot = lot_with_cars_1_and_2("diff-rejected-row");
     let mut f = file("b.csv", vec![car(1, 10, 1.0)]);
     f.rejected_vins.push(vin(2));
     let plan = diff(&lot, rules(&[10]), &f, false);
@@ -254,12 +260,7 @@ fn sold_after_absent_waits_for_consecutive_snapshots() {
 
 #[test]
 fn the_export_saying_sold_and_back_in_stock() {
-    let lot = Lot::new("diff-status");
-    apply(
-        &lot,
-        rules(&[10]),
-        &file("a.csv", vec![car(1, 10, 1.0), car(2, 10, 2.0)]),
-    );
+    let lot = lot_with_cars_1_and_2("diff-status");
     let mut f = file("b.csv", vec![car(2, 10, 2.0)]);
     f.cars.push((car(1, 10, 1.0), Some(true)));
     f.cars.push((car(7, 10, 7.0), Some(true)));
@@ -454,12 +455,7 @@ fn a_newer_file_replaces_pending_operations() {
 
 #[test]
 fn operations_in_flight_are_projected_not_replaced() {
-    let lot = Lot::new("diff-inflight");
-    apply(
-        &lot,
-        rules(&[10]),
-        &file("a.csv", vec![car(1, 10, 1.0), car(2, 10, 2.0)]),
-    );
+    let lot = lot_with_cars_1_and_2("diff-inflight");
     diff(
         &lot,
         rules(&[10]),

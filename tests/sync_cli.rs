@@ -27,17 +27,12 @@ impl Site {
         let dir = TempDir::new(name);
         std::fs::create_dir_all(dir.path().join("inbox")).unwrap();
         let config = dir.path().join("lotsync.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[api]\nbase_url = \"{base_url}\"\norganization_id = 100\n\
-                 token_env = \"LOTSYNC_TEST_TOKEN\"\nmax_requests_per_second = 1000\n\
-                 max_in_flight = 8\n{api}\n[state]\ndir = \"state\"\n\
-                 [[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n{tail}\n\
-                 [notifications]\napplication_slug = \"inventory\"\n"
-            ),
-        )
-        .unwrap();
+        let text = format!(
+            "{}{}{tail}\n[notifications]\napplication_slug = \"inventory\"\n",
+            common::site_config(base_url, 1000, api),
+            common::MAIN_FEED
+        );
+        std::fs::write(&config, text).unwrap();
         Site { dir, config }
     }
 

@@ -4,7 +4,7 @@
 //!
 //! `lotsync sync` and `lotsync reconcile` use it.
 
-use crate::upload::{DrainReport, RejectedOp, UploadError, Uploader};
+use crate::upload::{DrainReport, UploadError, Uploader};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -83,12 +83,14 @@ pub(super) async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadEr
     result
 }
 
-/// The summary's lines for operations the service refused.
-pub(super) fn write_refused(
+/// The summary's lines for how delivery ended: operations the service refused, why delivery
+/// stopped, and what stays queued for `next` (the commands that will send it).
+pub(super) fn write_drained(
     out: &mut impl std::io::Write,
-    refused: &[RejectedOp],
+    drained: &DrainReport,
+    next: &str,
 ) -> std::io::Result<()> {
-    for r in refused {
+    for r in &drained.rejected {
         writeln!(
             out,
             "  refused: VIN {} ({}, from {}): {} {}",
@@ -97,6 +99,16 @@ pub(super) fn write_refused(
             r.file,
             r.status,
             r.messages.join(" ")
+        )?;
+    }
+    if let Some(why) = &drained.stopped {
+        writeln!(out, "  delivery stopped: {why}")?;
+    }
+    if drained.undelivered > 0 {
+        writeln!(
+            out,
+            "  {} operations stay queued; the next {next} sends them",
+            drained.undelivered
         )?;
     }
     Ok(())

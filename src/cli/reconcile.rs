@@ -220,17 +220,7 @@ fn write_text(
         stats.throttled
     )?;
     if let Some(drained) = drained {
-        super::deliver::write_refused(out, &drained.rejected)?;
-        if let Some(why) = &drained.stopped {
-            writeln!(out, "  delivery stopped: {why}")?;
-        }
-        if drained.undelivered > 0 {
-            writeln!(
-                out,
-                "  {} operations stay queued; the next `lotsync reconcile`, `sync` or `run` sends them",
-                drained.undelivered
-            )?;
-        }
+        super::deliver::write_drained(out, drained, "`lotsync reconcile`, `sync` or `run`")?;
     }
     writeln!(out, "  report: {}", report.path.display())
 }

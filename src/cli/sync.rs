@@ -132,20 +132,10 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     )?;
     let code = match delivered {
         Ok(report) => {
-            super::deliver::write_refused(&mut out, &report.rejected)?;
             if held > 0 {
                 writeln!(out, "  held: {held} file(s); see above")?;
             }
-            if let Some(why) = &report.stopped {
-                writeln!(out, "  delivery stopped: {why}")?;
-            }
-            if report.undelivered > 0 {
-                writeln!(
-                    out,
-                    "  {} operations stay queued; the next `lotsync sync` or `lotsync run` sends them",
-                    report.undelivered
-                )?;
-            }
+            super::deliver::write_drained(&mut out, &report, "`lotsync sync` or `lotsync run`")?;
             let incomplete = refused_records > 0
                 || !report.rejected.is_empty()
                 || held > 0

@@ -25,6 +25,20 @@ pub async fn sandbox_with(behaviour: Behaviour) -> RunningSandbox {
         .expect("sandbox starts")
 }
 
+/// The start of every test site's config: `[api]` for organization 100 at `base_url`, the
+/// token from `LOTSYNC_TEST_TOKEN`, `rate` requests/s and 8 in flight, then `api` (more
+/// `[api]` keys); `[state]` in `state/` beside the config.
+pub fn site_config(base_url: &str, rate: u32, api: &str) -> String {
+    format!(
+        "[api]\nbase_url = \"{base_url}\"\norganization_id = 100\n\
+         token_env = \"LOTSYNC_TEST_TOKEN\"\nmax_requests_per_second = {rate}\n\
+         max_in_flight = 8\n{api}\n[state]\ndir = \"state\"\n"
+    )
+}
+
+/// One full feed `main` reading `inbox/` for location 10.
+pub const MAIN_FEED: &str = "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n";
+
 pub fn client_for(sb: &RunningSandbox, token: &str, organization_id: u64) -> ApiClient {
     let mut settings = ClientSettings::new(sb.base_url(), organization_id, ApiToken::new(token));
     settings.timeout = Duration::from_secs(5);
