@@ -21,6 +21,7 @@
 //!   recorded, notifications of incidents.
 //! - [`daemon`]: a feed's folders, a file's way through the pipeline and its report.
 //! - [`config`]: lotsync's config file.
+//! - [`text`]: names and values from outside, escaped for logs and reports.
 //!
 //! The binary (`lotsync --help`) wires these together; `main.rs` only parses arguments.
 #![warn(clippy::unwrap_used)]
@@ -36,4 +37,5 @@ pub mod mapper;
 pub mod outbox;
 pub mod sandbox;
 pub mod state;
+pub mod text;
 pub mod upload;
