@@ -391,6 +391,10 @@ impl Uploader {
                 }
                 Delivery::Fatal(error) => {
                     tasks.abort_all();
+                    // The operation answered with the fatal error goes back too: it was taken
+                    // out of `taken` above, and left marked in flight it would never be sent
+                    // again until a restart.
+                    self.outbox.give_back(seq);
                     drop(taken); // every operation taken goes back
                     self.outbox.flush()?;
                     self.remember_rate()?;
