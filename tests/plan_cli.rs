@@ -201,7 +201,7 @@ fn a_second_process_is_told_who_owns_the_state() {
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
-            "state is in use by pid {} (lotsync run?)",
+            "state is in use by pid {} (lotsync)",
             std::process::id()
         )),
         "{err}"

@@ -6,6 +6,7 @@ use super::EXIT_BAD_INPUT;
 use crate::config::Config;
 use crate::daemon::control::{self, Reply, Request};
 use crate::daemon::{status, Daemon, Signal};
+use anyhow::Context;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,9 +55,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let config = Arc::new(config?);
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
+        // Listening for signals before anything else: a SIGTERM during the start (while the
+        // state opens) stops the daemon cleanly once it is up, instead of killing it.
+        let listening = Signals::listen()?;
         let (daemon, listener) = Daemon::open(config)?;
         let (signals_tx, signals) = tokio::sync::mpsc::channel(4);
-        tokio::spawn(forward_signals(signals_tx));
+        tokio::spawn(listening.forward(signals_tx));
         daemon.run(listener, path, signals).await?;
         anyhow::Ok(())
     });
@@ -66,24 +70,34 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
 }
 
 /// SIGTERM and SIGINT stop, SIGHUP reloads.
-async fn forward_signals(to: tokio::sync::mpsc::Sender<Signal>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot listen for signals; stop lotsync with SIGKILL");
-        return;
-    };
-    loop {
-        let signal = tokio::select! {
-            _ = term.recv() => Signal::Stop,
-            _ = int.recv() => Signal::Stop,
-            _ = hup.recv() => Signal::Reload,
-        };
-        if to.send(signal).await.is_err() {
-            return;
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Starts listening (from here on the signals no longer end the process).
+    fn listen() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let listen = |kind| signal(kind).context("cannot listen for signals");
+        Ok(Signals {
+            term: listen(SignalKind::terminate())?,
+            int: listen(SignalKind::interrupt())?,
+            hup: listen(SignalKind::hangup())?,
+        })
+    }
+
+    async fn forward(mut self, to: tokio::sync::mpsc::Sender<Signal>) {
+        loop {
+            let signal = tokio::select! {
+                _ = self.term.recv() => Signal::Stop,
+                _ = self.int.recv() => Signal::Stop,
+                _ = self.hup.recv() => Signal::Reload,
+            };
+            if to.send(signal).await.is_err() {
+                return;
+            }
         }
     }
 }
@@ -119,7 +133,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
         }) => status,
         Some(reply) => return print_reply(&reply),
         None => {
-            let outbox = super::plan::open(&config)?;
+            let outbox = super::plan::open(&config, crate::state::Holder::Reader("status"))?;
             status::collect(&config, &outbox, None, None)?
         }
     };

@@ -6,7 +6,7 @@ use crate::config::{Config, FeedConfig};
 use crate::diff::{diff_file, FilePlan, Plan, PlannedOp, Verdict};
 use crate::mapper::Profile;
 use crate::outbox::Outbox;
-use crate::state::State;
+use crate::state::{Holder, State};
 use anyhow::Context;
 use serde::Serialize;
 use std::io::Write;
@@ -67,9 +67,12 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
-pub(super) fn open(config: &Config) -> anyhow::Result<Outbox> {
+/// Opens the config's state as `holder`, checking its markers (see
+/// [`crate::state::identity`]).
+pub(super) fn open(config: &Config, holder: Holder) -> anyhow::Result<Outbox> {
+    let opening = crate::daemon::state_opening(config, holder);
     // The state's errors name its folder and the way out.
-    Ok(Outbox::new(State::open(&config.state.dir)?))
+    Ok(Outbox::new(State::open_with(&config.state.dir, &opening)?))
 }
 
 /// Diffs one file for its feed; `commit` queues the plan.
@@ -92,7 +95,7 @@ pub(super) fn plan_one(
 pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
-    let outbox = open(&config)?;
+    let outbox = open(&config, Holder::Reader("plan"))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = std::io::stderr().lock();
@@ -123,7 +126,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
         return super::daemon::print_reply(&reply);
     }
     let feed = crate::daemon::held_feed(&config, &args.file, args.feed.as_deref())?;
-    let outbox = open(&config)?;
+    let outbox = open(&config, Holder::Writer("release"))?;
     let file = crate::diff::FileId::of_path(&args.file)
         .with_context(|| args.file.display().to_string())?;
     if !outbox.state().is_held(&feed.name, &file.sha256) {
@@ -147,7 +150,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
 /// `lotsync state export`.
 pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
-    let outbox = open(&config)?;
+    let outbox = open(&config, Holder::Reader("state-export"))?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.format == OutputFormat::Text {

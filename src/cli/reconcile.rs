@@ -2,11 +2,13 @@
 //! delivered, and a summary (see [`crate::daemon::reconcile`] for what is compared).
 
 use super::deliver::deliver;
-use super::plan::{open, ConfigArg};
+use super::plan::ConfigArg;
 use super::{EXIT_BAD_INPUT, EXIT_INCOMPLETE};
 use crate::api::ApiClient;
 use crate::config::Config;
 use crate::daemon::ReconcileReport;
+use crate::outbox::Outbox;
+use crate::state::{Holder, State};
 use crate::upload::{DrainReport, StatsSnapshot, UploadError, Uploader, NOTICE_WAIT};
 use anyhow::Context;
 use std::io::Write;
@@ -60,7 +62,10 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
     let token = config.api.load_token()?;
     let client = ApiClient::new(config.api.client_settings(token))?;
-    let outbox = Arc::new(open(&config)?);
+    let mut opening = crate::daemon::state_opening(&config, Holder::Writer("reconcile"));
+    // A rebuild is the way out of a lost state: it fills it, then writes the markers anew.
+    opening.verify = !args.rebuild;
+    let outbox = Arc::new(Outbox::new(State::open_with(&config.state.dir, &opening)?));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (report, delivered, stats) = runtime.block_on(async {
         let report = crate::daemon::reconcile(&client, &outbox, &config, args.rebuild).await?;

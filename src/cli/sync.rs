@@ -45,7 +45,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
     let token = config.api.load_token()?;
     let client = ApiClient::new(config.api.client_settings(token))?;
-    let outbox = Arc::new(open(&config)?);
+    let outbox = Arc::new(open(&config, crate::state::Holder::Writer("sync"))?);
 
     let mut out = std::io::stdout().lock();
     let mut unreadable = false;

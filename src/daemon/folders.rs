@@ -132,6 +132,17 @@ impl FeedFolders {
         Ok(deleted)
     }
 
+    /// The report of an applied export in the archive, if there is one: evidence that a
+    /// state existed.
+    pub fn applied_export(&self) -> Option<PathBuf> {
+        let days = std::fs::read_dir(self.inbox.join(ARCHIVE)).ok()?;
+        days.filter_map(Result::ok)
+            .filter_map(|day| std::fs::read_dir(day.path()).ok())
+            .flat_map(|entries| entries.filter_map(Result::ok))
+            .map(|e| e.path())
+            .find(|path| is_report(path) && report_is_applied(path))
+    }
+
     /// Files a crash left in `processing/`, to resume first.
     pub fn unfinished(&self) -> io::Result<Vec<PathBuf>> {
         let mut found: Vec<PathBuf> = std::fs::read_dir(self.inbox.join(PROCESSING))?
@@ -224,13 +235,17 @@ fn holds_applied(dir: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
     };
-    entries.filter_map(Result::ok).any(|e| {
-        is_report(&e.path())
-            && std::fs::read(e.path())
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                .is_some_and(|r| matches!(r["outcome"].as_str(), Some("applied" | "resumed")))
-    })
+    entries
+        .filter_map(Result::ok)
+        .any(|e| is_report(&e.path()) && report_is_applied(&e.path()))
+}
+
+/// Whether a report says its file's operations were applied.
+fn report_is_applied(report: &Path) -> bool {
+    std::fs::read(report)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|r| matches!(r["outcome"].as_str(), Some("applied" | "resumed")))
 }
 
 /// `YYYY-MM-DD`.

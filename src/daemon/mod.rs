@@ -14,10 +14,11 @@ mod run;
 pub mod status;
 mod watch;
 
+pub use crate::diff::field_drift;
 pub use folders::{Arrival, FeedFolders};
 pub use reconcile::{
-    field_drift, reconcile, FieldDrift, ForeignVehicle, ReconcileError, ReconcileReport,
-    RepairCounts, RestoredFeed, Skipped, RECONCILE_FEED,
+    reconcile, FieldDrift, ForeignVehicle, ReconcileError, ReconcileReport, RepairCounts,
+    RestoredFeed, Skipped, RECONCILE_FEED,
 };
 pub use report::{FileReport, Outcome, RecordProblem};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
@@ -288,6 +289,25 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// How commands open the state of `config`: each feed's inbox carries the state's marker, and
+/// an applied export in its archive is evidence that a state existed.
+pub fn state_opening(config: &Config, holder: crate::state::Holder) -> crate::state::Opening {
+    let markers = config
+        .feeds
+        .iter()
+        .map(|feed| crate::state::MarkedInbox {
+            feed: feed.name.clone(),
+            inbox: feed.inbox.clone(),
+            applied_export: FeedFolders::new(&feed.inbox).applied_export(),
+        })
+        .collect();
+    crate::state::Opening {
+        holder,
+        markers: Some(markers),
+        verify: true,
+    }
 }
 
 /// A file in a feed's `processing/` folder (claimed before an interruption).

@@ -93,7 +93,11 @@ impl Daemon {
     pub fn open(
         config: Arc<Config>,
     ) -> Result<(Arc<Daemon>, tokio::net::UnixListener), StartError> {
-        let outbox = Arc::new(Outbox::new(crate::state::State::open(&config.state.dir)?));
+        let opening = super::state_opening(&config, crate::state::Holder::Writer("run"));
+        let outbox = Arc::new(Outbox::new(crate::state::State::open_with(
+            &config.state.dir,
+            &opening,
+        )?));
         let token = config.api.load_token()?;
         let client = ApiClient::new(config.api.client_settings(token)).map_err(Box::new)?;
         let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;

@@ -11,9 +11,11 @@
 //! It owns the rules, not the storage: it reads the state and the outbox, and hands a [`Plan`]
 //! to [`crate::outbox`], which commits it. It sends nothing.
 
+mod drift;
 mod export;
 mod plan;
 
+pub use drift::field_drift;
 pub use export::{diff_file, FileDiffError, FilePlan};
 pub use plan::{Counts, FileId, GuardCount, Plan, PlannedOp, Verdict, VinChange};
 

@@ -28,8 +28,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// Answers recorded between two flushes.
 pub const FLUSH_EVERY: u32 = 16;
 
-const NEXT_SEQ_KEY: &[u8] = b"outbox_next_seq";
-const NEXT_FILE_KEY: &[u8] = b"files_next";
+use crate::state::{NEXT_SEQ_KEY, PLANS_KEY as NEXT_FILE_KEY};
 
 /// The outbox cannot do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -364,6 +363,8 @@ impl Outbox {
                 Ok(())
             })?;
         self.state.flush()?;
+        // After the flush: a marker never says more than the database holds.
+        self.state.write_markers();
         Ok(())
     }
 
@@ -453,6 +454,7 @@ impl Outbox {
             },
         )?;
         self.state.flush()?;
+        self.state.write_markers();
         Ok(())
     }
 

@@ -1,11 +1,20 @@
-//! The state dir's lock: an exclusive advisory lock on `lock`, holding the owner's pid, so a
-//! second process is told who owns the state instead of waiting or failing obscurely. The
-//! kernel drops the lock when the owner exits, however it exits.
+//! The state dir's lock: an exclusive advisory lock on `lock`, holding the owner's pid and what
+//! it is (`1234 writer run`), so a second process is told who owns the state instead of waiting
+//! or failing obscurely. The kernel drops the lock when the owner exits, however it exits.
+//!
+//! Readers (`status`, `plan`) hold it for a moment; anyone who finds a reader (or an owner that
+//! has not written its name yet) waits for it up to [`READER_WAIT`] rather than failing, so a
+//! `lotsync status` run at the wrong instant never stops the daemon from starting.
 
-use super::StateError;
+use super::{Holder, StateError};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long a process waits for a reader to let go of the state.
+pub const READER_WAIT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(10);
 
 #[derive(Debug)]
 pub(super) struct StateLock {
@@ -13,7 +22,7 @@ pub(super) struct StateLock {
 }
 
 impl StateLock {
-    pub(super) fn take(path: &Path) -> Result<StateLock, StateError> {
+    pub(super) fn take(path: &Path, holder: Holder) -> Result<StateLock, StateError> {
         let dir_error = |source| StateError::Dir {
             dir: path.to_owned(),
             source,
@@ -25,25 +34,111 @@ impl StateLock {
             .truncate(false)
             .open(path)
             .map_err(dir_error)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let pid = pid.trim();
-                return Err(StateError::InUse {
-                    pid: if pid.is_empty() {
-                        "unknown".into()
-                    } else {
-                        pid.into()
-                    },
-                });
+        let started = Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {
+                    let owner = Owner::read(&mut file);
+                    if owner.is_writer() || started.elapsed() >= READER_WAIT {
+                        let holder = owner.describe();
+                        return Err(StateError::InUse {
+                            pid: owner.pid,
+                            holder,
+                        });
+                    }
+                    std::thread::sleep(POLL);
+                }
+                Err(TryLockError::Error(e)) => return Err(dir_error(e)),
             }
-            Err(TryLockError::Error(e)) => return Err(dir_error(e)),
         }
+        let (role, command) = match holder {
+            Holder::Writer(c) => ("writer", c),
+            Holder::Reader(c) => ("reader", c),
+        };
         file.set_len(0).map_err(dir_error)?;
         file.rewind().map_err(dir_error)?;
-        writeln!(file, "{}", std::process::id()).map_err(dir_error)?;
+        writeln!(file, "{} {role} {command}", std::process::id()).map_err(dir_error)?;
         Ok(StateLock { _file: file })
+    }
+}
+
+/// What the lock file says of its owner: `pid role command`, or only `pid` (older lotsync).
+struct Owner {
+    pid: String,
+    role: Option<String>,
+    command: Option<String>,
+}
+
+impl Owner {
+    fn read(file: &mut File) -> Owner {
+        let mut text = String::new();
+        let _ = file.rewind();
+        let _ = file.read_to_string(&mut text);
+        let mut words = text.split_whitespace();
+        Owner {
+            pid: words.next().unwrap_or("unknown").to_owned(),
+            role: words.next().map(str::to_owned),
+            command: words.next().map(str::to_owned),
+        }
+    }
+
+    /// A writer, or an older lotsync that did not say (which was always a writer).
+    fn is_writer(&self) -> bool {
+        match self.role.as_deref() {
+            Some(role) => role == "writer",
+            None => self.pid != "unknown",
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.command {
+            Some(c) if c == "lotsync" => "lotsync".into(),
+            Some(c) => format!("lotsync {c}"),
+            None => "lotsync run?".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("lotsync-lock-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("lock")
+    }
+
+    /// A writer finding a reader waits for it; a writer finding a writer fails at once.
+    #[test]
+    fn writers_wait_for_readers_not_for_writers() {
+        let path = temp("wait");
+        let reader = StateLock::take(&path, Holder::Reader("status")).unwrap();
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(reader);
+        });
+        let started = Instant::now();
+        let writer = StateLock::take(&path, Holder::Writer("run")).expect("waited for the reader");
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        released.join().unwrap();
+
+        let started = Instant::now();
+        let err = StateLock::take(&path, Holder::Writer("sync")).unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "no wait for a writer"
+        );
+        assert!(
+            err.to_string().contains(&format!(
+                "in use by pid {} (lotsync run)",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        drop(writer);
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

@@ -10,16 +10,22 @@
 //! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
 //!   last applied;
 //! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`];
-//! - `meta`: the schema version, the outbox's conservation counters, the request rate the
-//!   uploader settled on, and the notifications already sent (`notice/<key>`).
+//! - `meta`: the schema version, the state's id, the outbox's conservation counters, the request
+//!   rate the uploader settled on, and the notifications already sent (`notice/<key>`).
+//!
+//! The state's identity is also kept outside sled ([`identity`]), so a database that lost its
+//! data is refused rather than taken for a new one. Read-only commands and writers share the
+//! lock politely: a writer waits a few seconds for a reader to finish ([`Holder`]).
 //!
 //! It does not decide what to send (that is [`crate::diff`]) nor change vehicles' acknowledged
 //! state (that happens only when the outbox records an answer of the service).
 
+pub mod identity;
 mod keys;
 mod lock;
 pub(crate) mod records;
 
+pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
 pub use records::{
     AppliedFile, Counters, Digest, FeedRecord, FileOutcome, FileRecord, Rejection, StoredVehicle,
@@ -34,14 +40,19 @@ use std::path::{Path, PathBuf};
 pub const SCHEMA_VERSION: u32 = 1;
 
 const SCHEMA_KEY: &[u8] = b"schema_version";
+const STATE_ID_KEY: &[u8] = b"state_id";
+/// The number of the next plan committed (files planned and reconciliations), from 1.
+pub(crate) const PLANS_KEY: &[u8] = b"files_next";
+/// The sequence number of the next operation queued, from 1.
+pub(crate) const NEXT_SEQ_KEY: &[u8] = b"outbox_next_seq";
 const UPLOAD_RATE_KEY: &[u8] = b"upload_rate";
 const NOTICE_PREFIX: &str = "notice/";
 
 /// The state cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("state is in use by pid {pid} (lotsync run?); stop it or use its control commands")]
-    InUse { pid: String },
+    #[error("state is in use by pid {pid} ({holder}); stop it or use its control commands")]
+    InUse { pid: String, holder: String },
     #[error("cannot create or lock the state dir {dir}: {source}")]
     Dir {
         dir: PathBuf,
@@ -61,6 +72,61 @@ pub enum StateError {
     Storage(#[from] sled::Error),
     #[error("state database: a stored {what} cannot be read: {reason}")]
     Decode { what: &'static str, reason: String },
+    #[error(
+        "the state in {dir} has lost data: {evidence}. Its database was damaged, truncated or \
+         removed while lotsync was stopped, and planning from it would create every vehicle \
+         again and never sell the ones gone. Nothing was changed. To recover: stop lotsync, \
+         move the state aside (mv {dir} {dir}.lost) and run `lotsync reconcile --rebuild`"
+    )]
+    Lost { dir: PathBuf, evidence: String },
+    #[error(
+        "the state in {dir} is not the one that last wrote {marker} (that one was in \
+         {marker_dir}); two lotsync configs may share an inbox. Point [state] dir at the right \
+         state, or, if this state is the right one, remove {marker}"
+    )]
+    OtherState {
+        dir: PathBuf,
+        marker: PathBuf,
+        marker_dir: PathBuf,
+    },
+    #[error(
+        "the state marker {path} cannot be read ({reason}); lotsync writes it whole, so it was \
+         edited by hand: restore it, or remove it if the state next to it is the right one"
+    )]
+    BadMarker { path: PathBuf, reason: String },
+}
+
+/// Who opens the state, written in its lock so that others know whom they wait for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// Changes the state (`run`, `sync`, `reconcile`, `release`); others wait for it only
+    /// through its control socket.
+    Writer(&'static str),
+    /// Only reads, briefly (`status`, `plan`, `state export`): a writer starting meanwhile
+    /// waits for it a few seconds instead of failing.
+    Reader(&'static str),
+}
+
+/// How to open the state.
+#[derive(Debug, Clone)]
+pub struct Opening {
+    pub holder: Holder,
+    /// The feeds' inboxes carrying markers ([`identity`]): checked at open and written after
+    /// each commit. None: no markers at all (library tests, benchmarks).
+    pub markers: Option<Vec<MarkedInbox>>,
+    /// Check the markers (off only for `lotsync reconcile --rebuild`, which fills a lost
+    /// state).
+    pub verify: bool,
+}
+
+impl Default for Opening {
+    fn default() -> Self {
+        Opening {
+            holder: Holder::Writer("lotsync"),
+            markers: None,
+            verify: true,
+        }
+    }
 }
 
 /// The open state database. One process owns it at a time.
@@ -69,6 +135,8 @@ pub struct State {
     dir: PathBuf,
     db: sled::Db,
     pub(crate) trees: Trees,
+    /// Inboxes whose markers are written after each commit; None: no markers.
+    markers: Option<Vec<MarkedInbox>>,
     _lock: StateLock,
 }
 
@@ -87,12 +155,19 @@ pub(crate) struct Trees {
 
 impl State {
     /// Opens (or creates) the state in `dir`: takes the lock, opens sled, checks the schema.
+    /// No markers are checked or written (see [`State::open_with`]).
     pub fn open(dir: &Path) -> Result<State, StateError> {
+        State::open_with(dir, &Opening::default())
+    }
+
+    /// Opens (or creates) the state as `opening` says: takes the lock (waiting a few seconds
+    /// for a reader), opens sled, checks the schema, then the markers.
+    pub fn open_with(dir: &Path, opening: &Opening) -> Result<State, StateError> {
         std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
             dir: dir.to_owned(),
             source,
         })?;
-        let lock = StateLock::take(&dir.join("lock"))?;
+        let lock = StateLock::take(&dir.join("lock"), opening.holder)?;
         let db_dir = dir.join("db");
         let db = open_db(&db_dir)?;
         let tree = |name: &str| db.open_tree(name);
@@ -110,10 +185,49 @@ impl State {
             dir: dir.to_owned(),
             db,
             trees,
+            markers: opening.markers.clone(),
             _lock: lock,
         };
         state.check_schema()?;
+        if let Some(inboxes) = &state.markers {
+            if opening.verify {
+                identity::verify(&state, inboxes)?;
+                if matches!(opening.holder, Holder::Writer(_)) {
+                    // A state from before the markers is protected from its first start.
+                    state.write_markers();
+                }
+            }
+        }
         Ok(state)
+    }
+
+    /// The state's id (random, made when the state was created; see [`identity`]).
+    pub fn id(&self) -> Result<String, StateError> {
+        match self.trees.meta.get(STATE_ID_KEY)? {
+            Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
+            None => Err(StateError::Decode {
+                what: "state id",
+                reason: "missing".into(),
+            }),
+        }
+    }
+
+    /// Writes the markers, when this state keeps them. A marker that cannot be written is
+    /// logged: the commit before it stands, and a marker that lags never accuses the state.
+    pub fn write_markers(&self) {
+        let Some(inboxes) = &self.markers else {
+            return;
+        };
+        if let Err(e) = identity::write(self, inboxes) {
+            tracing::warn!(error = %e, "cannot write the state's markers");
+        }
+    }
+
+    pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<u64, StateError> {
+        self.trees
+            .meta
+            .get(key)?
+            .map_or(Ok(0), |v| decode_u64(&v, "counter"))
     }
 
     pub fn dir(&self) -> &Path {
@@ -159,6 +273,12 @@ impl State {
         }
         if found < SCHEMA_VERSION {
             migrate(self, found)?;
+        }
+        if self.trees.meta.get(STATE_ID_KEY)?.is_none() {
+            // A new state, or one from before ids: it is given one now.
+            let id = format!("{:032x}", fastrand::u128(..));
+            self.trees.meta.insert(STATE_ID_KEY, id.as_bytes())?;
+            self.flush()?;
         }
         Ok(())
     }
@@ -349,8 +469,13 @@ fn migrate(state: &State, from: u32) -> Result<(), StateError> {
 /// both become [`StateError::Corrupt`] naming the recovery.
 fn open_db(db_dir: &Path) -> Result<sled::Db, StateError> {
     let config = sled::Config::new().path(db_dir);
+    // sled's panic would print its own line and a backtrace before our message: silenced while
+    // the database opens (the panic is caught and reported below).
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
     // Nothing of ours is observed after a panic: the config is moved in and dropped.
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || config.open()));
+    std::panic::set_hook(previous_hook);
     match opened {
         Ok(Ok(db)) => Ok(db),
         Ok(Err(e)) => Err(StateError::Corrupt {
@@ -414,7 +539,7 @@ mod tests {
             err.contains(&format!("state is in use by pid {}", std::process::id())),
             "{err}"
         );
-        assert!(err.contains("lotsync run?"), "{err}");
+        assert!(err.contains("(lotsync)"), "{err}");
         drop(first);
         State::open(&dir).expect("the lock is released with the state");
         std::fs::remove_dir_all(&dir).unwrap();

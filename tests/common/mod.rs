@@ -5,6 +5,7 @@
 #[path = "../../benches/feedgen.rs"]
 pub mod feedgen;
 pub mod fleet;
+pub mod site;
 
 use lotsync::api::{ApiClient, ApiToken, ClientSettings, VehiclePayload};
 use lotsync::sandbox::{Behaviour, RunningSandbox, SandboxConfig};

@@ -1,0 +1,200 @@
+//! A dealership on disk for process tests: a config (organization 100, one full feed `main`
+//! reading `inbox/` for location 10, a control socket), its state dir, and `lotsync` commands
+//! run against it as real processes.
+
+use super::fleet::{export, Car};
+use super::TempDir;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Site {
+    pub dir: TempDir,
+    pub config: PathBuf,
+}
+
+impl Site {
+    /// `api` is appended to `[api]`, `daemon` to `[daemon]`; `feeds` replaces the one feed.
+    pub fn with(name: &str, base_url: &str, api: &str, daemon: &str, feeds: &str) -> Site {
+        let dir = TempDir::new(name);
+        let config = dir.path().join("lotsync.toml");
+        let site = Site { dir, config };
+        site.write_config(base_url, api, daemon, feeds);
+        site
+    }
+
+    /// The usual site: one full feed `main` on `inbox/`, location 10.
+    pub fn new(name: &str, base_url: &str) -> Site {
+        Site::with(name, base_url, "", "", super::MAIN_FEED)
+    }
+
+    pub fn write_config(&self, base_url: &str, api: &str, daemon: &str, feeds: &str) {
+        std::fs::create_dir_all(self.inbox()).unwrap();
+        std::fs::write(
+            &self.config,
+            format!(
+                "{}[daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.3\n{daemon}\n{feeds}\n",
+                super::site_config(base_url, 1000, api)
+            ),
+        )
+        .unwrap();
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn inbox(&self) -> PathBuf {
+        self.dir.path().join("inbox")
+    }
+
+    /// An export of `cars` beside the config (not in the inbox).
+    pub fn export(&self, name: &str, cars: &[Car]) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, export(cars)).unwrap();
+        path
+    }
+
+    /// `lotsync ARGS --config …`, with the sandbox's token in `LOTSYNC_TEST_TOKEN`.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotsync"));
+        cmd.args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .env("LOTSYNC_TEST_TOKEN", "sandbox-token")
+            .env("RUST_LOG", "info");
+        cmd
+    }
+
+    /// Runs a command to its end, off the runtime that serves the sandbox.
+    pub async fn lotsync(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command(args);
+        tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+            .await
+            .unwrap()
+    }
+
+    /// Runs a command that should end by itself within `within`; killed (and the test failed)
+    /// if it does not.
+    pub async fn lotsync_within(&self, args: &[&str], within: Duration) -> Output {
+        let mut cmd = self.command(args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let child = cmd.spawn().expect("lotsync runs");
+        let pid = child.id();
+        let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
+        match tokio::time::timeout(within, waited).await {
+            Ok(out) => out.unwrap().expect("lotsync output"),
+            Err(_) => {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+                panic!("lotsync {args:?} still running after {within:?}");
+            }
+        }
+    }
+
+    /// Starts `lotsync run`, logging to `daemon.log`.
+    pub fn start(&self) -> Daemon {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("daemon.log"))
+            .unwrap();
+        let child = self
+            .command(&["run"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("lotsync runs");
+        Daemon { child }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// Polls `done` until it holds; fails with the daemon's log after `within`.
+    pub async fn wait_until(&self, within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+        let start = Instant::now();
+        while !done() {
+            assert!(
+                start.elapsed() < within,
+                "{what}: not within {within:?}\nlog:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A `lotsync run` process, killed if the test ends first.
+pub struct Daemon {
+    pub child: Child,
+}
+
+impl Daemon {
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{signal}");
+    }
+
+    /// Waits for the process to end; its exit code.
+    pub async fn exit(mut self, within: Duration) -> Option<i32> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(start.elapsed() < within, "still running after {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Drops a complete file the way export tools do: written aside, renamed in.
+pub fn drop_file(inbox: &Path, name: &str, contents: &[u8]) -> PathBuf {
+    let tmp = inbox.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, contents).unwrap();
+    let to = inbox.join(name);
+    std::fs::rename(&tmp, &to).unwrap();
+    to
+}
+
+/// The reports under a feed's folder (`archive`, `held` or `failed`), parsed.
+pub fn reports(inbox: &Path, folder: &str) -> Vec<serde_json::Value> {
+    let mut found = Vec::new();
+    let mut dirs = vec![inbox.join(folder)];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.to_string_lossy().ends_with(".report.json") {
+                // A report is written before its file is moved; read it whole.
+                if let Ok(v) = serde_json::from_slice(&std::fs::read(&path).unwrap()) {
+                    found.push(v);
+                }
+            }
+        }
+    }
+    found
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
