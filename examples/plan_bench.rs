@@ -19,7 +19,7 @@ mod support;
 
 use clap::Parser;
 use lotsync::config::Config;
-use lotsync::diff::diff_file;
+use lotsync::diff::{diff_file, DiffOptions};
 use lotsync::mapper::Profile;
 use lotsync::outbox::{Answer, Outbox};
 use lotsync::state::State;
@@ -91,7 +91,14 @@ fn main() -> anyhow::Result<()> {
         let outbox = Outbox::new(State::open(&config.state.dir)?);
         let feed = &config.feeds[0];
         let rules = feed.rules(100, &[], false);
-        let planned = diff_file(&outbox, rules, &Profile::auto(), 10, &base_file, true)?;
+        let planned = diff_file(
+            &outbox,
+            rules,
+            &Profile::auto(),
+            10,
+            &base_file,
+            DiffOptions::committed(),
+        )?;
         let committed = started.elapsed();
         let mut answered = 0u64;
         loop {

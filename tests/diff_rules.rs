@@ -6,7 +6,7 @@ mod common;
 
 use common::{answer_all, TempDir};
 use lotsync::api::{Amount, Price, PriceSet, VehiclePayload};
-use lotsync::diff::{diff_file, Differ, FileId, Mode, Plan, Rules, Verdict};
+use lotsync::diff::{diff_file, DiffOptions, Differ, FileId, Mode, Plan, Rules, Verdict};
 use lotsync::mapper::{Accepted, Profile, Rejected};
 use lotsync::outbox::{Answer, Outbox};
 use lotsync::state::{State, VehicleKey};
@@ -572,13 +572,37 @@ fn reordered_columns_and_whitespace_are_no_change() {
     )
     .unwrap();
     let profile = Profile::auto();
-    let first = diff_file(&lot.outbox, rules(&[10]), &profile, 10, &a, true).unwrap();
+    let first = diff_file(
+        &lot.outbox,
+        rules(&[10]),
+        &profile,
+        10,
+        &a,
+        DiffOptions::committed(),
+    )
+    .unwrap();
     assert_eq!(first.plan.counts.create, 2);
     answer_all(&lot.outbox);
-    let second = diff_file(&lot.outbox, rules(&[10]), &profile, 10, &b, true).unwrap();
+    let second = diff_file(
+        &lot.outbox,
+        rules(&[10]),
+        &profile,
+        10,
+        &b,
+        DiffOptions::committed(),
+    )
+    .unwrap();
     assert!(second.plan.ops.is_empty(), "{:?}", second.plan);
     assert_eq!(second.plan.counts.unchanged, 2);
-    let again = diff_file(&lot.outbox, rules(&[10]), &profile, 10, &b, true).unwrap();
+    let again = diff_file(
+        &lot.outbox,
+        rules(&[10]),
+        &profile,
+        10,
+        &b,
+        DiffOptions::committed(),
+    )
+    .unwrap();
     assert!(matches!(again.plan.verdict, Verdict::AlreadyApplied { .. }));
     assert_eq!(
         again.records, 0,

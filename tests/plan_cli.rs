@@ -4,7 +4,7 @@ mod common;
 
 use common::{answer_all, TempDir};
 use lotsync::config::Config;
-use lotsync::diff::diff_file;
+use lotsync::diff::{diff_file, DiffOptions};
 use lotsync::mapper::Profile;
 use lotsync::outbox::Outbox;
 use lotsync::state::State;
@@ -63,7 +63,15 @@ impl Store {
         let config = Config::load(&self.config).unwrap();
         let outbox = Outbox::new(State::open(&config.state.dir).unwrap());
         let rules = config.feeds[0].rules(100, &[], false);
-        diff_file(&outbox, rules, &Profile::auto(), 10, file, true).unwrap();
+        diff_file(
+            &outbox,
+            rules,
+            &Profile::auto(),
+            10,
+            file,
+            DiffOptions::committed(),
+        )
+        .unwrap();
         answer_all(&outbox);
     }
 
@@ -176,7 +184,15 @@ fn a_held_file_says_so_and_release_queues_it() {
         let outbox = store.outbox();
         let config = Config::load(&store.config).unwrap();
         let rules = config.feeds[0].rules(100, &[], false);
-        let held = diff_file(&outbox, rules, &Profile::auto(), 10, &cut, true).unwrap();
+        let held = diff_file(
+            &outbox,
+            rules,
+            &Profile::auto(),
+            10,
+            &cut,
+            DiffOptions::committed(),
+        )
+        .unwrap();
         assert!(!held.plan.applies());
         assert!(outbox.is_empty());
     }

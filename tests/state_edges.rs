@@ -228,3 +228,89 @@ async fn status_in_a_loop_never_keeps_the_daemon_from_starting() {
     let runs = statuses.join().unwrap();
     assert!(runs >= 10, "status ran meanwhile ({runs} times)");
 }
+
+/// A new state beside a service that already holds the lot (a new install, a state rebuilt
+/// from nothing): the first export is planned against the service's own list. Nothing is
+/// created twice, ids are learned without a write, only the vehicles that changed are sent,
+/// the ones gone are sold; and a snapshot that would sell too many of them is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_state_reads_the_service_list_before_its_first_file() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let profile = Profile::auto();
+    let mut expected = Expected::default();
+    // Another lotsync (another state, another inbox) put 300 vehicles on the service.
+    let before = Site::new("first-list-before", &sb.base_url());
+    let mut cars: Vec<Car> = (0..300).map(Car::new).collect();
+    let day0 = before.export("day0.csv", &cars);
+    expected.full(&day0, &profile);
+    let out = before.lotsync(&["sync", day0.to_str().unwrap()]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    // A new install: 10 gone, 20 repriced, 5 new.
+    let site = Site::new("first-list", &sb.base_url());
+    cars.retain(|c| c.n % 30 != 7);
+    let gone = 300 - cars.len();
+    let mut repriced = 0;
+    for car in cars.iter_mut().filter(|c| c.n % 14 == 3).take(20) {
+        car.price += 500;
+        repriced += 1;
+    }
+    cars.extend((300..305).map(Car::new));
+    let day1 = site.export("day1.csv", &cars);
+    expected.full(&day1, &profile);
+    let out = site.lotsync(&["sync", day1.to_str().unwrap()]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("300 vehicles already on the service"),
+        "{stdout}"
+    );
+
+    let after = state(&sb).await;
+    expected.assert_matches(&after);
+    assert_eq!(
+        count(&after, "POST /v1/inventory", "201"),
+        305,
+        "only the 5 new created"
+    );
+    assert_eq!(
+        count(&after, "POST /v1/inventory", "200"),
+        repriced,
+        "only the repriced ones sent again"
+    );
+    let sold = after["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["vehicle"]["status"] == "sold")
+        .count();
+    assert_eq!(sold, gone, "the vehicles gone are sold");
+    // The state learned every id.
+    let out = site.lotsync(&["state", "export"]).await;
+    let exported: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(exported.len(), 305);
+    for v in after["vehicles"].as_array().unwrap() {
+        let vin = v["vehicle"]["vin"].as_str().unwrap();
+        let mine = exported.iter().find(|e| e["vin"] == vin).expect("known");
+        assert_eq!(mine["service_id"], v["vehicle"]["id"], "{vin}");
+    }
+
+    // Another new install whose first export has only a third of the lot: held, nothing sent.
+    let writes =
+        count(&after, "POST /v1/inventory", "201") + count(&after, "POST /v1/inventory", "200");
+    let third = Site::new("first-list-held", &sb.base_url());
+    let partial = third.export("partial.csv", &cars[..100]);
+    let out = third.lotsync(&["sync", partial.to_str().unwrap()]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("HELD"), "{stdout}");
+    let held = state(&sb).await;
+    assert_eq!(
+        count(&held, "POST /v1/inventory", "201") + count(&held, "POST /v1/inventory", "200"),
+        writes,
+        "nothing sent"
+    );
+}

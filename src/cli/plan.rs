@@ -2,8 +2,9 @@
 //! state, shown (plan), committed past the safety guard (release), and the state itself.
 
 use super::{OutputFormat, ProblemLine};
+use crate::api::ApiClient;
 use crate::config::{Config, FeedConfig};
-use crate::diff::{diff_file, FilePlan, Plan, PlannedOp, Verdict};
+use crate::diff::{diff_file, DiffOptions, FilePlan, Listed, Plan, PlannedOp, Verdict};
 use crate::mapper::Profile;
 use crate::outbox::Outbox;
 use crate::state::{Holder, State};
@@ -75,7 +76,8 @@ pub(super) fn open(config: &Config, holder: Holder) -> anyhow::Result<Outbox> {
     Ok(Outbox::new(State::open_with(&config.state.dir, &opening)?))
 }
 
-/// Diffs one file for its feed; `commit` queues the plan.
+/// Diffs one file for its feed; `commit` queues the plan. `listed`: the service's list, for
+/// the first file of an empty state ([`service_list`]).
 pub(super) fn plan_one(
     outbox: &Outbox,
     config: &Config,
@@ -83,12 +85,36 @@ pub(super) fn plan_one(
     path: &Path,
     force: bool,
     commit: bool,
+    listed: Option<Listed>,
 ) -> anyhow::Result<FilePlan> {
     let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
     let lots: Vec<u64> = profile.locations.values().copied().collect();
     let rules = feed.rules(config.api.organization_id, &lots, force);
-    diff_file(outbox, rules, &profile, feed.location_id, path, commit)
+    let options = DiffOptions { commit, listed };
+    diff_file(outbox, rules, &profile, feed.location_id, path, options)
         .with_context(|| path.display().to_string())
+}
+
+/// The service's list when the state knows no vehicle of the organization, so that its first
+/// file is planned against what the service already holds (see [`crate::diff::Listed`]).
+pub(super) fn service_list(
+    config: &Config,
+    outbox: &Outbox,
+    client: &ApiClient,
+) -> anyhow::Result<Option<Listed>> {
+    if outbox
+        .state()
+        .knows_organization(client.organization_id())?
+    {
+        return Ok(None);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(runtime.block_on(crate::daemon::listed_if_state_is_empty(
+        client, outbox, config,
+    ))?)
 }
 
 /// `lotsync plan`: exit 0, or 3 when a file would be held by the safety guard.
@@ -96,12 +122,13 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
     let outbox = open(&config, Holder::Reader("plan"))?;
+    let listed = plan_listed(&config, &outbox);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = std::io::stderr().lock();
     let mut held = false;
     for (path, feed) in args.files.iter().zip(feeds) {
-        let planned = plan_one(&outbox, &config, feed, path, false, false)?;
+        let planned = plan_one(&outbox, &config, feed, path, false, false, listed.clone())?;
         held |= matches!(planned.plan.verdict, Verdict::Held { .. });
         let shown = path.display().to_string();
         match args.format {
@@ -111,6 +138,32 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if held { EXIT_HELD } else { 0 })
+}
+
+/// For `plan`, which may run without a token or the service: the service's list when the state
+/// is empty and it can be read; otherwise the plan says loudly that it could not be.
+fn plan_listed(config: &Config, outbox: &Outbox) -> Option<Listed> {
+    let org = config.api.organization_id;
+    if outbox.state().knows_organization(org).unwrap_or(true) {
+        return None;
+    }
+    let listed = config
+        .api
+        .load_token()
+        .map_err(anyhow::Error::from)
+        .and_then(|token| Ok(ApiClient::new(config.api.client_settings(token))?))
+        .and_then(|client| service_list(config, outbox, &client));
+    match listed {
+        Ok(listed) => listed,
+        Err(e) => {
+            eprintln!(
+                "lotsync: note: the state knows no vehicle of organization {org}, and the \
+                 service's list could not be read ({e:#}); this plan assumes the service holds \
+                 none. `lotsync sync` and `lotsync run` read the list first and never plan blind."
+            );
+            None
+        }
+    }
 }
 
 /// `lotsync release FILE`: queues a held file's plan past the safety guard.
@@ -136,7 +189,17 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
             feed.name
         );
     }
-    let planned = plan_one(&outbox, &config, feed, &args.file, true, true)?;
+    let listed = if outbox
+        .state()
+        .knows_organization(config.api.organization_id)?
+    {
+        None
+    } else {
+        let token = config.api.load_token()?;
+        let client = ApiClient::new(config.api.client_settings(token))?;
+        service_list(&config, &outbox, &client)?
+    };
+    let planned = plan_one(&outbox, &config, feed, &args.file, true, true, listed)?;
     let mut out = std::io::stdout().lock();
     write_text(&mut out, &args.file.display().to_string(), &planned)?;
     writeln!(

@@ -2,7 +2,7 @@
 //! the outbox is drained, with a summary.
 
 use super::deliver::deliver;
-use super::plan::{open, plan_one, ConfigArg};
+use super::plan::{open, plan_one, service_list, ConfigArg};
 use super::EXIT_BAD_INPUT;
 use crate::api::ApiClient;
 use crate::config::Config;
@@ -52,7 +52,10 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let mut synced = Vec::new();
     for (path, feed) in args.files.iter().zip(feeds) {
         let shown = path.display().to_string();
-        match plan_one(&outbox, &config, feed, path, false, true) {
+        // Read again for each file until the state knows the organization (the first file
+        // taken makes it known).
+        let listed = service_list(&config, &outbox, &client)?;
+        match plan_one(&outbox, &config, feed, path, false, true, listed) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned)?;
                 synced.push(Synced { shown, planned });
@@ -183,6 +186,14 @@ fn problems_of(s: &Synced, report: &DrainReport) -> Vec<String> {
 }
 
 fn write_file(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
+    write_verdict(out, shown, planned)?;
+    for note in &planned.notes {
+        writeln!(out, "  note: {note}")?;
+    }
+    Ok(())
+}
+
+fn write_verdict(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
     let plan = &planned.plan;
     let c = &plan.counts;
     match &plan.verdict {

@@ -11,6 +11,7 @@ mod folders;
 mod reconcile;
 mod report;
 mod run;
+mod service_list;
 pub mod status;
 mod watch;
 
@@ -22,10 +23,11 @@ pub use reconcile::{
 };
 pub use report::{FileReport, Outcome, RecordProblem};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
+pub use service_list::{listed_if_state_is_empty, ServiceListError};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
 
 use crate::config::{Config, FeedConfig};
-use crate::diff::{diff_file, FileDiffError, Verdict};
+use crate::diff::{diff_file, DiffOptions, FileDiffError, Verdict};
 use crate::mapper::{Profile, ProfileError};
 use crate::outbox::Outbox;
 use crate::upload::{DrainReport, Notices, RejectedOp, UploadError, Uploader};
@@ -52,6 +54,8 @@ pub enum DaemonError {
     Diff(String),
     #[error(transparent)]
     Upload(#[from] UploadError),
+    #[error(transparent)]
+    ServiceList(#[from] ServiceListError),
     #[error(
         "{file}: not held for feed {feed:?} (no held file has this content); nothing to release"
     )]
@@ -265,9 +269,15 @@ impl FilePipeline {
         })?;
         let lots: Vec<u64> = profile.locations.values().copied().collect();
         let rules = feed.rules(config.api.organization_id, &lots, force);
+        let listed =
+            listed_if_state_is_empty(self.uploader.client(), &self.outbox, &config).await?;
+        let options = DiffOptions {
+            commit: true,
+            listed,
+        };
         let (outbox, path, location_id) = (self.outbox.clone(), path.to_owned(), feed.location_id);
         let planned = tokio::task::spawn_blocking(move || {
-            diff_file(&outbox, rules, &profile, location_id, &path, true)
+            diff_file(&outbox, rules, &profile, location_id, &path, options)
         })
         .await
         .map_err(|e| DaemonError::Diff(e.to_string()))?;

@@ -404,7 +404,7 @@ async fn blocking<T: Send + 'static>(
 
 /// The service's whole list, retried as the uploader retries a call (a 429 or a 503 on the
 /// 40th page should not cost the night's reconciliation).
-async fn list_vehicles(
+pub(super) async fn list_vehicles(
     client: &ApiClient,
     api: &ApiConfig,
 ) -> Result<Vec<Vehicle>, ReconcileError> {

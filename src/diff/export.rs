@@ -1,7 +1,7 @@
 //! A whole export file through the mapper into the diff: the step `plan`, `release`, `sync`
 //! and the daemon share.
 
-use super::{DiffError, Differ, FileId, Plan, Rules};
+use super::{DiffError, Differ, FileId, Listed, Plan, Rules};
 use crate::mapper::{ExportError, ExportFile, Mapped, Problem, Profile};
 use crate::outbox::Outbox;
 use std::path::Path;
@@ -20,6 +20,25 @@ pub struct FilePlan {
     pub notes: Vec<String>,
 }
 
+/// How a file is diffed.
+#[derive(Debug, Clone, Default)]
+pub struct DiffOptions {
+    /// Commit the plan to the outbox (else it is only shown).
+    pub commit: bool,
+    /// The service's own list, for the first file of an empty state ([`Listed`]).
+    pub listed: Option<Listed>,
+}
+
+impl DiffOptions {
+    /// Committed, without the service's list.
+    pub fn committed() -> DiffOptions {
+        DiffOptions {
+            commit: true,
+            listed: None,
+        }
+    }
+}
+
 /// The file cannot be diffed.
 #[derive(Debug, thiserror::Error)]
 pub enum FileDiffError {
@@ -31,17 +50,17 @@ pub enum FileDiffError {
     Diff(#[from] DiffError),
 }
 
-/// Reads, maps and diffs one file; commits the plan to the outbox when `commit` is set.
+/// Reads, maps and diffs one file; commits the plan to the outbox when `options` say so.
 pub fn diff_file(
     outbox: &Outbox,
     rules: Rules,
     profile: &Profile,
     location_id: u64,
     path: &Path,
-    commit: bool,
+    options: DiffOptions,
 ) -> Result<FilePlan, FileDiffError> {
     let file = FileId::of_path(path)?;
-    let mut differ = Differ::new(outbox, rules, file)?;
+    let mut differ = Differ::with_listed(outbox, rules, file, options.listed)?;
     let mut out = FilePlan {
         plan: Plan::default(),
         records: 0,
@@ -68,10 +87,18 @@ pub fn diff_file(
         }
         out.notes = export.notes();
     }
-    out.plan = if commit {
+    out.plan = if options.commit {
         differ.commit()?
     } else {
         differ.finish()
     };
+    let adopted = out.plan.counts.adopted;
+    if adopted > 0 {
+        out.notes.push(format!(
+            "the state knew no vehicle of the organization: {adopted} vehicles already on the \
+             service were taken as known (ids learned from its list, nothing sent for those it \
+             shows as this file does)"
+        ));
+    }
     Ok(out)
 }

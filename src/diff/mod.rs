@@ -16,10 +16,10 @@ mod export;
 mod plan;
 
 pub use drift::field_drift;
-pub use export::{diff_file, FileDiffError, FilePlan};
-pub use plan::{Counts, FileId, GuardCount, Plan, PlannedOp, Verdict, VinChange};
+pub use export::{diff_file, DiffOptions, FileDiffError, FilePlan};
+pub use plan::{Counts, FileId, GuardCount, Learned, Plan, PlannedOp, Verdict, VinChange};
 
-use crate::api::VehiclePayload;
+use crate::api::{Vehicle, VehiclePayload};
 use crate::mapper::{Accepted, Rejected};
 use crate::outbox::{InFlight, Outbox, OutboxError, Queued};
 use crate::state::{Digest, StateError, VehicleRecord};
@@ -87,6 +87,20 @@ pub struct Rules {
     pub force: bool,
 }
 
+/// The service's own list, read before the first diff of an organization the state knows no
+/// vehicle of, so that an empty state never plans blind: vehicles already on the service are
+/// adopted (ids learned, nothing sent when the service shows what the file says), and those
+/// absent from a full snapshot are sold by the usual rules, guard included.
+#[derive(Debug, Clone, Default)]
+pub struct Listed {
+    /// By VIN (upper-cased), as the service shows them.
+    pub vehicles: HashMap<String, Vehicle>,
+    /// The one location of the organization, when the config knows only one: the service's
+    /// list does not say where a vehicle is, so absent vehicles are judged only then. With
+    /// several, a listed vehicle is adopted when a file lists it.
+    pub sole_location: Option<u64>,
+}
+
 /// The diff cannot be computed.
 #[derive(Debug, thiserror::Error)]
 pub enum DiffError {
@@ -124,9 +138,39 @@ struct Known {
     record: VehicleRecord,
     /// Its queued operations (only read when the record says it has some).
     queued: Vec<Queued>,
+    /// Not in the state: found on the service's list ([`Listed`]).
+    adopted: bool,
 }
 
 impl Known {
+    /// A vehicle of the service's list, as a record the state could have had.
+    fn adopted(location_id: u64, vehicle: &Vehicle) -> Known {
+        Known {
+            location_id,
+            record: VehicleRecord {
+                service_id: Some(vehicle.id),
+                digest: Some(Digest::UNKNOWN),
+                sold: vehicle.sold_state().unwrap_or(false),
+                ..VehicleRecord::default()
+            },
+            queued: Vec::new(),
+            adopted: true,
+        }
+    }
+
+    /// What the service's list showed, for the plan to record.
+    fn learned(&self, same: Option<&VehiclePayload>) -> Option<Learned> {
+        if !self.adopted {
+            return None;
+        }
+        Some(Learned {
+            service_id: self.record.service_id.unwrap_or(0),
+            sold: self.record.sold,
+            digest: same.map_or(Digest::UNKNOWN, payload_digest),
+            payload: same.map(|p| Box::new(p.clone())),
+        })
+    }
+
     fn base(&self) -> Base {
         let mut base = Base {
             digest: self.record.digest,
@@ -176,11 +220,23 @@ pub struct Differ<'o> {
     present: HashSet<String>,
     /// Accepted records per location.
     accepted_at: BTreeMap<u64, u64>,
+    /// The service's list, for the first diff of an empty state.
+    listed: Option<Listed>,
     plan: Plan,
 }
 
 impl<'o> Differ<'o> {
     pub fn new(outbox: &'o Outbox, rules: Rules, file: FileId) -> Result<Differ<'o>, DiffError> {
+        Differ::with_listed(outbox, rules, file, None)
+    }
+
+    /// A diff that also knows the service's own list (the first file of an empty state).
+    pub fn with_listed(
+        outbox: &'o Outbox,
+        rules: Rules,
+        file: FileId,
+        listed: Option<Listed>,
+    ) -> Result<Differ<'o>, DiffError> {
         let in_flight = outbox.lock();
         let mut at_locations: HashMap<String, Known> = HashMap::new();
         let mut guard: BTreeMap<u64, GuardCount> = BTreeMap::new();
@@ -199,6 +255,7 @@ impl<'o> Differ<'o> {
                         location_id,
                         record,
                         queued,
+                        adopted: false,
                     };
                     let base = known.base();
                     let g = guard.entry(location_id).or_default();
@@ -208,6 +265,26 @@ impl<'o> Differ<'o> {
                     at_locations.insert(vin, known);
                 }
                 guard.entry(location_id).or_default();
+                // The service's vehicles the state does not know are on this lot when it is the
+                // organization's only one: judged like the state's own.
+                let sole = listed
+                    .as_ref()
+                    .filter(|l| l.sole_location == Some(location_id));
+                for (vin, vehicle) in sole.iter().flat_map(|l| &l.vehicles) {
+                    if at_locations.contains_key(vin)
+                        || outbox
+                            .state()
+                            .find_vin(rules.organization_id, vin)?
+                            .is_some()
+                    {
+                        continue;
+                    }
+                    let known = Known::adopted(location_id, vehicle);
+                    if !known.record.sold {
+                        guard.entry(location_id).or_default().in_stock += 1;
+                    }
+                    at_locations.insert(vin.clone(), known);
+                }
             }
         }
         let mut plan = Plan::new(&rules, file.clone());
@@ -232,6 +309,7 @@ impl<'o> Differ<'o> {
             guard,
             present: HashSet::new(),
             accepted_at: BTreeMap::new(),
+            listed,
             plan,
         })
     }
@@ -242,13 +320,16 @@ impl<'o> Differ<'o> {
         matches!(self.plan.verdict, Verdict::AlreadyApplied { .. })
     }
 
-    fn known(&mut self, vin: &str) -> Result<Option<Known>, DiffError> {
+    /// The vehicle as the state (or the service's list) knows it; `location_id` is where the
+    /// file puts it, used for a vehicle only the list knows.
+    fn known(&mut self, vin: &str, location_id: u64) -> Result<Option<Known>, DiffError> {
         if let Some(k) = self.at_locations.remove(vin) {
             return Ok(Some(k));
         }
         let org = self.rules.organization_id;
         let Some((key, record)) = self.outbox.state().find_vin(org, vin)? else {
-            return Ok(None);
+            let listed = self.listed.as_ref().and_then(|l| l.vehicles.get(vin));
+            return Ok(listed.map(|v| Known::adopted(location_id, v)));
         };
         let queued = if record.queued > 0 {
             self.outbox.queued_ops(org, vin, &self.in_flight)?
@@ -259,6 +340,7 @@ impl<'o> Differ<'o> {
             location_id: key.location_id,
             record,
             queued,
+            adopted: false,
         }))
     }
 
@@ -274,8 +356,8 @@ impl<'o> Differ<'o> {
         let location_id = payload.location_id;
         *self.accepted_at.entry(location_id).or_default() += 1;
         self.present.insert(vin.clone());
-        let known = self.known(&vin)?;
-        let Some(known) = known else {
+        let known = self.known(&vin, location_id)?;
+        let Some(mut known) = known else {
             if sold == Some(true) {
                 self.plan.counts.skipped_sold += 1;
             } else {
@@ -284,6 +366,19 @@ impl<'o> Differ<'o> {
             }
             return Ok(());
         };
+        if known.adopted {
+            // What the service shows already matches the file: nothing to send, and the
+            // payload counts as acknowledged.
+            let same = self
+                .listed
+                .as_ref()
+                .and_then(|l| l.vehicles.get(&vin))
+                .is_some_and(|v| field_drift(v, payload).is_empty());
+            let learned = known.learned(same.then_some(payload));
+            known.record.digest = learned.as_ref().map(|l| l.digest);
+            self.plan.counts.adopted += 1;
+            self.plan.change(&vin, known.location_id).learned = learned;
+        }
         let change = self.plan.change(&vin, known.location_id);
         if known.pending() {
             change.supersede = true;
@@ -384,6 +479,10 @@ impl<'o> Differ<'o> {
                 continue; // on its way to another lot: that lot's file judges it
             }
             let base = known.base();
+            if known.adopted {
+                self.plan.counts.adopted += 1;
+                self.plan.change(vin, known.location_id).learned = known.learned(None);
+            }
             let change = self.plan.change(vin, known.location_id);
             if known.pending() {
                 change.supersede = true;

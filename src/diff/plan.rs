@@ -2,7 +2,7 @@
 //! may be applied.
 
 use super::{Op, Rules};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The file a plan is for.
@@ -38,10 +38,25 @@ pub struct VinChange {
     pub new_record: bool,
     /// A vehicle never created on the service and no longer wanted: its record goes.
     pub drop_stub: bool,
+    /// A vehicle the state did not know, found on the service's list: its record is created
+    /// with what the list showed, without a request.
+    pub learned: Option<Learned>,
+}
+
+/// What the service's list showed of a vehicle the state did not know.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Learned {
+    pub service_id: u64,
+    pub sold: bool,
+    /// The file's payload's digest when the service shows the same fields
+    /// ([`super::field_drift`]), else [`crate::state::Digest::UNKNOWN`].
+    pub digest: crate::state::Digest,
+    /// The file's payload, recorded as acknowledged when the service shows the same fields.
+    pub payload: Option<Box<crate::api::VehiclePayload>>,
 }
 
 /// Per kind of outcome, vehicles.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub create: u64,
     pub update: u64,
@@ -56,6 +71,10 @@ pub struct Counts {
     pub absent_waiting: u64,
     /// Unknown vehicles the export lists as sold: not created.
     pub skipped_sold: u64,
+    /// Vehicles already on the service that the state did not know (the first file of an
+    /// empty state): their ids learned from the service's list, without a request.
+    #[serde(default)]
+    pub adopted: u64,
 }
 
 /// One location's figures for the safety guard.

@@ -259,109 +259,129 @@ impl Outbox {
         (
             &t.meta,
             &t.vehicles,
+            &t.payloads,
             &t.vins,
             &t.files,
             &t.feeds,
             &t.outbox,
             &t.queue,
         )
-            .transaction(|(meta, vehicles, vins, files, feeds, outbox, queue)| {
-                let mut counters = read_counters(meta)?;
-                let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
-                let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
-                let (mut first_seq, mut last_seq) = (None, None);
-                if applies {
-                    let mut removed: HashMap<&str, u32> = HashMap::new();
-                    for (vin, seqs) in &replaced {
-                        for &seq in seqs {
-                            if outbox.remove(&seq.to_be_bytes())?.is_some() {
-                                queue.remove(queue_key(org, vin, seq))?;
-                                counters.superseded += 1;
-                                *removed.entry(vin).or_default() += 1;
+            .transaction(
+                |(meta, vehicles, payloads, vins, files, feeds, outbox, queue)| {
+                    let mut counters = read_counters(meta)?;
+                    let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
+                    let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
+                    let (mut first_seq, mut last_seq) = (None, None);
+                    if applies {
+                        let mut removed: HashMap<&str, u32> = HashMap::new();
+                        for (vin, seqs) in &replaced {
+                            for &seq in seqs {
+                                if outbox.remove(&seq.to_be_bytes())?.is_some() {
+                                    queue.remove(queue_key(org, vin, seq))?;
+                                    counters.superseded += 1;
+                                    *removed.entry(vin).or_default() += 1;
+                                }
                             }
                         }
-                    }
-                    for planned in &plan.ops {
-                        let seq = next_seq;
-                        next_seq += 1;
-                        first_seq.get_or_insert(seq);
-                        last_seq = Some(seq);
-                        let entry = Entry {
-                            seq,
-                            organization_id: org,
-                            location_id: planned.location_id,
-                            vin: planned.vin.clone(),
-                            op: planned.op.clone(),
-                            file: plan.file.name.clone(),
-                            queued_at: now,
-                        };
-                        outbox.insert(&seq.to_be_bytes(), state::records::encode(&entry))?;
-                        queue.insert(queue_key(org, &planned.vin, seq), &[][..])?;
-                        counters.queued += 1;
-                    }
-                    for (vin, change) in &plan.changes {
-                        let indexed = vins.get(vin_key(org, vin))?;
-                        let location_id = match &indexed {
-                            Some(v) => state::decode_u64(v, "VIN index").map_err(abort)?,
-                            None => change.location_id,
-                        };
-                        let key = vehicle_key(org, location_id, vin);
-                        let mut record = match vehicles.get(&key)? {
-                            Some(v) => VehicleRecord::decode(&v).map_err(abort)?,
-                            None if change.new_ops > 0 || change.new_record => VehicleRecord {
-                                first_seen: now,
-                                ..VehicleRecord::default()
-                            },
-                            None => continue,
-                        };
-                        let gone = removed.get(vin.as_str()).copied().unwrap_or(0);
-                        record.queued = (record.queued + change.new_ops).saturating_sub(gone);
-                        if let Some(absent) = change.absent {
-                            record.absent = absent;
+                        for planned in &plan.ops {
+                            let seq = next_seq;
+                            next_seq += 1;
+                            first_seq.get_or_insert(seq);
+                            last_seq = Some(seq);
+                            let entry = Entry {
+                                seq,
+                                organization_id: org,
+                                location_id: planned.location_id,
+                                vin: planned.vin.clone(),
+                                op: planned.op.clone(),
+                                file: plan.file.name.clone(),
+                                queued_at: now,
+                            };
+                            outbox.insert(&seq.to_be_bytes(), state::records::encode(&entry))?;
+                            queue.insert(queue_key(org, &planned.vin, seq), &[][..])?;
+                            counters.queued += 1;
                         }
-                        if change.new_ops > 0 {
-                            record.file = plan.file.name.clone();
-                        }
-                        record.updated_at = now;
-                        let unwanted = change.drop_stub
-                            && !record.exists()
-                            && record.queued == 0
-                            && record.rejected.is_none();
-                        if unwanted {
-                            vehicles.remove(key)?;
-                            vins.remove(vin_key(org, vin))?;
-                        } else {
-                            vehicles.insert(key, record.encode())?;
-                            if indexed.is_none() {
-                                vins.insert(vin_key(org, vin), &location_id.to_be_bytes())?;
+                        for (vin, change) in &plan.changes {
+                            let indexed = vins.get(vin_key(org, vin))?;
+                            let location_id = match &indexed {
+                                Some(v) => state::decode_u64(v, "VIN index").map_err(abort)?,
+                                None => change.location_id,
+                            };
+                            let key = vehicle_key(org, location_id, vin);
+                            let mut record = match (vehicles.get(&key)?, &change.learned) {
+                                (Some(v), _) => VehicleRecord::decode(&v).map_err(abort)?,
+                                // Found on the service's list: known as the list showed it.
+                                (None, Some(learned)) => {
+                                    if let Some(payload) = &learned.payload {
+                                        payloads
+                                            .insert(key.clone(), state::records::encode(payload))?;
+                                    }
+                                    VehicleRecord {
+                                        service_id: Some(learned.service_id),
+                                        digest: Some(learned.digest),
+                                        sold: learned.sold,
+                                        file: plan.file.name.clone(),
+                                        first_seen: now,
+                                        ..VehicleRecord::default()
+                                    }
+                                }
+                                (None, None) if change.new_ops > 0 || change.new_record => {
+                                    VehicleRecord {
+                                        first_seen: now,
+                                        ..VehicleRecord::default()
+                                    }
+                                }
+                                (None, None) => continue,
+                            };
+                            let gone = removed.get(vin.as_str()).copied().unwrap_or(0);
+                            record.queued = (record.queued + change.new_ops).saturating_sub(gone);
+                            if let Some(absent) = change.absent {
+                                record.absent = absent;
+                            }
+                            if change.new_ops > 0 {
+                                record.file = plan.file.name.clone();
+                            }
+                            record.updated_at = now;
+                            let unwanted = change.drop_stub
+                                && !record.exists()
+                                && record.queued == 0
+                                && record.rejected.is_none();
+                            if unwanted {
+                                vehicles.remove(key)?;
+                                vins.remove(vin_key(org, vin))?;
+                            } else {
+                                vehicles.insert(key, record.encode())?;
+                                if indexed.is_none() {
+                                    vins.insert(vin_key(org, vin), &location_id.to_be_bytes())?;
+                                }
                             }
                         }
+                        let feed = FeedRecord {
+                            last_applied: Some(state::records::AppliedFile {
+                                name: plan.file.name.clone(),
+                                sha256: plan.file.sha256.clone(),
+                                at: now,
+                            }),
+                        };
+                        feeds.insert(plan.feed.as_bytes(), state::records::encode(&feed))?;
                     }
-                    let feed = FeedRecord {
-                        last_applied: Some(state::records::AppliedFile {
-                            name: plan.file.name.clone(),
-                            sha256: plan.file.sha256.clone(),
-                            at: now,
-                        }),
+                    let file = FileRecord {
+                        feed: plan.feed.clone(),
+                        name: plan.file.name.clone(),
+                        sha256: plan.file.sha256.clone(),
+                        seen_at: now,
+                        outcome: outcome(first_seq, last_seq),
                     };
-                    feeds.insert(plan.feed.as_bytes(), state::records::encode(&feed))?;
-                }
-                let file = FileRecord {
-                    feed: plan.feed.clone(),
-                    name: plan.file.name.clone(),
-                    sha256: plan.file.sha256.clone(),
-                    seen_at: now,
-                    outcome: outcome(first_seq, last_seq),
-                };
-                files.insert(&file_no.to_be_bytes(), state::records::encode(&file))?;
-                meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
-                meta.insert(NEXT_SEQ_KEY, &next_seq.to_be_bytes())?;
-                meta.insert(
-                    state::records::COUNTERS_KEY,
-                    state::records::encode(&counters),
-                )?;
-                Ok(())
-            })?;
+                    files.insert(&file_no.to_be_bytes(), state::records::encode(&file))?;
+                    meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
+                    meta.insert(NEXT_SEQ_KEY, &next_seq.to_be_bytes())?;
+                    meta.insert(
+                        state::records::COUNTERS_KEY,
+                        state::records::encode(&counters),
+                    )?;
+                    Ok(())
+                },
+            )?;
         self.state.flush()?;
         // After the flush: a marker never says more than the database holds.
         self.state.write_markers();

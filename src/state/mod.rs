@@ -367,6 +367,17 @@ impl State {
         })
     }
 
+    /// Whether the state has a record of any vehicle of the organization.
+    pub fn knows_organization(&self, organization_id: u64) -> Result<bool, StateError> {
+        Ok(self
+            .trees
+            .vehicles
+            .scan_prefix(organization_id.to_be_bytes())
+            .next()
+            .transpose()?
+            .is_some())
+    }
+
     /// Number of vehicle records.
     pub fn vehicle_count(&self) -> usize {
         self.trees.vehicles.len()

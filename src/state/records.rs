@@ -11,6 +11,11 @@ use std::fmt;
 pub struct Digest(pub [u8; 16]);
 
 impl Digest {
+    /// A vehicle found on the service whose content lotsync did not send (adopted by the first
+    /// diff of an empty state): every payload differs from it, so the next one listing it is
+    /// sent. No SHA-256 prefix is all zeros in practice.
+    pub const UNKNOWN: Digest = Digest([0; 16]);
+
     pub fn of(bytes: &[u8]) -> Digest {
         use sha2::Digest as _;
         let full = sha2::Sha256::digest(bytes);

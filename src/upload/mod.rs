@@ -276,6 +276,11 @@ impl Uploader {
         &self.shared.stats
     }
 
+    /// The service client it delivers through.
+    pub fn client(&self) -> &ApiClient {
+        &self.shared.client
+    }
+
     /// Requests per second the uploader paces at now.
     pub fn rate(&self) -> f64 {
         self.shared.pace.rate()
