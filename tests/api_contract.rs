@@ -744,3 +744,114 @@ async fn list_shapes_have_their_exact_keys_and_every_answer_its_rate_headers() {
     let limits = answer.rate_limit.unwrap();
     assert_eq!(limits.limit, Some(u32::MAX));
 }
+
+/// `html_200`: a portal's sign-in page instead of the service, 200 and nothing applied. The
+/// client says the answer is not the service's and what to check.
+#[tokio::test]
+async fn a_portal_page_with_200_applies_nothing_and_is_fatal() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            html_200: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let err = client(&sb).upsert_vehicle(&payload(1)).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal, "{err}");
+    let line = err.to_string();
+    assert!(line.contains("not JSON"), "{line}");
+    assert!(line.contains("api.base_url"), "{line}");
+    let st = state(&sb).await;
+    assert_eq!(
+        st["vehicles"].as_array().unwrap().len(),
+        0,
+        "nothing applied"
+    );
+    assert_eq!(st["faults"]["html_200"], 1);
+    assert_eq!(count(&st, "POST /v1/inventory", "200"), 1);
+}
+
+/// `wrong_vehicle`: vehicle writes are applied, but answered with the organization's vehicle
+/// of the lowest id (never the one written); reads are left alone.
+#[tokio::test]
+async fn a_wrong_vehicle_answer_names_another_vehicle_of_the_organization() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    let first = api.upsert_vehicle(&payload(1)).await.unwrap().value;
+    let wrong = Behaviour {
+        faults: Faults {
+            wrong_vehicle: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    };
+    set_behaviour(&sb, &wrong).await;
+    // The only vehicle of the organization: it has no other to answer with.
+    let again = api.upsert_vehicle(&payload(1)).await.unwrap();
+    assert_eq!(again.value.vin.as_deref(), Some(payload(1).vin.as_str()));
+
+    let answer = api.upsert_vehicle(&payload(2)).await.unwrap();
+    assert!(answer.created(), "the status is the write's own");
+    assert_eq!(answer.value.id, first.id);
+    assert_eq!(answer.value.vin.as_deref(), Some(payload(1).vin.as_str()));
+    let st = state(&sb).await;
+    let vehicles = st["vehicles"].as_array().unwrap();
+    assert_eq!(vehicles.len(), 2, "the write was applied");
+    let second = vehicles[1]["vehicle"]["id"].as_u64().unwrap();
+    assert_eq!(vehicles[1]["vehicle"]["vin"], payload(2).vin.as_str());
+
+    let sold = api.mark_sold(second).await.unwrap().value;
+    assert_eq!(sold.id, first.id, "answered with the other vehicle");
+    assert!(!sold.is_sold());
+    // Reads are not affected: the vehicle itself says it was sold.
+    let fetched = api.get_vehicle(second).await.unwrap().value;
+    assert_eq!(fetched.id, second);
+    assert!(fetched.is_sold());
+    let listed = api.list_vehicles().await.unwrap().value;
+    assert_eq!(listed.len(), 2);
+    assert_eq!(state(&sb).await["faults"]["wrong_vehicle"], 2);
+}
+
+/// `pad_answer_kib`: every 2xx answer is followed by that much whitespace, streamed without a
+/// Content-Length; still JSON, the same value. Error answers are not padded.
+#[tokio::test]
+async fn padded_answers_are_the_same_json_followed_by_whitespace() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    let id = api.upsert_vehicle(&payload(1)).await.unwrap().value.id;
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                pad_answer_kib: 100,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    lotsync::api::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        http.get(format!("{}{path}", sb.base_url()))
+            .header("Authorization", "Bearer sandbox-token")
+            .header("X-Service-Organization-Id", "100")
+            .send()
+    };
+    let response = get(format!("/v1/inventory/{id}")).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.content_length(), None, "sent in chunks");
+    let body = response.bytes().await.unwrap();
+    assert!(body.len() >= 100 * 1024, "{}", body.len());
+    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(value["id"], id);
+    assert!(body[body.len() - 100 * 1024..].iter().all(|b| *b == b' '));
+
+    let missing = get("/v1/inventory/999".into()).await.unwrap();
+    assert_eq!(missing.status(), 404);
+    assert!(
+        missing.bytes().await.unwrap().len() < 1024,
+        "errors are not padded"
+    );
+}
