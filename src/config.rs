@@ -185,6 +185,13 @@ pub struct ApiConfig {
     /// Whole-request timeout, in seconds.
     #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
+    /// The most KiB read of an answer that is one vehicle or notification, or an error; a
+    /// larger one stops delivery (a proxy or portal answering, most likely).
+    #[serde(default = "default_max_answer_kib")]
+    pub max_answer_kib: u32,
+    /// The most KiB read of one page of the service's list.
+    #[serde(default = "default_max_list_page_kib")]
+    pub max_list_page_kib: u32,
 }
 
 /// A config that cannot be used.
@@ -265,6 +272,27 @@ impl Config {
         }
         if self.api.max_attempts == 0 {
             problems.push("api.max_attempts: must be at least 1".into());
+        }
+        for (key, kib, least, default) in [
+            (
+                "max_answer_kib",
+                self.api.max_answer_kib,
+                MIN_ANSWER_KIB,
+                default_max_answer_kib(),
+            ),
+            (
+                "max_list_page_kib",
+                self.api.max_list_page_kib,
+                MIN_LIST_PAGE_KIB,
+                default_max_list_page_kib(),
+            ),
+        ] {
+            if !(least..=MAX_ANSWER_LIMIT_KIB).contains(&kib) {
+                problems.push(format!(
+                    "api.{key}: {kib} is not between {least} and {MAX_ANSWER_LIMIT_KIB} KiB \
+                     (the default, {default}, suits the service)"
+                ));
+            }
         }
         if let Some(n) = &self.notifications {
             let slug = n.application_slug.trim();
@@ -394,6 +422,8 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "max_attempts",
             "give_up_after_secs",
             "timeout_secs",
+            "max_answer_kib",
+            "max_list_page_kib",
         ],
     ),
     ("state", &["dir"]),
@@ -647,6 +677,8 @@ impl ApiConfig {
             organization_id: self.organization_id,
             token,
             timeout: Duration::from_secs(self.timeout_secs),
+            max_answer_bytes: self.max_answer_kib as usize * 1024,
+            max_list_page_bytes: self.max_list_page_kib as usize * 1024,
         }
     }
 }
@@ -718,6 +750,21 @@ fn default_give_up_after_secs() -> u64 {
 fn default_timeout_secs() -> u64 {
     30
 }
+
+fn default_max_answer_kib() -> u32 {
+    crate::api::DEFAULT_MAX_ANSWER_KIB
+}
+
+fn default_max_list_page_kib() -> u32 {
+    crate::api::DEFAULT_MAX_LIST_PAGE_KIB
+}
+
+/// Below these, ordinary answers would be refused: a vehicle with every field is a few KiB, a
+/// page of 100 of them a few hundred.
+const MIN_ANSWER_KIB: u32 = 16;
+const MIN_LIST_PAGE_KIB: u32 = 256;
+/// 1 GiB: more is no limit at all.
+const MAX_ANSWER_LIMIT_KIB: u32 = 1024 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -822,6 +869,8 @@ mod tests {
         );
         assert_eq!(config.api.max_attempts, 8);
         assert_eq!(config.api.give_up_after_secs, 120);
+        assert_eq!(config.api.max_answer_kib, 256);
+        assert_eq!(config.api.max_list_page_kib, 8192);
     }
 
     #[test]
@@ -842,6 +891,38 @@ mod tests {
         config.api.burst = 2;
         config.api.max_attempts = 3;
         assert!(config.problems().is_empty());
+    }
+
+    #[test]
+    fn answer_limits_are_checked_and_reach_the_client() {
+        let minimal = "[api]\nbase_url = \"https://x\"\norganization_id = 1\n";
+        let config: Config = toml::from_str(minimal).unwrap();
+        let settings = config.api.client_settings(ApiToken::new("t"));
+        assert_eq!(settings.max_answer_bytes, 256 * 1024);
+        assert_eq!(settings.max_list_page_bytes, 8192 * 1024);
+
+        let config: Config = toml::from_str(&format!(
+            "{minimal}max_answer_kib = 64\nmax_list_page_kib = 1024\n"
+        ))
+        .unwrap();
+        assert!(config.problems().is_empty(), "{:?}", config.problems());
+        let settings = config.api.client_settings(ApiToken::new("t"));
+        assert_eq!(settings.max_answer_bytes, 64 * 1024);
+        assert_eq!(settings.max_list_page_bytes, 1024 * 1024);
+
+        let config: Config = toml::from_str(&format!(
+            "{minimal}max_answer_kib = 8\nmax_list_page_kib = 2000000\n"
+        ))
+        .unwrap();
+        let problems = config.problems().join("\n");
+        assert!(
+            problems.contains("api.max_answer_kib: 8 is not between 16 and 1048576 KiB"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("api.max_list_page_kib: 2000000 is not between 256 and"),
+            "{problems}"
+        );
     }
 
     #[test]
@@ -926,6 +1007,8 @@ mod tests {
             max_attempts: 1,
             give_up_after_secs: 1,
             timeout_secs: 1,
+            max_answer_kib: default_max_answer_kib(),
+            max_list_page_kib: default_max_list_page_kib(),
         };
         assert_eq!(api.load_token().unwrap(), ApiToken::new("s3cret"));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -855,3 +855,115 @@ async fn padded_answers_are_the_same_json_followed_by_whitespace() {
         "errors are not padded"
     );
 }
+
+/// A client whose answer limits are `answer` and `list_page` bytes.
+fn limited_client(
+    sb: &lotsync::sandbox::RunningSandbox,
+    answer: usize,
+    list_page: usize,
+) -> lotsync::api::ApiClient {
+    let mut settings = lotsync::api::ClientSettings::new(
+        sb.base_url(),
+        100,
+        lotsync::api::ApiToken::new("sandbox-token"),
+    );
+    settings.max_answer_bytes = answer;
+    settings.max_list_page_bytes = list_page;
+    lotsync::api::ApiClient::new(settings).unwrap()
+}
+
+/// An answer over its limit is refused: by its Content-Length before a byte of it is read,
+/// or, sent in chunks, as soon as it passes the limit. Fatal, naming the setting to raise and
+/// the address that answered.
+#[tokio::test]
+async fn answers_over_their_limit_are_refused_naming_the_setting() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let mut p = payload(1);
+    p.options = (0..40).map(|n| format!("Option number {n}")).collect();
+    let id = client(&sb).upsert_vehicle(&p).await.unwrap().value.id;
+    for n in 2..60 {
+        client(&sb).upsert_vehicle(&payload(n)).await.unwrap();
+    }
+
+    // The sandbox's own answers carry a Content-Length.
+    let small = limited_client(&sb, 1000, 4096);
+    let err = small.get_vehicle(id).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal, "{err}");
+    assert_eq!(err.status(), Some(200));
+    let line = err.to_string();
+    println!("over the limit: {line}");
+    assert!(
+        line.contains("(its Content-Length), over the 1000 bytes"),
+        "{line}"
+    );
+    assert!(line.contains("api.max_answer_kib"), "{line}");
+    assert!(line.contains(&format!("{}/v1/", sb.base_url())), "{line}");
+    let err = small.list_vehicles().await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("over the 4 KiB lotsync reads for one list page"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("api.max_list_page_kib"), "{err}");
+
+    // Padded answers come in chunks, without a Content-Length.
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                pad_answer_kib: 32,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let roomy = limited_client(&sb, 16 * 1024, 64 * 1024);
+    let err = roomy.get_vehicle(id + 1).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("runs past the 16 KiB lotsync reads for one resource"),
+        "{err}"
+    );
+    // Within the limits the padding is only whitespace: read and used.
+    let room = limited_client(&sb, 64 * 1024, 256 * 1024);
+    assert_eq!(room.get_vehicle(id).await.unwrap().value.id, id);
+    assert_eq!(room.list_vehicles().await.unwrap().value.len(), 59);
+}
+
+/// An error answer is read within the limit too; one over it keeps its status's class, without
+/// the service's messages.
+#[tokio::test]
+async fn error_answers_are_bounded_and_keep_their_class() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let err = limited_client(&sb, 1024, 4096)
+        .get_vehicle(999)
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Rejected);
+    assert_eq!(err.messages(), ["Vehicle 999 not found."]);
+    let err = limited_client(&sb, 16, 4096)
+        .get_vehicle(999)
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Rejected, "{err}");
+    assert_eq!(err.status(), Some(404));
+    assert!(err.messages().is_empty(), "{err}");
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                http_503: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let err = limited_client(&sb, 16, 4096)
+        .list_vehicles()
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+}
