@@ -4,8 +4,8 @@ mod common;
 
 use common::{client, client_for, count, payload, sandbox, sandbox_with, set_behaviour, state};
 use lotsync::api::{
-    Amount, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel, Price,
-    PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
+    Amount, ApiToken, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel,
+    Price, PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
 };
 use lotsync::sandbox::{Behaviour, Faults, ListShape, RateLimitConfig, SandboxConfig, TokenEntry};
 use std::time::Duration;
@@ -319,6 +319,35 @@ async fn a_bad_token_is_fatal_401() {
         line.contains("API Tokens"),
         "says where to make one: {line}"
     );
+    assert!(
+        line.contains("api.token_file") && line.contains("systemctl reload lotsync"),
+        "says how to recover without a restart: {line}"
+    );
+}
+
+/// A token rotated while lotsync runs: set on any clone, every clone calls with it from then
+/// on. One that cannot be a header is refused and the one in use kept.
+#[tokio::test]
+async fn a_new_token_reaches_every_clone_of_the_client() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client_for(&sb, "revoked-token", 100);
+    let worker = api.clone();
+    assert_eq!(api.list_vehicles().await.unwrap_err().status(), Some(401));
+    assert!(api.token_is(&ApiToken::new("revoked-token")));
+
+    worker.set_token(ApiToken::new("sandbox-token")).unwrap();
+    assert!(api.token_is(&ApiToken::new("sandbox-token")));
+    assert!(!api.token_is(&ApiToken::new("revoked-token")));
+    api.upsert_vehicle(&payload(1)).await.unwrap();
+    assert_eq!(worker.list_vehicles().await.unwrap().value.len(), 1);
+
+    let err = api
+        .set_token(ApiToken::new("sandbox-token\nX-Other: 1"))
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal);
+    assert!(err.to_string().contains("cannot"), "{err}");
+    assert!(worker.token_is(&ApiToken::new("sandbox-token")), "kept");
+    assert_eq!(api.list_vehicles().await.unwrap().value.len(), 1);
 }
 
 #[tokio::test]

@@ -211,6 +211,27 @@ impl ApiClient {
         })
     }
 
+    /// Calls from now on, by this client and every clone of it, carry `token` (a token
+    /// rotated in its file, read again after a 401 or on SIGHUP). Refused, and the old token
+    /// kept, when it cannot be a header.
+    pub fn set_token(&self, token: ApiToken) -> Result<(), ApiError> {
+        let header = token.header()?;
+        // Poisoned only if a writer panicked mid-assignment of a HeaderValue, which cannot
+        // leave it half-written: the value is still whole.
+        *self
+            .authorization
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = header;
+        Ok(())
+    }
+
+    /// Whether calls carry `token` now (to tell a token read again from the one in use).
+    pub fn token_is(&self, token: &ApiToken) -> bool {
+        token
+            .header()
+            .is_ok_and(|header| header == self.current_authorization())
+    }
+
     fn current_authorization(&self) -> HeaderValue {
         self.authorization
             .read()
