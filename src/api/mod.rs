@@ -248,6 +248,15 @@ impl ApiClient {
         self.root.as_str()
     }
 
+    /// A call as errors name it, `METHOD /{base path}/{version}/{path}`: for a caller's own
+    /// error about an answer it will not use.
+    pub fn call(&self, method: &'static str, path: &str) -> Call {
+        Call {
+            method,
+            path: format!("{}{path}", self.root.path()),
+        }
+    }
+
     /// GET /v1/inventory, every page.
     pub async fn list_vehicles(&self) -> Result<Answer<Vec<Vehicle>>, ApiError> {
         self.list_all("inventory").await
