@@ -22,6 +22,48 @@ fn credential_file() -> Option<PathBuf> {
     Some(Path::new(&dir).join(CREDENTIAL))
 }
 
+/// Mode bits a token file must not have: any for other users, and write for its group.
+const TOKEN_FILE_FORBIDDEN: u32 = 0o027;
+
+/// Reads `api.token_file`, refusing it (as ssh refuses a key) when users other than its owner
+/// and group may read or change it, or its group may change it: the token would not be the
+/// dealer's secret any more. 0600, 0400, and 0640 with lotsync's group are fine. The mode is
+/// that of the file opened, so it cannot be swapped between the check and the read.
+fn read_token_file(file: &Path) -> Result<String, ConfigError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let shown = crate::text::shown_path(file);
+    let cannot_read = |e: std::io::Error| {
+        ConfigError::Token(format!(
+            "api.token_file {shown}: cannot read the token: {e}"
+        ))
+    };
+    let mut opened = std::fs::File::open(file).map_err(cannot_read)?;
+    let mode = opened.metadata().map_err(cannot_read)?.permissions().mode() & 0o7777;
+    if mode & TOKEN_FILE_FORBIDDEN != 0 {
+        let others = match (mode & 0o004 != 0, mode & 0o002 != 0) {
+            (true, true) => Some("other users read and change it"),
+            (true, false) => Some("other users read it"),
+            (false, true) => Some("other users change it"),
+            (false, false) => (mode & 0o001 != 0).then_some("other users open it"),
+        };
+        let group = (mode & 0o020 != 0).then_some("its group change it");
+        let who = [others, group]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" and ");
+        return Err(ConfigError::Token(format!(
+            "api.token_file {shown}: mode {mode:04o} lets {who}, and the token must stay \
+             private; run `chmod 600 {shown}` (or `chmod 640 {shown}` when the file's group is \
+             lotsync's and lotsync reads it through the group)"
+        )));
+    }
+    let mut token = String::new();
+    opened.read_to_string(&mut token).map_err(cannot_read)?;
+    Ok(token)
+}
+
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/lotsync/lotsync.toml";
 
@@ -636,12 +678,7 @@ impl ApiConfig {
                     "api: set token_file or token_env, not both".into(),
                 ))
             }
-            (Some(file), None) => std::fs::read_to_string(file).map_err(|e| {
-                ConfigError::Token(format!(
-                    "api.token_file {}: cannot read the token: {e}",
-                    file.display()
-                ))
-            })?,
+            (Some(file), None) => read_token_file(file)?,
             (None, Some(var)) => std::env::var(var).map_err(|_| {
                 ConfigError::Token(format!(
                     "api.token_env: the environment variable {var} is not set"
@@ -989,12 +1026,66 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A token file written as the tests and the demo write theirs: private to its owner.
+    fn private_file(path: &Path, text: &str) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn api_with_token_file(file: PathBuf) -> ApiConfig {
+        let mut api: Config =
+            toml::from_str("[api]\nbase_url = \"https://x\"\norganization_id = 1\n").unwrap();
+        api.api.token_file = Some(file);
+        api.api
+    }
+
+    /// As ssh with its keys: a token file other users may read or change, or its group
+    /// change, is refused with the chmod that fixes it; owner-only and group-read are fine.
+    #[test]
+    fn a_token_file_others_can_read_or_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lotsync-token-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("api token");
+        private_file(&file, "s3cret\n");
+        let api = api_with_token_file(file.clone());
+        for mode in [0o644, 0o666, 0o604, 0o620, 0o777, 0o601] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = api.load_token().unwrap_err().to_string();
+            let shown = file.display();
+            assert!(
+                err.contains(&format!("api.token_file {shown}: mode {mode:04o}")),
+                "{err}"
+            );
+            assert!(err.contains(&format!("chmod 600 {shown}")), "{err}");
+            assert!(!err.contains("s3cret"), "{err}");
+        }
+        for mode in [0o600, 0o640, 0o400, 0o440] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(
+                api.load_token().unwrap(),
+                ApiToken::new("s3cret"),
+                "{mode:o}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn token_file_is_trimmed_and_never_echoed() {
         let dir = std::env::temp_dir().join(format!("lotsync-config-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("token");
-        std::fs::write(&file, "s3cret\n").unwrap();
+        private_file(&file, "s3cret\n");
         let api = ApiConfig {
             base_url: "https://x".into(),
             version: default_version(),
