@@ -584,7 +584,8 @@ impl Config {
             } else if feed.mode == Mode::Full {
                 if let Some(other) = locations.insert(feed.location_id, &feed.name) {
                     problems.push(format!(
-                        "{at}.location_id: {} is also the location of full feed {other:?};                          each full export would sell the other's vehicles",
+                        "{at}.location_id: {} is also the location of full feed {other:?}; \
+                         each full export would sell the other's vehicles",
                         feed.location_id
                     ));
                 }
@@ -871,6 +872,10 @@ mod tests {
             assert!(all.contains(expected), "{expected}: {all}");
         }
         assert_eq!(problems.len(), 7, "{all}");
+        assert!(
+            !problems.iter().any(|p| p.contains("  ")),
+            "one line each, no runs of blanks: {all}"
+        );
         assert!(!all.contains("feed[0] (\"a\").inbox"), "{all}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
