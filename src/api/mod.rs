@@ -570,7 +570,7 @@ async fn read_bounded(
 
 /// A byte count as people read it: `256 KiB`, or `1000 bytes` when not whole KiB.
 fn size(bytes: usize) -> String {
-    if bytes >= 1024 && bytes % 1024 == 0 {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes / 1024)
     } else {
         format!("{bytes} bytes")
