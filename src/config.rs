@@ -22,6 +22,48 @@ fn credential_file() -> Option<PathBuf> {
     Some(Path::new(&dir).join(CREDENTIAL))
 }
 
+/// Mode bits a token file must not have: any for other users, and write for its group.
+const TOKEN_FILE_FORBIDDEN: u32 = 0o027;
+
+/// Reads `api.token_file`, refusing it (as ssh refuses a key) when users other than its owner
+/// and group may read or change it, or its group may change it: the token would not be the
+/// dealer's secret any more. 0600, 0400, and 0640 with lotsync's group are fine. The mode is
+/// that of the file opened, so it cannot be swapped between the check and the read.
+fn read_token_file(file: &Path) -> Result<String, ConfigError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let shown = crate::text::shown_path(file);
+    let cannot_read = |e: std::io::Error| {
+        ConfigError::Token(format!(
+            "api.token_file {shown}: cannot read the token: {e}"
+        ))
+    };
+    let mut opened = std::fs::File::open(file).map_err(cannot_read)?;
+    let mode = opened.metadata().map_err(cannot_read)?.permissions().mode() & 0o7777;
+    if mode & TOKEN_FILE_FORBIDDEN != 0 {
+        let others = match (mode & 0o004 != 0, mode & 0o002 != 0) {
+            (true, true) => Some("other users read and change it"),
+            (true, false) => Some("other users read it"),
+            (false, true) => Some("other users change it"),
+            (false, false) => (mode & 0o001 != 0).then_some("other users open it"),
+        };
+        let group = (mode & 0o020 != 0).then_some("its group change it");
+        let who = [others, group]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" and ");
+        return Err(ConfigError::Token(format!(
+            "api.token_file {shown}: mode {mode:04o} lets {who}, and the token must stay \
+             private; run `chmod 600 {shown}` (or `chmod 640 {shown}` when the file's group is \
+             lotsync's and lotsync reads it through the group)"
+        )));
+    }
+    let mut token = String::new();
+    opened.read_to_string(&mut token).map_err(cannot_read)?;
+    Ok(token)
+}
+
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/lotsync/lotsync.toml";
 
@@ -185,6 +227,13 @@ pub struct ApiConfig {
     /// Whole-request timeout, in seconds.
     #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
+    /// The most KiB read of an answer that is one vehicle or notification, or an error; a
+    /// larger one stops delivery (a proxy or portal answering, most likely).
+    #[serde(default = "default_max_answer_kib")]
+    pub max_answer_kib: u32,
+    /// The most KiB read of one page of the service's list.
+    #[serde(default = "default_max_list_page_kib")]
+    pub max_list_page_kib: u32,
 }
 
 /// A config that cannot be used.
@@ -265,6 +314,27 @@ impl Config {
         }
         if self.api.max_attempts == 0 {
             problems.push("api.max_attempts: must be at least 1".into());
+        }
+        for (key, kib, least, default) in [
+            (
+                "max_answer_kib",
+                self.api.max_answer_kib,
+                MIN_ANSWER_KIB,
+                default_max_answer_kib(),
+            ),
+            (
+                "max_list_page_kib",
+                self.api.max_list_page_kib,
+                MIN_LIST_PAGE_KIB,
+                default_max_list_page_kib(),
+            ),
+        ] {
+            if !(least..=MAX_ANSWER_LIMIT_KIB).contains(&kib) {
+                problems.push(format!(
+                    "api.{key}: {kib} is not between {least} and {MAX_ANSWER_LIMIT_KIB} KiB \
+                     (the default, {default}, suits the service)"
+                ));
+            }
         }
         if let Some(n) = &self.notifications {
             let slug = n.application_slug.trim();
@@ -394,6 +464,8 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "max_attempts",
             "give_up_after_secs",
             "timeout_secs",
+            "max_answer_kib",
+            "max_list_page_kib",
         ],
     ),
     ("state", &["dir"]),
@@ -512,7 +584,8 @@ impl Config {
             } else if feed.mode == Mode::Full {
                 if let Some(other) = locations.insert(feed.location_id, &feed.name) {
                     problems.push(format!(
-                        "{at}.location_id: {} is also the location of full feed {other:?};                          each full export would sell the other's vehicles",
+                        "{at}.location_id: {} is also the location of full feed {other:?}; \
+                         each full export would sell the other's vehicles",
                         feed.location_id
                     ));
                 }
@@ -606,12 +679,7 @@ impl ApiConfig {
                     "api: set token_file or token_env, not both".into(),
                 ))
             }
-            (Some(file), None) => std::fs::read_to_string(file).map_err(|e| {
-                ConfigError::Token(format!(
-                    "api.token_file {}: cannot read the token: {e}",
-                    file.display()
-                ))
-            })?,
+            (Some(file), None) => read_token_file(file)?,
             (None, Some(var)) => std::env::var(var).map_err(|_| {
                 ConfigError::Token(format!(
                     "api.token_env: the environment variable {var} is not set"
@@ -647,6 +715,8 @@ impl ApiConfig {
             organization_id: self.organization_id,
             token,
             timeout: Duration::from_secs(self.timeout_secs),
+            max_answer_bytes: self.max_answer_kib as usize * 1024,
+            max_list_page_bytes: self.max_list_page_kib as usize * 1024,
         }
     }
 }
@@ -719,6 +789,21 @@ fn default_timeout_secs() -> u64 {
     30
 }
 
+fn default_max_answer_kib() -> u32 {
+    crate::api::DEFAULT_MAX_ANSWER_KIB
+}
+
+fn default_max_list_page_kib() -> u32 {
+    crate::api::DEFAULT_MAX_LIST_PAGE_KIB
+}
+
+/// Below these, ordinary answers would be refused: a vehicle with every field is a few KiB, a
+/// page of 100 of them a few hundred.
+const MIN_ANSWER_KIB: u32 = 16;
+const MIN_LIST_PAGE_KIB: u32 = 256;
+/// 1 GiB: more is no limit at all.
+const MAX_ANSWER_LIMIT_KIB: u32 = 1024 * 1024;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -787,6 +872,10 @@ mod tests {
             assert!(all.contains(expected), "{expected}: {all}");
         }
         assert_eq!(problems.len(), 7, "{all}");
+        assert!(
+            !problems.iter().any(|p| p.contains("  ")),
+            "one line each, no runs of blanks: {all}"
+        );
         assert!(!all.contains("feed[0] (\"a\").inbox"), "{all}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -822,6 +911,8 @@ mod tests {
         );
         assert_eq!(config.api.max_attempts, 8);
         assert_eq!(config.api.give_up_after_secs, 120);
+        assert_eq!(config.api.max_answer_kib, 256);
+        assert_eq!(config.api.max_list_page_kib, 8192);
     }
 
     #[test]
@@ -842,6 +933,38 @@ mod tests {
         config.api.burst = 2;
         config.api.max_attempts = 3;
         assert!(config.problems().is_empty());
+    }
+
+    #[test]
+    fn answer_limits_are_checked_and_reach_the_client() {
+        let minimal = "[api]\nbase_url = \"https://x\"\norganization_id = 1\n";
+        let config: Config = toml::from_str(minimal).unwrap();
+        let settings = config.api.client_settings(ApiToken::new("t"));
+        assert_eq!(settings.max_answer_bytes, 256 * 1024);
+        assert_eq!(settings.max_list_page_bytes, 8192 * 1024);
+
+        let config: Config = toml::from_str(&format!(
+            "{minimal}max_answer_kib = 64\nmax_list_page_kib = 1024\n"
+        ))
+        .unwrap();
+        assert!(config.problems().is_empty(), "{:?}", config.problems());
+        let settings = config.api.client_settings(ApiToken::new("t"));
+        assert_eq!(settings.max_answer_bytes, 64 * 1024);
+        assert_eq!(settings.max_list_page_bytes, 1024 * 1024);
+
+        let config: Config = toml::from_str(&format!(
+            "{minimal}max_answer_kib = 8\nmax_list_page_kib = 2000000\n"
+        ))
+        .unwrap();
+        let problems = config.problems().join("\n");
+        assert!(
+            problems.contains("api.max_answer_kib: 8 is not between 16 and 1048576 KiB"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("api.max_list_page_kib: 2000000 is not between 256 and"),
+            "{problems}"
+        );
     }
 
     #[test]
@@ -908,12 +1031,66 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A token file written as the tests and the demo write theirs: private to its owner.
+    fn private_file(path: &Path, text: &str) {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    }
+
+    fn api_with_token_file(file: PathBuf) -> ApiConfig {
+        let mut api: Config =
+            toml::from_str("[api]\nbase_url = \"https://x\"\norganization_id = 1\n").unwrap();
+        api.api.token_file = Some(file);
+        api.api
+    }
+
+    /// As ssh with its keys: a token file other users may read or change, or its group
+    /// change, is refused with the chmod that fixes it; owner-only and group-read are fine.
+    #[test]
+    fn a_token_file_others_can_read_or_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("lotsync-token-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("api token");
+        private_file(&file, "s3cret\n");
+        let api = api_with_token_file(file.clone());
+        for mode in [0o644, 0o666, 0o604, 0o620, 0o777, 0o601] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = api.load_token().unwrap_err().to_string();
+            let shown = file.display();
+            assert!(
+                err.contains(&format!("api.token_file {shown}: mode {mode:04o}")),
+                "{err}"
+            );
+            assert!(err.contains(&format!("chmod 600 {shown}")), "{err}");
+            assert!(!err.contains("s3cret"), "{err}");
+        }
+        for mode in [0o600, 0o640, 0o400, 0o440] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(
+                api.load_token().unwrap(),
+                ApiToken::new("s3cret"),
+                "{mode:o}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn token_file_is_trimmed_and_never_echoed() {
         let dir = std::env::temp_dir().join(format!("lotsync-config-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("token");
-        std::fs::write(&file, "s3cret\n").unwrap();
+        private_file(&file, "s3cret\n");
         let api = ApiConfig {
             base_url: "https://x".into(),
             version: default_version(),
@@ -926,6 +1103,8 @@ mod tests {
             max_attempts: 1,
             give_up_after_secs: 1,
             timeout_secs: 1,
+            max_answer_kib: default_max_answer_kib(),
+            max_list_page_kib: default_max_list_page_kib(),
         };
         assert_eq!(api.load_token().unwrap(), ApiToken::new("s3cret"));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -4,8 +4,8 @@ mod common;
 
 use common::{client, client_for, count, payload, sandbox, sandbox_with, set_behaviour, state};
 use lotsync::api::{
-    Amount, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel, Price,
-    PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
+    Amount, ApiToken, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel,
+    Price, PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
 };
 use lotsync::sandbox::{Behaviour, Faults, ListShape, RateLimitConfig, SandboxConfig, TokenEntry};
 use std::time::Duration;
@@ -319,6 +319,35 @@ async fn a_bad_token_is_fatal_401() {
         line.contains("API Tokens"),
         "says where to make one: {line}"
     );
+    assert!(
+        line.contains("api.token_file") && line.contains("systemctl reload lotsync"),
+        "says how to recover without a restart: {line}"
+    );
+}
+
+/// A token rotated while lotsync runs: set on any clone, every clone calls with it from then
+/// on. One that cannot be a header is refused and the one in use kept.
+#[tokio::test]
+async fn a_new_token_reaches_every_clone_of_the_client() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client_for(&sb, "revoked-token", 100);
+    let worker = api.clone();
+    assert_eq!(api.list_vehicles().await.unwrap_err().status(), Some(401));
+    assert!(api.token_is(&ApiToken::new("revoked-token")));
+
+    worker.set_token(ApiToken::new("sandbox-token")).unwrap();
+    assert!(api.token_is(&ApiToken::new("sandbox-token")));
+    assert!(!api.token_is(&ApiToken::new("revoked-token")));
+    api.upsert_vehicle(&payload(1)).await.unwrap();
+    assert_eq!(worker.list_vehicles().await.unwrap().value.len(), 1);
+
+    let err = api
+        .set_token(ApiToken::new("sandbox-token\nX-Other: 1"))
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal);
+    assert!(err.to_string().contains("cannot"), "{err}");
+    assert!(worker.token_is(&ApiToken::new("sandbox-token")), "kept");
+    assert_eq!(api.list_vehicles().await.unwrap().value.len(), 1);
 }
 
 #[tokio::test]
@@ -743,4 +772,227 @@ async fn list_shapes_have_their_exact_keys_and_every_answer_its_rate_headers() {
     let answer = client(&sb).list_vehicles().await.unwrap();
     let limits = answer.rate_limit.unwrap();
     assert_eq!(limits.limit, Some(u32::MAX));
+}
+
+/// `html_200`: a portal's sign-in page instead of the service, 200 and nothing applied. The
+/// client says the answer is not the service's and what to check.
+#[tokio::test]
+async fn a_portal_page_with_200_applies_nothing_and_is_fatal() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            html_200: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let err = client(&sb).upsert_vehicle(&payload(1)).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal, "{err}");
+    let line = err.to_string();
+    assert!(line.contains("not JSON"), "{line}");
+    assert!(line.contains("api.base_url"), "{line}");
+    let st = state(&sb).await;
+    assert_eq!(
+        st["vehicles"].as_array().unwrap().len(),
+        0,
+        "nothing applied"
+    );
+    assert_eq!(st["faults"]["html_200"], 1);
+    assert_eq!(count(&st, "POST /v1/inventory", "200"), 1);
+}
+
+/// `wrong_vehicle`: vehicle writes are applied, but answered with the organization's vehicle
+/// of the lowest id (never the one written); reads are left alone.
+#[tokio::test]
+async fn a_wrong_vehicle_answer_names_another_vehicle_of_the_organization() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    let first = api.upsert_vehicle(&payload(1)).await.unwrap().value;
+    let wrong = Behaviour {
+        faults: Faults {
+            wrong_vehicle: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    };
+    set_behaviour(&sb, &wrong).await;
+    // The only vehicle of the organization: it has no other to answer with.
+    let again = api.upsert_vehicle(&payload(1)).await.unwrap();
+    assert_eq!(again.value.vin.as_deref(), Some(payload(1).vin.as_str()));
+
+    let answer = api.upsert_vehicle(&payload(2)).await.unwrap();
+    assert!(answer.created(), "the status is the write's own");
+    assert_eq!(answer.value.id, first.id);
+    assert_eq!(answer.value.vin.as_deref(), Some(payload(1).vin.as_str()));
+    let st = state(&sb).await;
+    let vehicles = st["vehicles"].as_array().unwrap();
+    assert_eq!(vehicles.len(), 2, "the write was applied");
+    let second = vehicles[1]["vehicle"]["id"].as_u64().unwrap();
+    assert_eq!(vehicles[1]["vehicle"]["vin"], payload(2).vin.as_str());
+
+    let sold = api.mark_sold(second).await.unwrap().value;
+    assert_eq!(sold.id, first.id, "answered with the other vehicle");
+    assert!(!sold.is_sold());
+    // Reads are not affected: the vehicle itself says it was sold.
+    let fetched = api.get_vehicle(second).await.unwrap().value;
+    assert_eq!(fetched.id, second);
+    assert!(fetched.is_sold());
+    let listed = api.list_vehicles().await.unwrap().value;
+    assert_eq!(listed.len(), 2);
+    assert_eq!(state(&sb).await["faults"]["wrong_vehicle"], 2);
+}
+
+/// `pad_answer_kib`: every 2xx answer is followed by that much whitespace, streamed without a
+/// Content-Length; still JSON, the same value. Error answers are not padded.
+#[tokio::test]
+async fn padded_answers_are_the_same_json_followed_by_whitespace() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let api = client(&sb);
+    let id = api.upsert_vehicle(&payload(1)).await.unwrap().value.id;
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                pad_answer_kib: 100,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    lotsync::api::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        http.get(format!("{}{path}", sb.base_url()))
+            .header("Authorization", "Bearer sandbox-token")
+            .header("X-Service-Organization-Id", "100")
+            .send()
+    };
+    let response = get(format!("/v1/inventory/{id}")).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.content_length(), None, "sent in chunks");
+    let body = response.bytes().await.unwrap();
+    assert!(body.len() >= 100 * 1024, "{}", body.len());
+    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(value["id"], id);
+    assert!(body[body.len() - 100 * 1024..].iter().all(|b| *b == b' '));
+
+    let missing = get("/v1/inventory/999".into()).await.unwrap();
+    assert_eq!(missing.status(), 404);
+    assert!(
+        missing.bytes().await.unwrap().len() < 1024,
+        "errors are not padded"
+    );
+}
+
+/// A client whose answer limits are `answer` and `list_page` bytes.
+fn limited_client(
+    sb: &lotsync::sandbox::RunningSandbox,
+    answer: usize,
+    list_page: usize,
+) -> lotsync::api::ApiClient {
+    let mut settings = lotsync::api::ClientSettings::new(
+        sb.base_url(),
+        100,
+        lotsync::api::ApiToken::new("sandbox-token"),
+    );
+    settings.max_answer_bytes = answer;
+    settings.max_list_page_bytes = list_page;
+    lotsync::api::ApiClient::new(settings).unwrap()
+}
+
+/// An answer over its limit is refused: by its Content-Length before a byte of it is read,
+/// or, sent in chunks, as soon as it passes the limit. Fatal, naming the setting to raise and
+/// the address that answered.
+#[tokio::test]
+async fn answers_over_their_limit_are_refused_naming_the_setting() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let mut p = payload(1);
+    p.options = (0..40).map(|n| format!("Option number {n}")).collect();
+    let id = client(&sb).upsert_vehicle(&p).await.unwrap().value.id;
+    for n in 2..60 {
+        client(&sb).upsert_vehicle(&payload(n)).await.unwrap();
+    }
+
+    // The sandbox's own answers carry a Content-Length.
+    let small = limited_client(&sb, 1000, 4096);
+    let err = small.get_vehicle(id).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Fatal, "{err}");
+    assert_eq!(err.status(), Some(200));
+    let line = err.to_string();
+    println!("over the limit: {line}");
+    assert!(
+        line.contains("(its Content-Length), over the 1000 bytes"),
+        "{line}"
+    );
+    assert!(line.contains("api.max_answer_kib"), "{line}");
+    assert!(line.contains(&format!("{}/v1/", sb.base_url())), "{line}");
+    let err = small.list_vehicles().await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("over the 4 KiB lotsync reads for one list page"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("api.max_list_page_kib"), "{err}");
+
+    // Padded answers come in chunks, without a Content-Length.
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                pad_answer_kib: 32,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let roomy = limited_client(&sb, 16 * 1024, 64 * 1024);
+    let err = roomy.get_vehicle(id + 1).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("runs past the 16 KiB lotsync reads for one resource"),
+        "{err}"
+    );
+    // Within the limits the padding is only whitespace: read and used.
+    let room = limited_client(&sb, 64 * 1024, 256 * 1024);
+    assert_eq!(room.get_vehicle(id).await.unwrap().value.id, id);
+    assert_eq!(room.list_vehicles().await.unwrap().value.len(), 59);
+}
+
+/// An error answer is read within the limit too; one over it keeps its status's class, without
+/// the service's messages.
+#[tokio::test]
+async fn error_answers_are_bounded_and_keep_their_class() {
+    let sb = sandbox(SandboxConfig::default()).await;
+    let err = limited_client(&sb, 1024, 4096)
+        .get_vehicle(999)
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Rejected);
+    assert_eq!(err.messages(), ["Vehicle 999 not found."]);
+    let err = limited_client(&sb, 16, 4096)
+        .get_vehicle(999)
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Rejected, "{err}");
+    assert_eq!(err.status(), Some(404));
+    assert!(err.messages().is_empty(), "{err}");
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                http_503: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let err = limited_client(&sb, 16, 4096)
+        .list_vehicles()
+        .await
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
 }

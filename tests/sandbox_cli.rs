@@ -105,6 +105,12 @@ strict_transitions = true
 [behaviour.rate_limit]
 rate = 100.0
 burst = 20
+
+[behaviour.faults]
+seed = 5
+html_200 = 0.0
+wrong_vehicle = 0.0
+pad_answer_kib = 4
 "#,
     )
     .unwrap();
@@ -121,6 +127,10 @@ burst = 20
     );
     assert!(
         text.contains("resource lists of 10, strict transitions, rate limit 100/s, burst 20"),
+        "{text}"
+    );
+    assert!(
+        text.contains("faults (seed 5): answers padded by 4 KiB"),
         "{text}"
     );
 

@@ -84,7 +84,7 @@ fn faults(seed: u64) -> Faults {
         http_429: 0.10,
         drop: 0.03,
         ack_lost: 0.02,
-        latency_ms: 0,
+        ..Faults::default()
     }
 }
 

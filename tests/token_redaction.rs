@@ -5,7 +5,7 @@
 mod common;
 
 use common::{client_for, payload, sandbox, set_behaviour};
-use lotsync::api::ApiError;
+use lotsync::api::{ApiError, ApiToken};
 use lotsync::sandbox::{Behaviour, Faults, SandboxConfig, TokenEntry};
 use std::sync::{Arc, Mutex};
 
@@ -66,12 +66,20 @@ fn the_token_never_appears_in_errors_or_logs() {
         // A client whose token is wrong only by a suffix: its 401 must not echo it either.
         let wrong = format!("{TOKEN}-old");
         set_behaviour(&sb, &Behaviour::default()).await;
+        let rotated = client_for(&sb, &wrong, 100);
+        errors.push(rotated.list_vehicles().await.unwrap_err());
+        // A token set while running (rotated in its file): neither a refused one nor the one
+        // taken shows in an error or a Debug print of the client or its clones.
         errors.push(
-            client_for(&sb, &wrong, 100)
-                .list_vehicles()
-                .await
+            rotated
+                .set_token(ApiToken::new(format!("{TOKEN}\r\nX-Injected: 1")))
                 .unwrap_err(),
         );
+        let clone = rotated.clone();
+        clone.set_token(ApiToken::new(TOKEN)).unwrap();
+        rotated.upsert_vehicle(&payload(30)).await.unwrap();
+        let shown = format!("{rotated:?} {clone:?}");
+        assert!(!shown.contains("SECRET"), "token in a Debug print: {shown}");
         errors
     });
     assert!(errors.len() >= 10);

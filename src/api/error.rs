@@ -130,8 +130,11 @@ impl ApiError {
                 status: Some(status),
                 messages,
                 reason: "the service did not accept the API token (401)".into(),
-                fix: "give lotsync a valid token (api.token_file or api.token_env); \
-                      tokens are made in the service's account settings under API Tokens"
+                fix: "make a token in the service's account settings under API Tokens and \
+                      write it to api.token_file, then run `systemctl reload lotsync` (SIGHUP): \
+                      lotsync reads the file again on reload and before it retries, no restart \
+                      needed (a token from api.token_env or the systemd credential needs \
+                      `systemctl restart lotsync`)"
                     .into(),
             },
             403 => ApiError::Fatal {

@@ -1,8 +1,11 @@
 //! The typed client of the Vehicle Inventory Service (`spec/vehicle-inventory-service.md`).
 //!
 //! Owns every HTTP call lotsync makes to the service: the headers, the URL layout
-//! `{base_url}/{version}/...`, following list pages, reading answers, and classing failures into
+//! `{base_url}/{version}/...`, following list pages, reading answers (never more than
+//! [`ClientSettings::max_answer_bytes`] for one resource or an error, nor more than
+//! [`ClientSettings::max_list_page_bytes`] for one list page), and classing failures into
 //! [`ApiError`]. It does not retry, throttle or remember anything: that is the uploader's job.
+//! Whether an answer is about the vehicle asked for is the caller's to check (the uploader does).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), lotsync::api::ApiError> {
@@ -38,6 +41,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The API token. Its Debug output is redacted and it has no Display, so it cannot reach a log
@@ -49,7 +53,27 @@ impl ApiToken {
     pub fn new(token: impl Into<String>) -> Self {
         ApiToken(token.into())
     }
+
+    /// `Bearer <token>`, marked sensitive (left out of HTTP debug output).
+    fn header(&self) -> Result<HeaderValue, ApiError> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", self.0)).map_err(|_| {
+            ApiError::Setup(
+                "the API token holds characters a header cannot (a line break inside it?); \
+                 copy it again from the service's account settings"
+                    .into(),
+            )
+        })?;
+        value.set_sensitive(true);
+        Ok(value)
+    }
 }
+
+/// The default of [`ClientSettings::max_answer_bytes`] (config `api.max_answer_kib`), in KiB: a
+/// vehicle with every field, fifty options and a long description is under 16 KiB.
+pub const DEFAULT_MAX_ANSWER_KIB: u32 = 256;
+/// The default of [`ClientSettings::max_list_page_bytes`] (config `api.max_list_page_kib`), in
+/// KiB: a page of 100 such vehicles is under 2 MiB.
+pub const DEFAULT_MAX_LIST_PAGE_KIB: u32 = 8192;
 
 impl fmt::Debug for ApiToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -69,10 +93,16 @@ pub struct ClientSettings {
     pub token: ApiToken,
     /// Whole-request timeout.
     pub timeout: Duration,
+    /// The most bytes read of an answer that is one resource (a vehicle, a notification) or an
+    /// error. A larger answer is refused as soon as it shows (its Content-Length, or once that
+    /// much was read), never read whole.
+    pub max_answer_bytes: usize,
+    /// The most bytes read of one page of a list.
+    pub max_list_page_bytes: usize,
 }
 
 impl ClientSettings {
-    /// Settings with version `v1` and a 30 s timeout.
+    /// Settings with version `v1`, a 30 s timeout and the default answer limits.
     pub fn new(base_url: impl Into<String>, organization_id: u64, token: ApiToken) -> Self {
         ClientSettings {
             base_url: base_url.into(),
@@ -80,6 +110,8 @@ impl ClientSettings {
             organization_id,
             token,
             timeout: Duration::from_secs(30),
+            max_answer_bytes: DEFAULT_MAX_ANSWER_KIB as usize * 1024,
+            max_list_page_bytes: DEFAULT_MAX_LIST_PAGE_KIB as usize * 1024,
         }
     }
 }
@@ -111,13 +143,28 @@ impl<T> Answer<T> {
 /// Pages followed at most for one list, a guard against a service that never ends its list.
 const MAX_PAGES: usize = 100_000;
 
-/// A client for one organization on one service. Cheap to clone; clones share connections.
+/// A client for one organization on one service. Cheap to clone; clones share connections
+/// and the token ([`ApiClient::set_token`] on one is seen by all).
 #[derive(Clone)]
 pub struct ApiClient {
     http: reqwest::Client,
     /// `{base_url}/{version}/`, always ending in a slash so that `join` appends.
     root: Url,
     organization_id: u64,
+    max_answer_bytes: usize,
+    max_list_page_bytes: usize,
+    /// `Bearer <token>`, sensitive; set on each request rather than as a default header so
+    /// that a new token reaches every clone at once.
+    authorization: Arc<RwLock<HeaderValue>>,
+}
+
+/// What an answer is, for its size limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answering {
+    /// One resource (or an error): `max_answer_bytes`.
+    One,
+    /// One page of a list: `max_list_page_bytes`.
+    ListPage,
 }
 
 impl fmt::Debug for ApiClient {
@@ -135,14 +182,9 @@ impl ApiClient {
     pub fn new(settings: ClientSettings) -> Result<Self, ApiError> {
         install_crypto_provider();
         let root = root_url(&settings.base_url, &settings.version)?;
+        let authorization = settings.token.header()?;
 
-        let mut token =
-            HeaderValue::from_str(&format!("Bearer {}", settings.token.0)).map_err(|_| {
-                ApiError::Setup("the API token holds characters a header cannot".into())
-            })?;
-        token.set_sensitive(true);
         let mut headers = HeaderMap::new();
-        headers.insert(AUTHORIZATION, token);
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         headers.insert(
             "x-service-organization-id",
@@ -163,7 +205,38 @@ impl ApiClient {
             http,
             root,
             organization_id: settings.organization_id,
+            max_answer_bytes: settings.max_answer_bytes,
+            max_list_page_bytes: settings.max_list_page_bytes,
+            authorization: Arc::new(RwLock::new(authorization)),
         })
+    }
+
+    /// Calls from now on, by this client and every clone of it, carry `token` (a token
+    /// rotated in its file, read again after a 401 or on SIGHUP). Refused, and the old token
+    /// kept, when it cannot be a header.
+    pub fn set_token(&self, token: ApiToken) -> Result<(), ApiError> {
+        let header = token.header()?;
+        // Poisoned only if a writer panicked mid-assignment of a HeaderValue, which cannot
+        // leave it half-written: the value is still whole.
+        *self
+            .authorization
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = header;
+        Ok(())
+    }
+
+    /// Whether calls carry `token` now (to tell a token read again from the one in use).
+    pub fn token_is(&self, token: &ApiToken) -> bool {
+        token
+            .header()
+            .is_ok_and(|header| header == self.current_authorization())
+    }
+
+    fn current_authorization(&self) -> HeaderValue {
+        self.authorization
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn organization_id(&self) -> u64 {
@@ -173,6 +246,15 @@ impl ApiClient {
     /// `{base_url}/{version}/`, for messages.
     pub fn root(&self) -> &str {
         self.root.as_str()
+    }
+
+    /// A call as errors name it, `METHOD /{base path}/{version}/{path}`: for a caller's own
+    /// error about an answer it will not use.
+    pub fn call(&self, method: &'static str, path: &str) -> Call {
+        Call {
+            method,
+            path: format!("{}{path}", self.root.path()),
+        }
     }
 
     /// GET /v1/inventory, every page.
@@ -264,7 +346,9 @@ impl ApiClient {
         resource_call: bool,
     ) -> Result<Answer<T>, ApiError> {
         let call = call_of(&method, &url);
-        let answer = self.send(method, url, body, resource_call).await?;
+        let answer = self
+            .send(method, url, body, resource_call, Answering::One)
+            .await?;
         read_one(call, answer)
     }
 
@@ -275,7 +359,9 @@ impl ApiClient {
         let mut items = Vec::new();
         let mut seen = HashSet::new();
         loop {
-            let answer = self.send(Method::GET, url.clone(), None, false).await?;
+            let answer = self
+                .send(Method::GET, url.clone(), None, false, Answering::ListPage)
+                .await?;
             let page = list::read_page(answer.value)
                 .map_err(|shape| unexpected(call_of(&Method::GET, &url), shape))?;
             for (index, item) in page.items.into_iter().enumerate() {
@@ -334,41 +420,55 @@ impl ApiClient {
         Ok(next)
     }
 
-    /// Sends one request and reads the whole answer. `resource_call` marks URLs that name one
-    /// resource by id (a 404 there is Rejected, elsewhere Fatal).
+    /// Sends one request and reads its answer, up to the limit of what it answers with.
+    /// `resource_call` marks URLs that name one resource by id (a 404 there is Rejected,
+    /// elsewhere Fatal).
     async fn send(
         &self,
         method: Method,
         url: Url,
         body: Option<&Value>,
         resource_call: bool,
+        answering: Answering,
     ) -> Result<Answer<Value>, ApiError> {
         let call = call_of(&method, &url);
         let started = Instant::now();
-        let mut request = self.http.request(method, url);
+        let mut request = self
+            .http
+            .request(method, url)
+            .header(AUTHORIZATION, self.current_authorization());
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request
+        let mut response = request
             .send()
             .await
             .map_err(|e| transport(call.clone(), &e))?;
         let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
+        let success = (200..300).contains(&status);
+        // An error's body only adds messages to its status: the smaller limit.
+        let limit = if success && answering == Answering::ListPage {
+            self.max_list_page_bytes
+        } else {
+            self.max_answer_bytes
+        };
+        let read = read_bounded(&mut response, limit)
             .await
             .map_err(|e| transport(call.clone(), &e))?;
+        let headers = response.headers();
         tracing::debug!(
             method = call.method,
             path = %call.path,
             status,
+            bytes = read.as_ref().map_or(limit, Vec::len) as u64,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "service answered"
         );
 
-        let rate_limit = rate_limit_of(&headers);
-        if (200..300).contains(&status) {
+        let rate_limit = rate_limit_of(headers);
+        if success {
+            let bytes =
+                read.map_err(|over| self.too_large(call.clone(), status, answering, over))?;
             let value = serde_json::from_slice(&bytes)
                 .map_err(|e| unexpected(call.clone(), format!("the answer is not JSON ({e})")))?;
             return Ok(Answer {
@@ -381,15 +481,99 @@ impl ApiClient {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| error::parse_retry_after(v, SystemTime::now()));
+        // An error too large to read keeps its status's class (a proxy's 503 page is still a
+        // 503), without the service's messages.
+        let messages = read.map(|bytes| error_messages(&bytes)).unwrap_or_default();
         Err(ApiError::from_status(
             call,
             status,
-            error_messages(&bytes),
+            messages,
             retry_after,
             rate_limit,
             self.organization_id,
             resource_call,
         ))
+    }
+
+    /// A 2xx answer over its limit. Fatal: the same call would bring the same answer, read up
+    /// to the limit again each time; a person has to look at what answers (a proxy or portal
+    /// at api.base_url), or raise the limit if the service's answers really are that large.
+    fn too_large(&self, call: Call, status: u16, answering: Answering, over: TooLarge) -> ApiError {
+        let (limit, what, key) = match answering {
+            Answering::One => (self.max_answer_bytes, "one resource", "api.max_answer_kib"),
+            Answering::ListPage => (
+                self.max_list_page_bytes,
+                "one list page",
+                "api.max_list_page_kib",
+            ),
+        };
+        let limit = size(limit);
+        let reason = match over.declared {
+            Some(length) => format!(
+                "the answer is {length} bytes (its Content-Length), over the {limit} lotsync \
+                 reads for {what}; it was not read"
+            ),
+            None => format!(
+                "the answer runs past the {limit} lotsync reads for {what}; the rest was not read"
+            ),
+        };
+        ApiError::Fatal {
+            call,
+            status: Some(status),
+            messages: vec![],
+            reason,
+            fix: format!(
+                "check that api.base_url points at the Vehicle Inventory Service (this answer \
+                 came from {}); if it does and its answers are this large, raise {key}",
+                self.root
+            ),
+        }
+    }
+}
+
+/// An answer longer than its limit; `declared` is its Content-Length, when that told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TooLarge {
+    declared: Option<u64>,
+}
+
+/// Reads a body of at most `limit` bytes: refused at once when its Content-Length is over,
+/// otherwise read chunk by chunk and given up as soon as it passes the limit, so that never
+/// more than the limit plus one chunk is held. A body given up on is dropped with its
+/// connection.
+async fn read_bounded(
+    response: &mut reqwest::Response,
+    limit: usize,
+) -> Result<Result<Vec<u8>, TooLarge>, reqwest::Error> {
+    let declared = response.content_length();
+    if let Some(length) = declared {
+        if length > limit as u64 {
+            return Ok(Err(TooLarge { declared }));
+        }
+    }
+    // Within the limit (checked just above), so the cast cannot truncate.
+    let mut body = Vec::with_capacity(declared.map_or(0, |length| length as usize));
+    while let Some(chunk) = response.chunk().await? {
+        let len = body.len() + chunk.len();
+        if len > limit {
+            return Ok(Err(TooLarge { declared }));
+        }
+        if len > body.capacity() {
+            // Doubling, but never past the limit.
+            let wanted = (body.capacity() * 2).clamp(len, limit);
+            body.reserve_exact(wanted - body.len());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Ok(body))
+}
+
+/// A byte count as people read it: `256 KiB`, or `1000 bytes` when not whole KiB.
+fn size(bytes: usize) -> String {
+    if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 

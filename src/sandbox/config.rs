@@ -135,9 +135,23 @@ pub struct Faults {
     /// The request is applied, then the connection is dropped before the answer.
     #[serde(default)]
     pub ack_lost: f64,
+    /// 200 with an HTML page instead of the answer, nothing applied: a captive portal or a
+    /// proxy's sign-in page in front of the service.
+    #[serde(default)]
+    pub html_200: f64,
+    /// Vehicle writes only (create-or-modify, sold, in-stock): the write is applied, but the
+    /// answer is another vehicle of the organization (the one with the lowest id), as a
+    /// confused cache or proxy would answer. Nothing happens while the organization has no
+    /// other vehicle.
+    #[serde(default)]
+    pub wrong_vehicle: f64,
     /// Added to every request before it is handled.
     #[serde(default)]
     pub latency_ms: u64,
+    /// Every 2xx answer is followed by this many KiB of JSON whitespace (still valid JSON),
+    /// sent in chunks without a Content-Length: an answer too large to read whole.
+    #[serde(default)]
+    pub pad_answer_kib: u64,
 }
 
 impl Default for Faults {
@@ -150,13 +164,19 @@ impl Default for Faults {
             http_429: 0.0,
             drop: 0.0,
             ack_lost: 0.0,
+            html_200: 0.0,
+            wrong_vehicle: 0.0,
             latency_ms: 0,
+            pad_answer_kib: 0,
         }
     }
 }
 
+/// The most padding an answer can be given, in KiB.
+const MAX_PAD_KIB: u64 = 4 * 1024 * 1024;
+
 impl Faults {
-    fn probabilities(&self) -> [(&'static str, f64); 6] {
+    fn probabilities(&self) -> [(&'static str, f64); 8] {
         [
             ("http_500", self.http_500),
             ("http_503", self.http_503),
@@ -164,6 +184,8 @@ impl Faults {
             ("http_429", self.http_429),
             ("drop", self.drop),
             ("ack_lost", self.ack_lost),
+            ("html_200", self.html_200),
+            ("wrong_vehicle", self.wrong_vehicle),
         ]
     }
 }
@@ -312,6 +334,12 @@ impl Behaviour {
                 "behaviour.faults add up to {sum}; together they must be at most 1"
             ));
         }
+        if self.faults.pad_answer_kib > MAX_PAD_KIB {
+            problems.push(format!(
+                "behaviour.faults.pad_answer_kib is {}; it must be at most {MAX_PAD_KIB} (4 GiB)",
+                self.faults.pad_answer_kib
+            ));
+        }
         problems
     }
 
@@ -336,6 +364,10 @@ impl Behaviour {
             .filter(|(_, p)| *p > 0.0)
             .map(|(name, p)| format!("{name} {:.1}%", p * 100.0))
             .chain((self.faults.latency_ms > 0).then(|| format!("+{} ms", self.faults.latency_ms)))
+            .chain(
+                (self.faults.pad_answer_kib > 0)
+                    .then(|| format!("answers padded by {} KiB", self.faults.pad_answer_kib)),
+            )
             .collect();
         let faults = if faults.is_empty() {
             "no faults".to_owned()

@@ -29,8 +29,9 @@
 //!   "processed" `image_delay_ms` after the write; datetimes UTC `YYYY-MM-DD HH:MM:SS`).
 //! - Notifications are per user and application; level defaults to `info`.
 //!
-//! Faults (500, 503, 504, spurious 429, dropped connection, ack-lost, added latency) are drawn
-//! per request from an RNG seeded in the config. `GET /__sandbox/state` (`/__sandbox/stats`: its
+//! Faults (500, 503, 504, spurious 429, dropped connection, ack-lost, a 200 HTML page from a
+//! portal, a write answered with another vehicle) are drawn per request from an RNG seeded in
+//! the config; added latency and answers padded with whitespace are settings. `GET /__sandbox/state` (`/__sandbox/stats`: its
 //! counters only, cheap to poll), `POST /__sandbox/reset`
 //! (back to the config's state and behaviour) and `GET|PUT /__sandbox/behaviour` let tests
 //! look inside and steer; `DELETE /__sandbox/vehicles/{id}` and `PATCH /__sandbox/vehicles/{id}`

@@ -47,6 +47,8 @@ enum Fault {
     Http429,
     Drop,
     AckLost,
+    Html200,
+    WrongVehicle,
 }
 
 impl Fault {
@@ -58,6 +60,8 @@ impl Fault {
             Fault::Http429 => "http_429",
             Fault::Drop => "drop",
             Fault::AckLost => "ack_lost",
+            Fault::Html200 => "html_200",
+            Fault::WrongVehicle => "wrong_vehicle",
         }
     }
 }
@@ -188,7 +192,11 @@ impl Shared {
             .or_default() += 1;
     }
 
-    fn draw_fault(&self, behaviour: &Behaviour) -> Option<Fault> {
+    /// One roll of the RNG per request. `writes_vehicle`: the request is a vehicle write, the
+    /// only kind `wrong_vehicle` applies to (elsewhere its share of the roll is no fault).
+    /// `wrong_vehicle` is counted by the handler, and only when it had another vehicle to
+    /// answer with.
+    fn draw_fault(&self, behaviour: &Behaviour, writes_vehicle: bool) -> Option<Fault> {
         let f = &behaviour.faults;
         let table = [
             (Fault::Http500, f.http_500),
@@ -197,6 +205,8 @@ impl Shared {
             (Fault::Http429, f.http_429),
             (Fault::Drop, f.drop),
             (Fault::AckLost, f.ack_lost),
+            (Fault::Html200, f.html_200),
+            (Fault::WrongVehicle, f.wrong_vehicle),
         ];
         if table.iter().all(|(_, p)| *p <= 0.0) {
             return None;
@@ -206,11 +216,18 @@ impl Shared {
         for (fault, p) in table {
             edge += p;
             if roll < edge {
-                *lock(&self.stats.faults).entry(fault.name()).or_default() += 1;
+                if fault == Fault::WrongVehicle {
+                    return writes_vehicle.then_some(fault);
+                }
+                self.count_fault(fault);
                 return Some(fault);
             }
         }
         None
+    }
+
+    fn count_fault(&self, fault: Fault) {
+        *lock(&self.stats.faults).entry(fault.name()).or_default() += 1;
     }
 
     fn state(&self) -> Value {
@@ -311,13 +328,17 @@ async fn gate(
     next: Next,
 ) -> Response {
     let route = format!("{} {}", request.method(), matched.as_str());
+    let writes_vehicle = matches!(
+        route.as_str(),
+        "POST /v1/inventory" | "POST /v1/inventory/{id}/sold" | "POST /v1/inventory/{id}/in-stock"
+    );
     let _in_flight = InFlight::enter(&shared.stats);
     let behaviour = shared.behaviour();
     if behaviour.faults.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(behaviour.faults.latency_ms)).await;
     }
     let kill = request.extensions().get::<ConnectionKill>().cloned();
-    let outcome = admit(&shared, &behaviour, &mut request).await;
+    let outcome = admit(&shared, &behaviour, writes_vehicle, &mut request).await;
     let (response, rate_headers) = match outcome {
         Admission::Refused(response, rate) => (response, rate),
         Admission::Fault(fault @ (Fault::Drop | Fault::AckLost), _) => {
@@ -334,6 +355,15 @@ async fn gate(
                 },
             );
             return drop_connection(kill).await;
+        }
+        Admission::Fault(Fault::Html200, _) => {
+            // A portal in front of the service: nothing reaches it, no rate headers.
+            shared.record(&route, "200");
+            return captive_portal();
+        }
+        Admission::Fault(Fault::WrongVehicle, rate) => {
+            request.extensions_mut().insert(AnswerAnother);
+            (next.run(request).await, rate)
         }
         Admission::Fault(fault, rate) => {
             let response = match fault {
@@ -352,7 +382,98 @@ async fn gate(
         response
     };
     shared.record(&route, response.status().as_str());
-    response
+    padded(response, behaviour.faults.pad_answer_kib)
+}
+
+/// Marks a vehicle write whose answer is to be another vehicle (fault `wrong_vehicle`).
+#[derive(Clone, Copy)]
+struct AnswerAnother;
+
+/// The answer of a write drawn for `wrong_vehicle`: the organization's vehicle with the lowest
+/// id other than `written`, when there is one (and the fault is counted); else `written`'s own.
+fn answer_for(
+    shared: &Shared,
+    world: &World,
+    another: Option<Extension<AnswerAnother>>,
+    organization_id: u64,
+    written: Value,
+) -> Value {
+    if another.is_none() {
+        return written;
+    }
+    let id = written.get("id").and_then(Value::as_u64).unwrap_or(0);
+    match world.other_vehicle(organization_id, id) {
+        Some(other) => {
+            shared.count_fault(Fault::WrongVehicle);
+            other
+        }
+        None => written,
+    }
+}
+
+/// A 200 sign-in page, as a captive portal or a proxy serves instead of the service.
+fn captive_portal() -> Response {
+    let page = "<!DOCTYPE html>\n<html><head><title>Sign in to continue</title></head>\n\
+                <body><h1>Network sign-in</h1><p>Accept the terms to reach the internet.</p>\
+                </body></html>\n";
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        page,
+    )
+        .into_response()
+}
+
+/// Spaces a padded answer is made of, lent (never copied) chunk by chunk.
+static SPACES: [u8; 64 * 1024] = [b' '; 64 * 1024];
+
+/// A 2xx answer followed by `kib` KiB of spaces (JSON allows whitespace after the value),
+/// streamed without a Content-Length so that the size shows only by reading.
+fn padded(response: Response, kib: u64) -> Response {
+    if kib == 0 || !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let padding = PaddedBody {
+        inner: Some(body),
+        // Behaviour::problems keeps kib at most 4 GiB, which a u64 holds in bytes.
+        left: kib.saturating_mul(1024),
+    };
+    Response::from_parts(parts, axum::body::Body::new(padding))
+}
+
+/// The answer's own body, then the padding, one chunk of [`SPACES`] at a time as the
+/// connection takes them: the sandbox never holds more than one chunk of it.
+struct PaddedBody {
+    inner: Option<axum::body::Body>,
+    left: u64,
+}
+
+impl hyper::body::Body for PaddedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        if let Some(inner) = self.inner.as_mut() {
+            match std::pin::Pin::new(inner).poll_frame(cx) {
+                Poll::Ready(None) => self.inner = None,
+                other => return other,
+            }
+        }
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        let n = usize::try_from(self.left).map_or(SPACES.len(), |left| left.min(SPACES.len()));
+        self.left -= n as u64;
+        Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
+            &SPACES[..n],
+        )))))
+    }
 }
 
 /// `(X-RateLimit-Limit, X-RateLimit-Remaining)`, sent on every answer.
@@ -364,7 +485,12 @@ enum Admission {
     Fault(Fault, RateHeaders),
 }
 
-async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) -> Admission {
+async fn admit(
+    shared: &Shared,
+    behaviour: &Behaviour,
+    writes_vehicle: bool,
+    request: &mut Request,
+) -> Admission {
     let unknown_caller = rate_headers_unlimited(behaviour);
     let headers = request.headers();
     let token = headers
@@ -433,7 +559,7 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
         user,
         organization_id,
     });
-    match shared.draw_fault(behaviour) {
+    match shared.draw_fault(behaviour, writes_vehicle) {
         Some(fault) => Admission::Fault(fault, rate),
         None => Admission::Admitted(rate),
     }
@@ -547,6 +673,7 @@ async fn list_vehicles(
 async fn upsert_vehicle(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Caller>,
+    another: Option<Extension<AnswerAnother>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -561,9 +688,12 @@ async fn upsert_vehicle(
         Ok(vehicle) => vehicle,
         Err(messages) => return error(422, messages),
     };
-    match world.upsert(org, &raw, vehicle, delay) {
-        (answer, true) => (StatusCode::CREATED, Json(answer)).into_response(),
-        (answer, false) => Json(answer).into_response(),
+    let (answer, created) = world.upsert(org, &raw, vehicle, delay);
+    let answer = answer_for(&shared, &world, another, org, answer);
+    if created {
+        (StatusCode::CREATED, Json(answer)).into_response()
+    } else {
+        Json(answer).into_response()
     }
 }
 
@@ -583,27 +713,39 @@ async fn get_vehicle(
 async fn mark_sold(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Caller>,
+    another: Option<Extension<AnswerAnother>>,
     Path(id): Path<String>,
 ) -> Response {
-    transition(&shared, caller, &id, true)
+    transition(&shared, caller, another, &id, true)
 }
 
 async fn mark_in_stock(
     State(shared): State<Arc<Shared>>,
     Extension(caller): Extension<Caller>,
+    another: Option<Extension<AnswerAnother>>,
     Path(id): Path<String>,
 ) -> Response {
-    transition(&shared, caller, &id, false)
+    transition(&shared, caller, another, &id, false)
 }
 
-fn transition(shared: &Shared, caller: Caller, id: &str, sold: bool) -> Response {
+fn transition(
+    shared: &Shared,
+    caller: Caller,
+    another: Option<Extension<AnswerAnother>>,
+    id: &str,
+    sold: bool,
+) -> Response {
     let id = match id_of(id) {
         Ok(id) => id,
         Err(r) => return refused(r),
     };
     let strict = shared.behaviour().strict_transitions;
-    let result = lock(&shared.world).transition(caller.organization_id, id, sold, strict);
-    result.map_or_else(refused, |v| Json(v).into_response())
+    let org = caller.organization_id;
+    let mut world = lock(&shared.world);
+    match world.transition(org, id, sold, strict) {
+        Ok(v) => Json(answer_for(shared, &world, another, org, v)).into_response(),
+        Err(r) => refused(r),
+    }
 }
 
 async fn list_notifications(
@@ -752,7 +894,7 @@ mod tests {
         config.behaviour.faults.drop = 0.25;
         let draws = |shared: &Shared| -> Vec<Option<Fault>> {
             let b = shared.behaviour();
-            (0..2000).map(|_| shared.draw_fault(&b)).collect()
+            (0..2000).map(|_| shared.draw_fault(&b, true)).collect()
         };
         let a = draws(&Shared::new(config.clone()));
         let b = draws(&Shared::new(config));

@@ -220,6 +220,15 @@ impl World {
         Ok(v.answer())
     }
 
+    /// The organization's vehicle with the lowest id other than `except`, as GET answers it
+    /// (the `wrong_vehicle` fault's answer).
+    pub fn other_vehicle(&self, organization_id: u64, except: u64) -> Option<Value> {
+        self.vehicles
+            .iter()
+            .find(|(id, v)| **id != except && v.organization_id == organization_id)
+            .map(|(_, v)| v.answer())
+    }
+
     /// GET /v1/inventory: the organization's vehicles by id, in the configured shape.
     pub fn list_vehicles(
         &self,

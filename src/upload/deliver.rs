@@ -1,9 +1,11 @@
-//! One operation's delivery: its calls, each paced and bounded, retried until answered.
+//! One operation's delivery: its calls, each paced and bounded, retried until answered, and
+//! their answers checked to be about the vehicle the operation is for.
 
 use super::{Shared, UploadStats};
-use crate::api::{Answer, ApiError, ErrorClass};
+use crate::api::{Answer, ApiError, ErrorClass, Vehicle, VehiclePayload};
 use crate::diff::Op;
 use crate::outbox::Entry;
+use crate::text::Escaped;
 use backon::Retryable;
 use std::collections::HashMap;
 use std::future::Future;
@@ -54,11 +56,10 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
     let client = &shared.client;
     let sold = match &job.entry.op {
         Op::Create(payload) | Op::Update(payload) => {
-            // POST is create-or-modify by VIN: repeating it after a lost answer is safe.
-            let answer = call(shared, || client.upsert_vehicle(payload)).await?;
+            let vehicle = upsert(shared, job, payload).await?;
             return Ok(Delivery::Applied {
-                service_id: Some(answer.value.id),
-                sold: answer.value.sold_state(),
+                service_id: Some(vehicle.id),
+                sold: vehicle.sold_state(),
             });
         }
         Op::MarkSold => true,
@@ -85,6 +86,32 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
         call(shared, || client.mark_in_stock(id)).await
     };
     match answered {
+        Ok(answer) if answer.value.id != id => {
+            warn_another(job, &answer.value);
+            // The answer says nothing about this vehicle: the vehicle itself says whether
+            // the transition happened.
+            let vehicle = call(shared, || client.get_vehicle(id)).await?.value;
+            if vehicle.id == id && vehicle.sold_state() == Some(sold) {
+                Ok(Delivery::Applied {
+                    service_id: Some(id),
+                    sold: None,
+                })
+            } else {
+                Err(ApiError::Retryable {
+                    call: client.call("POST", &format!("inventory/{id}/{}", op_path(sold))),
+                    status: Some(answer.status),
+                    messages: vec![],
+                    retry_after: None,
+                    rate_limit: None,
+                    reason: format!(
+                        "the service answered with another vehicle (id {}) and vehicle {id} \
+                         is not {} yet; the call is sent again",
+                        answer.value.id,
+                        if sold { "sold" } else { "in stock" }
+                    ),
+                })
+            }
+        }
         Ok(_) => Ok(Delivery::Applied {
             service_id: Some(id),
             sold: None,
@@ -104,34 +131,108 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
     }
 }
 
+/// POSTs a payload and returns the vehicle the service holds for it. POST is create-or-modify
+/// by VIN, so repeating it after a lost answer is safe. An answer about another vehicle (see
+/// [`is_another_vehicle`]) is not used: as after a lost answer, the VIN is looked up in a fresh
+/// read of the service's list; when the service does not list it, the write is a passing
+/// failure and is sent again.
+async fn upsert(shared: &Shared, job: &Job, payload: &VehiclePayload) -> Result<Vehicle, ApiError> {
+    let client = &shared.client;
+    let answer = call(shared, || client.upsert_vehicle(payload)).await?;
+    if !is_another_vehicle(payload, &answer.value) {
+        return Ok(answer.value);
+    }
+    warn_another(job, &answer.value);
+    // Not the run's list (`listed_ids`), read before this write: a fresh one, kept as the run's.
+    let list = read_list(shared).await?;
+    *shared.listed_ids.lock().await = Some(index(&list));
+    let vin = key(&payload.vin);
+    list.into_iter()
+        .find(|v| v.vin.as_deref().is_some_and(|listed| key(listed) == vin))
+        .ok_or_else(|| ApiError::Retryable {
+            call: client.call("POST", "inventory"),
+            status: Some(answer.status),
+            messages: vec![],
+            retry_after: None,
+            rate_limit: None,
+            reason: format!(
+                "the service answered with another vehicle (id {}) and lists no vehicle with \
+                 VIN {}; the write is sent again",
+                answer.value.id,
+                Escaped(&payload.vin)
+            ),
+        })
+}
+
+/// Whether the answer to a write of `payload` is about another vehicle: its VIN or its stock
+/// differ from those sent (blanks around and case ignored). An answer that carries neither is
+/// taken as it is: the service need not echo them.
+fn is_another_vehicle(payload: &VehiclePayload, answer: &Vehicle) -> bool {
+    let differs = |sent: &str, answered: Option<&str>| {
+        answered.is_some_and(|answered| !answered.trim().eq_ignore_ascii_case(sent.trim()))
+    };
+    differs(&payload.vin, answer.vin.as_deref()) || differs(&payload.stock, answer.stock.as_deref())
+}
+
+/// One warning per answer about another vehicle (a confused proxy or cache, most likely).
+fn warn_another(job: &Job, answer: &Vehicle) {
+    tracing::warn!(
+        vin = %Escaped(&job.entry.vin),
+        op = job.entry.op.name(),
+        answered_id = answer.id,
+        answered_vin = %Escaped(answer.vin.as_deref().unwrap_or("")),
+        answered_stock = %Escaped(answer.stock.as_deref().unwrap_or("")),
+        "the service answered with another vehicle; the answer is not used"
+    );
+}
+
+fn op_path(sold: bool) -> &'static str {
+    if sold {
+        "sold"
+    } else {
+        "in-stock"
+    }
+}
+
 /// The id of a vehicle the state has none for: repeat its last payload (create-or-modify
 /// answers with the id) or, with no payload either, find its VIN in the service's list (read
 /// once per run).
 async fn learn_id(shared: &Shared, job: &Job) -> Result<Option<u64>, ApiError> {
-    let client = &shared.client;
     let vin = job.entry.vin.as_str();
     if let Some(payload) = &job.known_payload {
-        let answer = call(shared, || client.upsert_vehicle(payload)).await?;
-        tracing::info!(vin, id = answer.value.id, "learned the vehicle's id");
-        return Ok(Some(answer.value.id));
+        let vehicle = upsert(shared, job, payload).await?;
+        tracing::info!(vin = %Escaped(vin), id = vehicle.id, "learned the vehicle's id");
+        return Ok(Some(vehicle.id));
     }
+    // Held while the list is read: the operations waiting for it read it once between them.
     let mut ids = shared.listed_ids.lock().await;
     if ids.is_none() {
-        let list = call(shared, || client.list_vehicles()).await?;
-        let map: HashMap<String, u64> = list
-            .value
-            .iter()
-            .filter_map(|v| Some((v.vin.as_deref()?.trim().to_ascii_uppercase(), v.id)))
-            .collect();
-        tracing::info!(
-            vehicles = map.len(),
-            "read the service's list to find vehicle ids"
-        );
-        *ids = Some(map);
+        *ids = Some(index(&read_list(shared).await?));
     }
-    Ok(ids
-        .as_ref()
-        .and_then(|m| m.get(&vin.to_ascii_uppercase()).copied()))
+    Ok(ids.as_ref().and_then(|m| m.get(&key(vin)).copied()))
+}
+
+/// The service's whole list, read now.
+async fn read_list(shared: &Shared) -> Result<Vec<Vehicle>, ApiError> {
+    let client = &shared.client;
+    let list = call(shared, || client.list_vehicles()).await?.value;
+    tracing::info!(
+        vehicles = list.len(),
+        "read the service's list to find vehicle ids"
+    );
+    Ok(list)
+}
+
+/// VIN (as [`key`]) → id of the vehicles of a list.
+fn index(list: &[Vehicle]) -> HashMap<String, u64> {
+    list.iter()
+        .filter_map(|v| Some((key(v.vin.as_deref()?), v.id)))
+        .collect()
+}
+
+/// A VIN as the service matches it: blanks around and case ignored.
+fn key(vin: &str) -> String {
+    vin.trim().to_ascii_uppercase()
 }
 
 /// One call, retried while the failure is passing: each attempt waits for a free slot (the
@@ -247,6 +348,195 @@ mod tests {
         assert!(
             matches!(&gone, Delivery::Rejected { status: 404, messages } if messages[0].contains("no vehicle with VIN")),
             "{gone:?}"
+        );
+    }
+
+    fn wrong_vehicle(wrong_vehicle: f64, latency_ms: u64) -> Behaviour {
+        Behaviour {
+            faults: crate::sandbox::Faults {
+                wrong_vehicle,
+                latency_ms,
+                ..Default::default()
+            },
+            ..Behaviour::default()
+        }
+    }
+
+    async fn sandbox_json(sb: &RunningSandbox, what: &str) -> serde_json::Value {
+        reqwest::Client::new()
+            .get(format!("{}/__sandbox/{what}", sb.base_url()))
+            .send()
+            .await
+            .expect("the sandbox answers")
+            .json()
+            .await
+            .expect("JSON")
+    }
+
+    /// The service's id for a VIN, and whether it is sold, as the sandbox holds them.
+    async fn held(sb: &RunningSandbox, vin: &str) -> Option<(u64, bool)> {
+        let state = sandbox_json(sb, "state").await;
+        state["vehicles"].as_array()?.iter().find_map(|v| {
+            (v["vehicle"]["vin"] == vin)
+                .then(|| {
+                    (
+                        v["vehicle"]["id"].as_u64(),
+                        v["vehicle"]["status"] == "sold",
+                    )
+                })
+                .and_then(|(id, sold)| Some((id?, sold)))
+        })
+    }
+
+    fn car(n: u32) -> VehiclePayload {
+        VehiclePayload::new(10, format!("S{n}"), format!("TESTVIN{n:010}"))
+    }
+
+    /// A create answered with another vehicle (another VIN): that answer's id is not the
+    /// vehicle's; the VIN is found in a fresh read of the list, and its id is the one applied.
+    #[tokio::test]
+    async fn a_write_answered_with_another_vehicle_finds_its_own_by_vin() {
+        let sb = sandbox(wrong_vehicle(1.0, 0)).await;
+        let s = shared(&sb);
+        let first = s
+            .client
+            .upsert_vehicle(&car(1))
+            .await
+            .expect("created")
+            .value;
+        // The run's list, read before the second vehicle existed, must not be trusted.
+        *s.listed_ids.lock().await = Some(HashMap::new());
+        let p = car(2);
+        let done = deliver(&s, &job(Op::Create(p.clone()), &p.vin, None)).await;
+        let (id, _) = held(&sb, &p.vin).await.expect("created on the service");
+        assert_ne!(id, first.id);
+        assert!(
+            matches!(done, Delivery::Applied { service_id: Some(applied), .. } if applied == id),
+            "{done:?}"
+        );
+        assert_eq!(
+            s.stats.requests.load(Ordering::Relaxed),
+            2,
+            "the write, then the list"
+        );
+        // An answer without a VIN or stock is taken as it is (tolerant reader).
+        let bare = crate::api::Vehicle {
+            vin: None,
+            stock: None,
+            ..first.clone()
+        };
+        assert!(!is_another_vehicle(&p, &bare));
+        let same = crate::api::Vehicle {
+            vin: Some(format!(" {} ", p.vin.to_lowercase())),
+            stock: Some(p.stock.clone()),
+            ..first.clone()
+        };
+        assert!(!is_another_vehicle(&p, &same));
+        let other_stock = crate::api::Vehicle {
+            stock: Some("S999".into()),
+            ..same
+        };
+        assert!(is_another_vehicle(&p, &other_stock));
+    }
+
+    /// A write answered with another vehicle whose own VIN the service then does not list
+    /// (deleted meanwhile, here): nothing is applied, the operation fails as a passing failure
+    /// and is sent again.
+    #[tokio::test]
+    async fn a_write_answered_with_another_vehicle_and_not_listed_is_retried() {
+        // Each service request waits 400 ms before it is handled: the vehicle is deleted
+        // while the list request waits.
+        let sb = sandbox(wrong_vehicle(1.0, 400)).await;
+        let s = shared(&sb);
+        s.client.upsert_vehicle(&car(1)).await.expect("created");
+        let p = car(2);
+        let create = job(Op::Create(p.clone()), &p.vin, None);
+        let delivering = deliver(&s, &create);
+        let deleting = async {
+            loop {
+                if let Some((id, _)) = held(&sb, &p.vin).await {
+                    let deleted = reqwest::Client::new()
+                        .delete(format!("{}/__sandbox/vehicles/{id}", sb.base_url()))
+                        .send()
+                        .await
+                        .expect("deleted");
+                    assert!(deleted.status().is_success());
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        let (done, ()) = tokio::join!(delivering, deleting);
+        match &done {
+            Delivery::Failed(e) => {
+                assert_eq!(e.class(), ErrorClass::Retryable);
+                let line = e.to_string();
+                assert!(line.contains("another vehicle"), "{line}");
+                assert!(line.contains(&p.vin), "{line}");
+            }
+            other => panic!("{other:?}"),
+        }
+        set_behaviour_default(&sb).await;
+        let again = deliver(&s, &job(Op::Create(p.clone()), &p.vin, None)).await;
+        let (id, _) = held(&sb, &p.vin).await.expect("created again");
+        assert!(
+            matches!(again, Delivery::Applied { service_id: Some(applied), .. } if applied == id),
+            "{again:?}"
+        );
+    }
+
+    async fn set_behaviour_default(sb: &RunningSandbox) {
+        let response = reqwest::Client::new()
+            .put(format!("{}/__sandbox/behaviour", sb.base_url()))
+            .json(&Behaviour::default())
+            .send()
+            .await
+            .expect("behaviour answers");
+        assert!(response.status().is_success());
+    }
+
+    /// A sale answered with another vehicle is checked on the vehicle itself (GET of its id).
+    #[tokio::test]
+    async fn a_transition_answered_with_another_vehicle_is_checked_on_its_own() {
+        let sb = sandbox(wrong_vehicle(1.0, 0)).await;
+        let s = shared(&sb);
+        s.client.upsert_vehicle(&car(1)).await.expect("created");
+        s.client.upsert_vehicle(&car(2)).await.expect("created");
+        let (id, _) = held(&sb, &car(2).vin).await.expect("held");
+        let sold = deliver(&s, &job(Op::MarkSold, &car(2).vin, Some(id))).await;
+        assert!(
+            matches!(sold, Delivery::Applied { service_id: Some(applied), .. } if applied == id),
+            "{sold:?}"
+        );
+        assert_eq!(held(&sb, &car(2).vin).await, Some((id, true)));
+        let state = sandbox_json(&sb, "state").await;
+        assert_eq!(
+            state["requests"]["GET /v1/inventory/{id}"]["200"], 1,
+            "checked with one GET: {}",
+            state["requests"]
+        );
+    }
+
+    /// A sale whose id is learned by repeating the payload: an answer about another vehicle
+    /// must not be the id marked sold.
+    #[tokio::test]
+    async fn an_id_learned_from_an_answer_about_another_vehicle_is_not_used() {
+        let sb = sandbox(wrong_vehicle(1.0, 0)).await;
+        let s = shared(&sb);
+        s.client.upsert_vehicle(&car(1)).await.expect("created");
+        s.client.upsert_vehicle(&car(2)).await.expect("created");
+        let (id, _) = held(&sb, &car(2).vin).await.expect("held");
+        let mut sale = job(Op::MarkSold, &car(2).vin, None);
+        sale.known_payload = Some(car(2));
+        let sold = deliver(&s, &sale).await;
+        assert!(
+            matches!(sold, Delivery::Applied { service_id: Some(applied), .. } if applied == id),
+            "{sold:?}"
+        );
+        assert_eq!(held(&sb, &car(2).vin).await, Some((id, true)));
+        assert_eq!(
+            held(&sb, &car(1).vin).await.map(|(_, sold)| sold),
+            Some(false)
         );
     }
 
