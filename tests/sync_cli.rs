@@ -263,24 +263,35 @@ async fn fatal_answers_stop_delivery_and_a_corrected_run_finishes() {
     ] {
         let site = Site::new("sync-fatal", &sb.base_url(), "", "");
         let file = site.feed("lot.csv", &cars);
+        // An empty state reads the service's list first: refused there, nothing is planned.
+        let out = site.sync(token, &[&file]).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(code(&out), 2, "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(stderr.contains("the service's list"), "{stderr}");
+        assert_eq!(site.queued(), 0, "nothing planned blind");
+        // A state that knows the organization plans, then delivery stops.
+        let first = site.feed("first.csv", &cars[..1]);
+        let out = site.sync("sandbox-token", &[&first]).await;
+        assert_eq!(code(&out), 0, "{}", text(&out.stderr));
         let out = site.sync(token, &[&file]).await;
         let stderr = text(&out.stderr);
         assert_eq!(code(&out), 2, "{stderr}");
         assert!(stderr.contains(said), "{stderr}");
         assert!(stderr.contains("To fix:"), "{stderr}");
-        assert!(stderr.contains("40 operations stay queued"), "{stderr}");
+        assert!(stderr.contains("39 operations stay queued"), "{stderr}");
         assert!(!stderr.contains(token), "the token is never printed");
-        assert_eq!(site.queued(), 40, "the outbox is intact");
+        assert_eq!(site.queued(), 39, "the outbox is intact");
         let st = state(&sb).await;
         assert_eq!(
             st["vehicles"].as_array().unwrap().len(),
-            0,
-            "nothing applied"
+            1,
+            "nothing of it applied"
         );
 
         let out = site.sync("sandbox-token", &[&file]).await;
         assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-        assert!(text(&out.stdout).contains("created 40,"));
+        assert!(text(&out.stdout).contains("created 39,"));
         assert_eq!(site.queued(), 0);
         let st = state(&sb).await;
         assert_eq!(st["vehicles"].as_array().unwrap().len(), 40);

@@ -738,6 +738,7 @@ impl Comparison {
             changes: self.changes.clone(),
             counts,
             guard: Vec::new(),
+            file_no: None,
         }
     }
 }

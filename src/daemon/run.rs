@@ -179,7 +179,12 @@ impl Daemon {
         let config = self.pipeline.config();
         let _ = std::fs::remove_file(&config.daemon.socket);
         let outbox = self.pipeline.outbox().clone();
-        let flushed = tokio::task::spawn_blocking(move || outbox.flush()).await;
+        let flushed = tokio::task::spawn_blocking(move || {
+            outbox.flush()?;
+            outbox.state().write_markers();
+            Ok::<_, crate::outbox::OutboxError>(())
+        })
+        .await;
         if let Ok(Err(e)) = flushed {
             tracing::error!(error = %e, "cannot flush the state");
         }

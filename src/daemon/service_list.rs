@@ -15,12 +15,11 @@ use std::collections::{BTreeSet, HashMap};
 pub enum ServiceListError {
     #[error(
         "the state knows no vehicle of organization {organization_id}, so the service's list \
-         is read before the first file, and it cannot be: {source}"
+         is read before the first file, and it cannot be: {error}"
     )]
     List {
         organization_id: u64,
-        #[source]
-        source: Box<ApiError>,
+        error: Box<ApiError>,
     },
     #[error(transparent)]
     State(#[from] StateError),
@@ -42,9 +41,9 @@ pub async fn listed_if_state_is_empty(
     let vehicles = super::reconcile::list_vehicles(client, &config.api)
         .await
         .map_err(|e| match e {
-            super::ReconcileError::List(source) => ServiceListError::List {
+            super::ReconcileError::List(error) => ServiceListError::List {
                 organization_id: org,
-                source,
+                error,
             },
             other => ServiceListError::Other(other.to_string()),
         })?;

@@ -453,7 +453,7 @@ impl<'o> Differ<'o> {
     /// under the same lock, and makes it durable.
     pub fn commit(mut self) -> Result<Plan, DiffError> {
         self.judge_absence();
-        self.outbox.commit(&self.plan, &self.in_flight)?;
+        self.plan.file_no = Some(self.outbox.commit(&self.plan, &self.in_flight)?);
         Ok(self.plan)
     }
 

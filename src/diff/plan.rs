@@ -116,6 +116,8 @@ pub struct Plan {
     pub counts: Counts,
     /// Full snapshots: the guard's figures per location.
     pub guard: Vec<(u64, GuardCount)>,
+    /// The number the state files it under, once committed.
+    pub file_no: Option<u64>,
 }
 
 impl Plan {
@@ -129,6 +131,7 @@ impl Plan {
             changes: BTreeMap::new(),
             counts: Counts::default(),
             guard: Vec::new(),
+            file_no: None,
         }
     }
 

@@ -15,8 +15,8 @@
 use crate::api::VehiclePayload;
 use crate::diff::{payload_digest, Op, Plan, Verdict};
 use crate::state::{
-    self, vehicle_key, vin_key, AppliedFile, Counters, FeedRecord, FileOutcome, FileRecord,
-    Rejection, State, StateError, VehicleRecord,
+    self, vehicle_key, vin_key, AppliedFile, Counters, Delivered, FeedRecord, FileOutcome,
+    FileRecord, OpCounts, Rejection, State, StateError, VehicleRecord,
 };
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
@@ -71,6 +71,9 @@ pub struct Entry {
     pub op: Op,
     /// The file that queued it.
     pub file: String,
+    /// The number that file is filed under in the state (its answers are counted there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_no: Option<u64>,
     pub queued_at: i64,
 }
 
@@ -113,6 +116,13 @@ pub enum Finding {
     /// A sold vehicle the service no longer holds: its record goes, so that the DMS listing
     /// it again creates it again.
     Forget { vin: String },
+}
+
+/// A planned file's operations: answered so far, and still queued.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileProgress {
+    pub delivered: Delivered,
+    pub queued: OpCounts,
 }
 
 /// Operations handed out and not yet answered or given back.
@@ -220,8 +230,9 @@ impl Outbox {
 
     /// Commits a plan: its operations, the replaced pending ones, the vehicles' records, the
     /// file's record and the feed's last applied file, in one transaction; then flushes.
-    /// A held or already applied plan records only the file.
-    pub(crate) fn commit(&self, plan: &Plan, in_flight: &InFlight) -> Result<(), OutboxError> {
+    /// A held or already applied plan records only the file. Returns the number the file is
+    /// filed under.
+    pub(crate) fn commit(&self, plan: &Plan, in_flight: &InFlight) -> Result<u64, OutboxError> {
         let t = &self.state.trees;
         let org = plan.organization_id;
         let now = state::now();
@@ -256,7 +267,7 @@ impl Outbox {
                 same_as: same_as.clone(),
             },
         };
-        (
+        let filed = (
             &t.meta,
             &t.vehicles,
             &t.payloads,
@@ -267,7 +278,7 @@ impl Outbox {
             &t.queue,
         )
             .transaction(
-                |(meta, vehicles, payloads, vins, files, feeds, outbox, queue)| {
+                |(meta, vehicles, payloads, vins, files, feeds, outbox, queue)| -> TxResult<u64> {
                     let mut counters = read_counters(meta)?;
                     let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
                     let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
@@ -295,6 +306,7 @@ impl Outbox {
                                 vin: planned.vin.clone(),
                                 op: planned.op.clone(),
                                 file: plan.file.name.clone(),
+                                file_no: Some(file_no),
                                 queued_at: now,
                             };
                             outbox.insert(&seq.to_be_bytes(), state::records::encode(&entry))?;
@@ -379,13 +391,42 @@ impl Outbox {
                         state::records::COUNTERS_KEY,
                         state::records::encode(&counters),
                     )?;
-                    Ok(())
+                    Ok(file_no)
                 },
             )?;
         self.state.flush()?;
         // After the flush: a marker never says more than the database holds.
         self.state.write_markers();
-        Ok(())
+        Ok(filed)
+    }
+
+    /// Where a planned file's operations are: what the service answered so far, and what is
+    /// still queued, by kind.
+    pub fn progress(&self, file_no: u64) -> Result<FileProgress, OutboxError> {
+        let delivered = self.state.delivered(file_no)?;
+        let mut queued = OpCounts::default();
+        if let Some(FileRecord {
+            outcome:
+                FileOutcome::Queued {
+                    first_seq: Some(first),
+                    last_seq: Some(last),
+                    ..
+                },
+            ..
+        }) = self.state.file(file_no)?
+        {
+            for item in self
+                .state
+                .trees
+                .outbox
+                .range(first.to_be_bytes()..=last.to_be_bytes())
+            {
+                let (_, v) = item?;
+                let entry: Entry = state::records::decode(&v, "outbox entry")?;
+                queued.bump(entry.op.name());
+            }
+        }
+        Ok(FileProgress { delivered, queued })
     }
 
     /// Records what the service's list showed ([`Finding`]) and, for a rebuilt state, each
@@ -519,85 +560,103 @@ impl Outbox {
             &t.vins,
             &t.outbox,
             &t.queue,
+            &t.delivered,
         )
-            .transaction(|(meta, vehicles, payloads, vins, outbox, queue)| {
-                let Some(v) = outbox.remove(&seq.to_be_bytes())? else {
-                    return Err(ConflictableTransactionError::Abort(OutboxError::NotQueued(
-                        seq,
-                    )));
-                };
-                let entry: Entry = state::records::decode(&v, "outbox entry").map_err(abort)?;
-                let org = entry.organization_id;
-                queue.remove(queue_key(org, &entry.vin, seq))?;
-                let location_id = match vins.get(vin_key(org, &entry.vin))? {
-                    Some(v) => state::decode_u64(&v, "VIN index").map_err(abort)?,
-                    None => entry.location_id,
-                };
-                let mut key = vehicle_key(org, location_id, &entry.vin);
-                let mut record = match vehicles.get(&key)? {
-                    Some(v) => VehicleRecord::decode(&v).map_err(abort)?,
-                    None => VehicleRecord {
-                        first_seen: now,
-                        ..VehicleRecord::default()
-                    },
-                };
-                let mut counters = read_counters(meta)?;
-                match answer {
-                    Answer::Applied { service_id, sold } => {
-                        counters.acknowledged += 1;
-                        if service_id.is_some() {
-                            record.service_id = *service_id;
-                        }
-                        match &entry.op {
-                            Op::Create(p) | Op::Update(p) => {
-                                record.digest = Some(payload_digest(p));
-                                if p.location_id != location_id {
-                                    vehicles.remove(key.clone())?;
-                                    payloads.remove(key.clone())?;
-                                    key = vehicle_key(org, p.location_id, &entry.vin);
+            .transaction(
+                |(meta, vehicles, payloads, vins, outbox, queue, delivered)| {
+                    let Some(v) = outbox.remove(&seq.to_be_bytes())? else {
+                        return Err(ConflictableTransactionError::Abort(OutboxError::NotQueued(
+                            seq,
+                        )));
+                    };
+                    let entry: Entry = state::records::decode(&v, "outbox entry").map_err(abort)?;
+                    let org = entry.organization_id;
+                    queue.remove(queue_key(org, &entry.vin, seq))?;
+                    let location_id = match vins.get(vin_key(org, &entry.vin))? {
+                        Some(v) => state::decode_u64(&v, "VIN index").map_err(abort)?,
+                        None => entry.location_id,
+                    };
+                    let mut key = vehicle_key(org, location_id, &entry.vin);
+                    let mut record = match vehicles.get(&key)? {
+                        Some(v) => VehicleRecord::decode(&v).map_err(abort)?,
+                        None => VehicleRecord {
+                            first_seen: now,
+                            ..VehicleRecord::default()
+                        },
+                    };
+                    let mut counters = read_counters(meta)?;
+                    match answer {
+                        Answer::Applied { service_id, sold } => {
+                            counters.acknowledged += 1;
+                            if service_id.is_some() {
+                                record.service_id = *service_id;
+                            }
+                            match &entry.op {
+                                Op::Create(p) | Op::Update(p) => {
+                                    record.digest = Some(payload_digest(p));
+                                    if p.location_id != location_id {
+                                        vehicles.remove(key.clone())?;
+                                        payloads.remove(key.clone())?;
+                                        key = vehicle_key(org, p.location_id, &entry.vin);
+                                    }
+                                    payloads.insert(key.clone(), state::records::encode(p))?;
                                 }
-                                payloads.insert(key.clone(), state::records::encode(p))?;
+                                Op::MarkSold => {
+                                    record.sold = true;
+                                    record.absent = 0;
+                                }
+                                Op::MarkInStock => record.sold = false,
                             }
-                            Op::MarkSold => {
-                                record.sold = true;
-                                record.absent = 0;
+                            if let Some(sold) = sold {
+                                record.sold = *sold;
                             }
-                            Op::MarkInStock => record.sold = false,
+                            if record
+                                .rejected
+                                .as_ref()
+                                .is_some_and(|r| r.op == entry.op.name())
+                            {
+                                record.rejected = None;
+                            }
                         }
-                        if let Some(sold) = sold {
-                            record.sold = *sold;
-                        }
-                        if record
-                            .rejected
-                            .as_ref()
-                            .is_some_and(|r| r.op == entry.op.name())
-                        {
-                            record.rejected = None;
+                        Answer::Rejected { status, messages } => {
+                            counters.rejected += 1;
+                            record.rejected = Some(Rejection {
+                                op: entry.op.name().to_owned(),
+                                digest: entry.op.payload().map(payload_digest),
+                                status: *status,
+                                messages: messages.clone(),
+                                at: now,
+                            });
                         }
                     }
-                    Answer::Rejected { status, messages } => {
-                        counters.rejected += 1;
-                        record.rejected = Some(Rejection {
-                            op: entry.op.name().to_owned(),
-                            digest: entry.op.payload().map(payload_digest),
-                            status: *status,
-                            messages: messages.clone(),
-                            at: now,
-                        });
+                    record.queued = record.queued.saturating_sub(1);
+                    record.acked_seq = seq;
+                    record.updated_at = now;
+                    if let Some(file_no) = entry.file_no {
+                        let mut counted: Delivered = match delivered.get(file_no.to_be_bytes())? {
+                            Some(v) => {
+                                state::records::decode(&v, "delivery counts").map_err(abort)?
+                            }
+                            None => Delivered::default(),
+                        };
+                        match answer {
+                            Answer::Applied { .. } => counted.applied.bump(entry.op.name()),
+                            Answer::Rejected { .. } => counted.refused += 1,
+                        }
+                        delivered
+                            .insert(&file_no.to_be_bytes(), state::records::encode(&counted))?;
                     }
-                }
-                record.queued = record.queued.saturating_sub(1);
-                record.acked_seq = seq;
-                record.updated_at = now;
-                let new_location = state::decode_u64(&key[8..16], "vehicle key").map_err(abort)?;
-                vehicles.insert(key, record.encode())?;
-                vins.insert(vin_key(org, &entry.vin), &new_location.to_be_bytes())?;
-                meta.insert(
-                    state::records::COUNTERS_KEY,
-                    state::records::encode(&counters),
-                )?;
-                Ok(())
-            });
+                    let new_location =
+                        state::decode_u64(&key[8..16], "vehicle key").map_err(abort)?;
+                    vehicles.insert(key, record.encode())?;
+                    vins.insert(vin_key(org, &entry.vin), &new_location.to_be_bytes())?;
+                    meta.insert(
+                        state::records::COUNTERS_KEY,
+                        state::records::encode(&counters),
+                    )?;
+                    Ok(())
+                },
+            );
         self.lock().seqs.remove(&seq);
         result?;
         if self.answers_since_flush.fetch_add(1, Ordering::AcqRel) + 1 >= FLUSH_EVERY {
@@ -610,6 +669,9 @@ impl Outbox {
     pub fn flush(&self) -> Result<(), OutboxError> {
         self.answers_since_flush.store(0, Ordering::Release);
         self.state.flush()?;
+        // The answers made durable are counted in the markers too (at most once a second:
+        // a marker that lags only says less).
+        self.state.write_markers_now_and_then();
         Ok(())
     }
 

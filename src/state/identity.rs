@@ -33,6 +33,9 @@ pub struct Marker {
     pub plans: u64,
     /// Operations ever queued: never decreases.
     pub operations: u64,
+    /// Answers of the service recorded (acknowledged or refused): never decreases.
+    #[serde(default)]
+    pub answered: u64,
     /// Vehicle records when it was written (for people; records can be forgotten).
     pub vehicles: u64,
     /// Per feed, the file last applied.
@@ -65,14 +68,24 @@ pub struct MarkedInbox {
 struct Progress {
     plans: u64,
     operations: u64,
+    answered: u64,
 }
 
 impl Progress {
     fn of(state: &State) -> Result<Progress, StateError> {
+        let counters = state.counters()?;
         Ok(Progress {
             plans: state.meta_u64(super::PLANS_KEY)?.saturating_sub(1),
             operations: state.meta_u64(super::NEXT_SEQ_KEY)?.saturating_sub(1),
+            answered: counters.acknowledged + counters.rejected,
         })
+    }
+
+    /// Whether the state holds less than a marker says it held.
+    fn behind(&self, marker: &Marker) -> bool {
+        self.plans < marker.plans
+            || self.operations < marker.operations
+            || self.answered < marker.answered
     }
 }
 
@@ -95,7 +108,7 @@ pub fn verify(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> 
             continue;
         };
         let lost = if marker.state_id == id {
-            now.plans < marker.plans || now.operations < marker.operations
+            now.behind(&marker)
         } else if blank {
             true
         } else {
@@ -152,6 +165,7 @@ pub fn write(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> {
         state_dir: std::path::absolute(state.dir()).unwrap_or_else(|_| state.dir().to_owned()),
         plans: now.plans,
         operations: now.operations,
+        answered: now.answered,
         vehicles: state.vehicle_count() as u64,
         last_applied,
         written_at: crate::clock::utc_datetime(std::time::SystemTime::now()),
@@ -217,10 +231,11 @@ fn evidence(
 ) -> String {
     use std::fmt::Write as _;
     let mut s = format!(
-        "{} says it had planned {} and queued {}, with {}",
+        "{} says it had planned {}, queued {} and recorded {}, with {}",
         crate::text::shown_path(path),
         counted(marker.plans, "file"),
         counted(marker.operations, "operation"),
+        counted(marker.answered, "answer"),
         counted(marker.vehicles, "vehicle"),
     );
     let files: Vec<String> = marker
@@ -240,9 +255,10 @@ fn evidence(
     }
     let _ = write!(
         s,
-        "; the database now holds {}, {} and {}",
+        "; the database now holds {}, {}, {} and {}",
         counted(now.plans, "planned file"),
         counted(now.operations, "operation"),
+        counted(now.answered, "answer"),
         counted(vehicles as u64, "vehicle"),
     );
     s
@@ -296,7 +312,7 @@ mod tests {
             .to_string();
         assert!(err.contains("has lost data"), "{err}");
         assert!(
-            err.contains("planned 5 files and queued 300 operations"),
+            err.contains("planned 5 files, queued 300 operations"),
             "{err}"
         );
         assert!(err.contains("lotsync reconcile --rebuild"), "{err}");

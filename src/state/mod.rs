@@ -9,7 +9,8 @@
 //! - `vins`: (organization, VIN) → location, so a VIN is known across the organization's lots;
 //! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
 //!   last applied;
-//! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`];
+//! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`]; `delivered`:
+//!   per planned file, what the service answered to its operations so far;
 //! - `meta`: the schema version, the state's id, the outbox's conservation counters, the request
 //!   rate the uploader settled on, and the notifications already sent (`notice/<key>`).
 //!
@@ -28,8 +29,8 @@ pub(crate) mod records;
 pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
 pub use records::{
-    AppliedFile, Counters, Digest, FeedRecord, FileOutcome, FileRecord, Rejection, StoredVehicle,
-    VehicleRecord,
+    AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, OpCounts,
+    Rejection, StoredVehicle, VehicleRecord,
 };
 
 use lock::StateLock;
@@ -137,6 +138,8 @@ pub struct State {
     pub(crate) trees: Trees,
     /// Inboxes whose markers are written after each commit; None: no markers.
     markers: Option<Vec<MarkedInbox>>,
+    /// When the markers were last written.
+    markers_written: std::sync::Mutex<Option<std::time::Instant>>,
     _lock: StateLock,
 }
 
@@ -151,6 +154,7 @@ pub(crate) struct Trees {
     pub feeds: sled::Tree,
     pub outbox: sled::Tree,
     pub queue: sled::Tree,
+    pub delivered: sled::Tree,
 }
 
 impl State {
@@ -180,12 +184,14 @@ impl State {
             feeds: tree("feeds")?,
             outbox: tree("outbox")?,
             queue: tree("queue")?,
+            delivered: tree("delivered")?,
         };
         let state = State {
             dir: dir.to_owned(),
             db,
             trees,
             markers: opening.markers.clone(),
+            markers_written: std::sync::Mutex::new(None),
             _lock: lock,
         };
         state.check_schema()?;
@@ -220,6 +226,23 @@ impl State {
         };
         if let Err(e) = identity::write(self, inboxes) {
             tracing::warn!(error = %e, "cannot write the state's markers");
+        }
+        *self
+            .markers_written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+    }
+
+    /// Writes the markers unless they were written less than a second ago (after answers
+    /// are flushed, which happens many times a second).
+    pub fn write_markers_now_and_then(&self) {
+        let recent = self
+            .markers_written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(1));
+        if !recent {
+            self.write_markers();
         }
     }
 
@@ -389,6 +412,45 @@ impl State {
             .get(name.as_bytes())?
             .map(|v| records::decode(&v, "feed record"))
             .transpose()
+    }
+
+    /// A planned file's record, by the number it was filed under.
+    pub fn file(&self, file_no: u64) -> Result<Option<FileRecord>, StateError> {
+        self.trees
+            .files
+            .get(file_no.to_be_bytes())?
+            .map(|v| records::decode(&v, "file record"))
+            .transpose()
+    }
+
+    /// The newest record of a file of `feed` with this content whose operations were queued,
+    /// with the number it is filed under.
+    pub fn queued_file(
+        &self,
+        feed: &str,
+        sha256: &str,
+    ) -> Result<Option<(u64, FileRecord)>, StateError> {
+        for item in self.trees.files.iter().rev() {
+            let (k, v) = item?;
+            let record: FileRecord = records::decode(&v, "file record")?;
+            if record.feed == feed
+                && record.sha256 == sha256
+                && matches!(record.outcome, FileOutcome::Queued { .. })
+            {
+                return Ok(Some((decode_u64(&k, "file number")?, record)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// What the service answered so far to the operations of the file filed as `file_no`.
+    pub fn delivered(&self, file_no: u64) -> Result<Delivered, StateError> {
+        self.trees
+            .delivered
+            .get(file_no.to_be_bytes())?
+            .map_or(Ok(Delivered::default()), |v| {
+                records::decode(&v, "delivery counts")
+            })
     }
 
     /// Every file planned, oldest first.

@@ -170,6 +170,41 @@ pub enum FileOutcome {
     Held { reason: String },
 }
 
+/// Operations, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCounts {
+    pub create: u64,
+    pub update: u64,
+    pub sold: u64,
+    pub in_stock: u64,
+}
+
+impl OpCounts {
+    pub fn total(&self) -> u64 {
+        self.create + self.update + self.sold + self.in_stock
+    }
+
+    /// The counter of an operation named as [`crate::diff::Op::name`] says.
+    pub fn bump(&mut self, op: &str) {
+        match op {
+            "create" => self.create += 1,
+            "update" => self.update += 1,
+            "sold" => self.sold += 1,
+            _ => self.in_stock += 1,
+        }
+    }
+}
+
+/// What the service answered to one planned file's operations so far: written in the same
+/// transaction as each answer, so it survives a crash exactly as the answers do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivered {
+    /// Acknowledged.
+    pub applied: OpCounts,
+    /// Refused (400, 404, 422).
+    pub refused: u64,
+}
+
 /// Per feed: the file last applied, so a re-drop of the same content is recognized.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FeedRecord {

@@ -307,6 +307,7 @@ mod tests {
                 vin: vin.into(),
                 op,
                 file: "f.csv".into(),
+                file_no: None,
                 queued_at: 0,
             },
             service_id,

@@ -417,6 +417,7 @@ impl Uploader {
         }
         drop(taken);
         self.outbox.flush()?;
+        self.outbox.state().write_markers();
         self.remember_rate()?;
         if answered_any {
             if let Some(notices) = &self.notices {
