@@ -97,7 +97,37 @@ fn cases() -> Vec<Case> {
             "truncated.csv",
             format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,20"),
             2,
-            "line 3: the file ends in the middle of a record",
+            "line 3: the last record has 3 of the header's 5 fields and no line break after it: it is incomplete, perhaps still being written",
+        ),
+        case(
+            "no-final-line-break.csv",
+            format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,Accord"),
+            2,
+            "line 3: the file ends inside its last record (no line break after it): it is incomplete, perhaps still being written",
+        ),
+        case(
+            // Cut just after a line break inside a quoted last field: every field is there
+            // and the file ends with a line break, but the quote is still open.
+            "cut-inside-quotes.csv",
+            format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,\"Accord\nEX"),
+            2,
+            "line 3: a quoted field opened here never closes",
+        ),
+        case("cut-after-a-quote.csv", format!("{HEADER}{ROW}\""), 2, "line 3: a quoted field opened here never closes"),
+        case("header-cut.csv", "VIN,Stock,Ye", 2, "line 1: the file ends inside its header row (no line break after it)"),
+        case(
+            "crlf-ending-in-cr.csv",
+            format!("{}{}1M8GDM9AXKP042788,A2,2019,Honda,Accord\r", HEADER.replace('\n', "\r\n"), ROW.replace('\n', "\r\n")),
+            0,
+            "2 records: 2 accepted",
+        ),
+        case("blank-lines-after.csv", format!("{HEADER}{ROW}\n\r\n  \n  "), 0, "1 records: 1 accepted"),
+        case(
+            // A trailer row ends with its line break: a short row, not a cut file.
+            "trailer-row.csv",
+            format!("{HEADER}{ROW}TOTAL,1\n"),
+            0,
+            "trailer-row.csv:3: record: has 2 fields where the header has 5",
         ),
         case(
             "duplicate-headers.csv",
@@ -153,16 +183,26 @@ fn cases() -> Vec<Case> {
 }
 
 fn check(dir: &Path, file: &str) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
-        .current_dir(dir)
-        .args(["check", file, "--location-id", "10"])
-        .output()
-        .expect("lotsync runs");
+    check_with(dir, &[file, "--location-id", "10"])
+}
+
+/// `lotsync check ARGS` in `dir`: exit code, stdout, stderr.
+fn check_with(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = lotsync_check(dir, args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn lotsync_check<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .current_dir(dir)
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("lotsync runs")
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
@@ -239,5 +279,56 @@ fn a_bad_file_does_not_hide_the_good_ones() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("good.csv: CSV"), "{stdout}");
     assert!(stdout.contains("no --location-id: vehicles get the placeholder location 0"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file cut in the middle of its last record is incomplete; a profile for a DMS that never
+/// ends its last line accepts a last record with every field, and still not one cut short.
+#[test]
+fn a_dms_that_never_ends_its_last_line_is_named_in_its_profile() {
+    let dir = fresh_dir("no-final-newline");
+    std::fs::write(
+        dir.join("no-newline.toml"),
+        "description = \"DMS without a final line break\"\nends_without_newline = true\n",
+    )
+    .unwrap();
+    let whole = format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,\"Accord\"");
+    std::fs::write(dir.join("whole.csv"), &whole).unwrap();
+    std::fs::write(
+        dir.join("short.csv"),
+        format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,20"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("open-quote.csv"),
+        format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,\"Acc"),
+    )
+    .unwrap();
+    let profile = ["--profile", "no-newline.toml", "--location-id", "10"];
+
+    let (code, _, stderr) = check_with(&dir, &["whole.csv", "--location-id", "10"]);
+    assert_eq!(code, 2, "without the profile key: {stderr}");
+    assert!(
+        stderr.contains("set ends_without_newline = true in the profile"),
+        "{stderr}"
+    );
+
+    let (code, stdout, stderr) = check_with(&dir, &[&["whole.csv"][..], &profile].concat());
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("2 records: 2 accepted"), "{stdout}");
+
+    let (code, _, stderr) = check_with(&dir, &[&["short.csv"][..], &profile].concat());
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "short.csv: cannot be read: line 3: the last record has 3 of the header's 5 fields: \
+         it is incomplete, perhaps still being written\n"
+    );
+    let (code, _, stderr) = check_with(&dir, &[&["open-quote.csv"][..], &profile].concat());
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("line 3: a quoted field opened here never closes"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -191,10 +191,17 @@ pub enum FeedError {
     RecordTooLarge { line: u64 },
     #[error("line {line}: nesting deeper than {DEPTH_LIMIT} elements (the limit)")]
     TooDeep { line: u64 },
+    /// XML that ends before its root element closes.
     #[error("line {line}: the file ends in the middle of a record (truncated?)")]
     Truncated { line: u64 },
+    /// A CSV quote still open at the end of the file: everything after it was read as one
+    /// field, so it always runs to the end.
     #[error("line {line}: a quoted field opened here never closes (unbalanced quote, or the file is truncated)")]
     UnclosedQuote { line: u64 },
+    /// A CSV whose last record was cut: no line break after it, or (in a profile with
+    /// `ends_without_newline`) fewer fields than the header.
+    #[error("line {line}: {reason}")]
+    Incomplete { line: u64, reason: String },
     #[error("line {line}: a DOCTYPE with {what} is refused: lotsync expands no entities and loads nothing external")]
     Doctype { line: u64, what: &'static str },
     #[error("line {line}: {reason}")]
@@ -203,6 +210,21 @@ pub enum FeedError {
     NoRecordElement { element: String },
     #[error("{0}")]
     Layout(String),
+}
+
+impl FeedError {
+    /// The file looks cut off at its end, as one still being written does: waiting for it to
+    /// change may make it whole. A quote left open always runs to the end of the file; it is
+    /// counted here too, since a file cut inside a quoted field looks exactly like that (a
+    /// stray quote does too, and a file that never changes is held in the end).
+    pub fn is_incomplete(&self) -> bool {
+        matches!(
+            self,
+            FeedError::Incomplete { .. }
+                | FeedError::Truncated { .. }
+                | FeedError::UnclosedQuote { .. }
+        )
+    }
 }
 
 /// File formats lotsync reads.
@@ -223,6 +245,13 @@ pub struct ReadOptions {
     pub record_element: Option<String>,
     /// Refuse a symbolic link that points outside this folder.
     pub confine_to: Option<PathBuf>,
+    /// CSV: the DMS never ends its last record with a line break, so a last record without
+    /// one is complete when it has every field of the header.
+    pub ends_without_newline: bool,
+    /// CSV: read a file whose last record is cut as it is (an operator released it): that
+    /// record is read like any other, a row with too few fields is a row problem, and the end
+    /// of the file is not checked.
+    pub accept_incomplete: bool,
 }
 
 /// A reader of either format, over a file (the default) or any buffered input.
@@ -280,9 +309,10 @@ pub fn open(path: &Path, options: &ReadOptions) -> Result<FeedReader, FeedError>
         check_confined(path, folder)?;
     }
     let file = File::open(path).map_err(FeedError::Open)?;
+    let size = file.metadata().map_err(FeedError::Open)?.len();
     let input = BufReader::with_capacity(64 * 1024, file);
     // XML detection reads the start of the file once more, through a second handle.
-    reader_for(input, options, || {
+    reader_for(input, options, size, || {
         let file = File::open(path).map_err(FeedError::Open)?;
         xml::detect_record_element(BufReader::new(file))
     })
@@ -293,14 +323,17 @@ pub fn from_bytes<'a>(
     bytes: &'a [u8],
     options: &ReadOptions,
 ) -> Result<FeedReader<&'a [u8]>, FeedError> {
-    reader_for(bytes, options, || xml::detect_record_element(bytes))
+    reader_for(bytes, options, bytes.len() as u64, || {
+        xml::detect_record_element(bytes)
+    })
 }
 
 /// Picks the format (given, or sniffed from the first bytes) and the XML record element
-/// (given, or found by `detect_element`).
+/// (given, or found by `detect_element`); `size` is the input's length.
 fn reader_for<R: BufRead>(
     mut input: R,
     options: &ReadOptions,
+    size: u64,
     detect_element: impl FnOnce() -> Result<String, FeedError>,
 ) -> Result<FeedReader<R>, FeedError> {
     let head = input.fill_buf().map_err(FeedError::Io)?;
@@ -312,7 +345,7 @@ fn reader_for<R: BufRead>(
         None => sniff(head)?,
     };
     match format {
-        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(input, options.delimiter)?)),
+        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(input, options, size)?)),
         Format::Xml => {
             let element = match &options.record_element {
                 Some(e) => e.clone(),

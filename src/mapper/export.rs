@@ -16,6 +16,18 @@ pub enum ExportError {
     NoKeyFields(String),
 }
 
+impl ExportError {
+    /// The file looks cut off at its end, as one still being written does
+    /// ([`FeedError::is_incomplete`]): wait for it to change rather than fail it, and once an
+    /// operator releases it, read it with [`ExportFile::open_with`] accepting it as it is.
+    pub fn is_incomplete(&self) -> bool {
+        match self {
+            ExportError::Feed(e) => e.is_incomplete(),
+            ExportError::NoKeyFields(_) => false,
+        }
+    }
+}
+
 /// An export file being read and mapped.
 pub struct ExportFile {
     reader: FeedReader,
@@ -27,7 +39,22 @@ pub struct ExportFile {
 impl ExportFile {
     /// Opens a file for a profile; symlinks may not lead out of the file's own folder.
     pub fn open(path: &Path, profile: &Profile, location_id: u64) -> Result<Self, ExportError> {
+        ExportFile::open_with(path, profile, location_id, false)
+    }
+
+    /// [`ExportFile::open`], and with `accept_incomplete` a file whose last record is cut
+    /// (an operator released it) is read as it is: that record is read like any other, or
+    /// rejected when it has too few fields, instead of the file being
+    /// [incomplete](ExportError::is_incomplete). XML cut before its root closes is refused
+    /// all the same: nothing after the cut can be told apart from a broken file.
+    pub fn open_with(
+        path: &Path,
+        profile: &Profile,
+        location_id: u64,
+        accept_incomplete: bool,
+    ) -> Result<Self, ExportError> {
         let mut options = profile.read_options();
+        options.accept_incomplete = accept_incomplete;
         options.confine_to = path.parent().map(|p| {
             if p.as_os_str().is_empty() {
                 PathBuf::from(".")
@@ -132,5 +159,53 @@ impl ExportFile {
                 names.join(", ")
             }
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str, contents: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lotsync-export-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// Reads a whole file: records read, or the error that stopped it.
+    fn read(file: Result<ExportFile, ExportError>) -> Result<usize, ExportError> {
+        let mut file = file?;
+        let mut n = 0;
+        while file.next_record()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    #[test]
+    fn a_cut_file_is_incomplete_until_accepted_as_it_is() {
+        let path = temp_file(
+            "cut.csv",
+            "VIN,Stock\n1HGCM82633A004352,A1\n1M8GDM9AXKP042788,A",
+        );
+        let auto = Profile::auto();
+        let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
+        assert!(err.is_incomplete(), "{err}");
+        assert_eq!(
+            read(ExportFile::open_with(&path, &auto, 10, true)).unwrap(),
+            2
+        );
+
+        let path = temp_file("no-fields.csv", "Foo,Bar\n1,2\n");
+        let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
+        assert!(!err.is_incomplete(), "{err}");
+        let path = temp_file(
+            "cut.xml",
+            "<Inventory><Vehicle><VIN>1HGCM82633A004352</VIN><Stock>A1</Stock></Vehicle><Veh",
+        );
+        let err = read(ExportFile::open_with(&path, &auto, 10, true)).unwrap_err();
+        assert!(err.is_incomplete(), "{err}");
     }
 }

@@ -681,7 +681,7 @@ impl<'a> One<'a> {
 mod tests {
     use super::*;
     use crate::api::{BodyStyle, DriveType, Fuel, VehicleType};
-    use crate::feed::{CsvReader, Item};
+    use crate::feed::{Item, ReadOptions};
 
     /// Maps every record of a CSV text with the auto profile at location 10.
     fn map_csv(csv: &str) -> Vec<Result<Accepted, Rejected>> {
@@ -689,7 +689,7 @@ mod tests {
     }
 
     fn map_csv_with(csv: &str, profile: Profile) -> Vec<Result<Accepted, Rejected>> {
-        let mut reader = CsvReader::new(std::io::BufReader::new(csv.as_bytes()), None).unwrap();
+        let mut reader = crate::feed::from_bytes(csv.as_bytes(), &ReadOptions::default()).unwrap();
         let mut mapper = Mapper::new(profile, 10);
         let mut record = Record::default();
         let mut out = Vec::new();

@@ -345,6 +345,12 @@ pub struct Profile {
     pub record: Option<String>,
     #[serde(default)]
     pub vin_check: VinCheck,
+    /// CSV: the DMS never writes a line break after the last record. Without it, a last record
+    /// without one is taken for a file still being written; with it, such a record is whole
+    /// when it has every field of the header (a value cut short in the last field cannot be
+    /// told, unless it is quoted).
+    #[serde(default)]
+    pub ends_without_newline: bool,
     /// Match the fields not named in `[fields]` by their header, as the `auto` profile does.
     #[serde(default = "yes")]
     pub auto: bool,
@@ -382,6 +388,7 @@ impl Profile {
             delimiter: None,
             record: None,
             vin_check: VinCheck::Strict,
+            ends_without_newline: false,
             auto: true,
             fields: BTreeMap::new(),
             values: BTreeMap::new(),
@@ -445,6 +452,8 @@ impl Profile {
             delimiter: self.delimiter.as_ref().and_then(|d| d.bytes().next()),
             record_element: self.record.clone(),
             confine_to: None,
+            ends_without_newline: self.ends_without_newline,
+            accept_incomplete: false,
         }
     }
 }
@@ -570,12 +579,11 @@ impl Binding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::{CsvReader, Item, Record};
+    use crate::feed::{Item, Record};
 
     fn schema_of(header: &str) -> Schema {
         let data = format!("{header}\n");
-        let reader = CsvReader::new(std::io::BufReader::new(data.as_bytes()), None).unwrap();
-        let mut r = reader;
+        let mut r = crate::feed::from_bytes(data.as_bytes(), &ReadOptions::default()).unwrap();
         let mut rec = Record::default();
         assert_eq!(r.next(&mut rec).unwrap(), Item::End);
         r.schema().clone()
