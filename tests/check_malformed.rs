@@ -131,9 +131,21 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "duplicate-headers.csv",
-            "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,100,200\n",
+            "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,23995,23995\n1M8GDM9AXKP042788,A2,100,200\n",
+            2,
+            "line 3: columns 3 (\"Price\") and 4 (\"Price\") both give price, but differ here (\"100\" and \"200\")",
+        ),
+        case(
+            "duplicate-headers-agree.csv",
+            "VIN,Stock,PRICE,Price\n1HGCM82633A004352,A1,23995,23995\n1M8GDM9AXKP042788,A2, 100,100\n",
             0,
-            "column \"Price\" appears twice (columns 3 and 4)",
+            "columns 3 (\"PRICE\") and 4 (\"Price\") both give price and agree on every record: column 3 is used",
+        ),
+        case(
+            "duplicate-vin.csv",
+            "VIN,Stock,VIN\n1HGCM82633A004352,A1,1HGCM82633A004352\n1M8GDM9AXKP042788,A2,\n",
+            2,
+            "line 3: columns 1 (\"VIN\") and 3 (\"VIN\") both give vin, but differ here (\"1M8GDM9AXKP042788\" and \"\")",
         ),
         case(
             "no-known-headers.csv",
@@ -329,6 +341,61 @@ fn a_dms_that_never_ends_its_last_line_is_named_in_its_profile() {
     assert!(
         stderr.contains("line 3: a quoted field opened here never closes"),
         "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two columns named alike are compared on every record; a profile picks one by its number.
+#[test]
+fn a_profile_names_one_of_two_same_named_columns_by_number() {
+    let dir = fresh_dir("column-number");
+    std::fs::write(
+        dir.join("twins.csv"),
+        "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,23995,21995\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("second-price.toml"), "[fields]\nprice = \"#4\"\n").unwrap();
+
+    let (code, _, stderr) = check_with(&dir, &["twins.csv", "--location-id", "10"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains(
+            "name the one to use in a profile: [fields] price = \"#3\" or price = \"#4\""
+        ),
+        "{stderr}"
+    );
+
+    let args = [
+        "twins.csv",
+        "--profile",
+        "second-price.toml",
+        "--location-id",
+        "10",
+    ];
+    let (code, stdout, stderr) = check_with(&dir, &args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("price <- \"Price\" (column 4)"), "{stdout}");
+    let (code, stdout, _) = check_with(&dir, &[&args[..], &["--format", "ndjson"]].concat());
+    assert_eq!(code, 0);
+    let body: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(body["price"]["selling"], 21995);
+
+    std::fs::write(
+        dir.join("no-such-column.toml"),
+        "[fields]\nprice = \"#9\"\n",
+    )
+    .unwrap();
+    let args = [
+        "twins.csv",
+        "--profile",
+        "no-such-column.toml",
+        "--location-id",
+        "10",
+    ];
+    let (_, stdout, _) = check_with(&dir, &args);
+    assert!(
+        stdout.contains("the profile reads price from \"#9\", which this file does not have"),
+        "{stdout}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -132,7 +132,8 @@ impl<R: BufRead> CsvReader<R> {
             broken_field: false,
             header: true,
         });
-        let mut seen: Vec<(String, usize)> = Vec::new();
+        // Two columns of one name are the mapper's to compare, when it reads them.
+        self.schema.numbered = true;
         for (i, raw) in self.row.iter().enumerate() {
             let name = decode(raw, 1, &mut self.legacy_encoding_seen, &mut self.warnings);
             let name = name.trim_start_matches('\u{feff}').trim();
@@ -141,16 +142,6 @@ impl<R: BufRead> CsvReader<R> {
             } else {
                 name.to_owned()
             };
-            if let Some((_, first)) = seen.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name)) {
-                self.warnings.push(format!(
-                    "column {:?} appears twice (columns {} and {}); a profile naming it uses column {}",
-                    name,
-                    first + 1,
-                    i + 1,
-                    first + 1
-                ));
-            }
-            seen.push((name.clone(), i));
             self.schema.push(name);
         }
         Ok(())
@@ -709,8 +700,12 @@ mod tests {
     fn duplicate_and_blank_headers() {
         let (schema, _, warnings) = read_all(b"Price,,price\n1,2,3\n").unwrap();
         assert_eq!(schema.name(1), "column 2");
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].contains("appears twice (columns 1 and 3)"));
+        assert_eq!(schema.name(2), "price");
+        assert!(schema.numbered());
+        assert!(
+            warnings.is_empty(),
+            "the mapper compares them: {warnings:?}"
+        );
     }
 
     #[test]

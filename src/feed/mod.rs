@@ -32,9 +32,16 @@ pub type FieldId = u32;
 #[derive(Debug, Default, Clone)]
 pub struct Schema {
     names: Vec<String>,
+    numbered: bool,
 }
 
 impl Schema {
+    /// The names are a CSV header's columns, in order: field id + 1 is the column's number,
+    /// by which a profile may name it (`"#7"`).
+    pub fn numbered(&self) -> bool {
+        self.numbered
+    }
+
     pub fn name(&self, id: FieldId) -> &str {
         self.names.get(id as usize).map_or("", String::as_str)
     }

@@ -2,7 +2,7 @@
 //! `plan`, `sync`, the daemon). A row the reader cannot split becomes a rejection like any
 //! other; only what stops the whole file is an [`ExportError`].
 
-use super::{Mapped, Mapper, Problem, Profile, Rejected, Target};
+use super::{parse, Mapped, Mapper, Problem, Profile, Rejected, Target, Twin};
 use crate::feed::{self, FeedError, FeedReader, Item, Record};
 use std::path::{Path, PathBuf};
 
@@ -14,6 +14,28 @@ pub enum ExportError {
     /// Neither the profile nor `auto` finds the VIN or stock field.
     #[error("{0}")]
     NoKeyFields(String),
+    /// Two fields named alike both feed one payload field and their values differ: which is
+    /// right cannot be told, so the file is not read.
+    #[error(transparent)]
+    ColumnsDisagree(Box<Disagreement>),
+}
+
+/// Two fields named alike that feed `field` differ on the record at `line`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "line {line}: {fields} both give {field}, but differ here ({:?} and {:?}): lotsync will \
+     not guess which is right; name the one to use in a profile: [fields] {field} = {:?} or \
+     {field} = {:?}",
+    .values.0, .values.1, .names.0, .names.1
+)]
+pub struct Disagreement {
+    pub line: u64,
+    pub field: &'static str,
+    /// Both, for people: `columns 3 ("Price") and 4 ("Price")` or `"@VIN" and "VIN"`.
+    pub fields: String,
+    pub values: (String, String),
+    /// How a profile names each: `#3` (CSV) or the XML path.
+    pub names: (String, String),
 }
 
 impl ExportError {
@@ -23,7 +45,7 @@ impl ExportError {
     pub fn is_incomplete(&self) -> bool {
         match self {
             ExportError::Feed(e) => e.is_incomplete(),
-            ExportError::NoKeyFields(_) => false,
+            ExportError::NoKeyFields(_) | ExportError::ColumnsDisagree(_) => false,
         }
     }
 }
@@ -98,6 +120,9 @@ impl ExportFile {
             Item::Record => {
                 self.mapper.bind(self.reader.schema());
                 self.require_key_fields()?;
+                if let Some(twin) = self.mapper.disagreement(&self.record) {
+                    return Err(self.disagreement(twin));
+                }
                 self.mapper.map(self.reader.schema(), &self.record)
             }
         };
@@ -124,7 +149,71 @@ impl ExportFile {
                 target.name()
             ));
         }
+        // Twins that differed stopped the file: these agreed on every record read.
+        for twin in &binding.twins {
+            notes.push(format!(
+                "{} both give {} and agree on every record: {} is used",
+                self.both(*twin),
+                twin.target.name(),
+                self.one(twin.used)
+            ));
+        }
         notes
+    }
+
+    /// Two fields for people: `columns 3 ("Price") and 4 ("Price")` in a CSV, `"@VIN" and
+    /// "VIN"` in XML.
+    fn both(&self, twin: Twin) -> String {
+        let schema = self.reader.schema();
+        let (a, b) = (schema.name(twin.used), schema.name(twin.other));
+        if schema.numbered() {
+            format!(
+                "columns {} ({a:?}) and {} ({b:?})",
+                twin.used + 1,
+                twin.other + 1
+            )
+        } else {
+            format!("{a:?} and {b:?}")
+        }
+    }
+
+    /// One field for people: `column 3` or `"@VIN"`.
+    fn one(&self, id: crate::feed::FieldId) -> String {
+        let schema = self.reader.schema();
+        if schema.numbered() {
+            format!("column {}", id + 1)
+        } else {
+            format!("{:?}", schema.name(id))
+        }
+    }
+
+    /// How a profile names a field so as to mean only it: `#3`, or the XML path.
+    fn name_in_profile(&self, id: crate::feed::FieldId) -> String {
+        let schema = self.reader.schema();
+        if schema.numbered() {
+            format!("#{}", id + 1)
+        } else {
+            schema.name(id).to_owned()
+        }
+    }
+
+    fn disagreement(&self, twin: Twin) -> ExportError {
+        let value = |id| {
+            self.record
+                .get(id)
+                .map(|v| parse::clean(v).into_owned())
+                .unwrap_or_default()
+        };
+        ExportError::ColumnsDisagree(Box::new(Disagreement {
+            line: self.record.line,
+            field: twin.target.name(),
+            fields: self.both(twin),
+            values: (value(twin.used), value(twin.other)),
+            names: (
+                self.name_in_profile(twin.used),
+                self.name_in_profile(twin.other),
+            ),
+        }))
     }
 
     /// A file in which neither the profile nor auto finds a VIN or stock field cannot be
@@ -207,5 +296,41 @@ mod tests {
         );
         let err = read(ExportFile::open_with(&path, &auto, 10, true)).unwrap_err();
         assert!(err.is_incomplete(), "{err}");
+    }
+
+    #[test]
+    fn xml_fields_named_alike_are_compared_and_named_by_path() {
+        let vehicle = |attribute: &str, element: &str| {
+            format!("<Vehicle VIN=\"{attribute}\"><VIN>{element}</VIN><Stock>A</Stock></Vehicle>")
+        };
+        let auto = Profile::auto();
+        let agree = format!(
+            "<Inventory>{}{}</Inventory>\n",
+            vehicle("1HGCM82633A004352", "1HGCM82633A004352"),
+            vehicle("1M8GDM9AXKP042788", " 1M8GDM9AXKP042788 ")
+        );
+        let path = temp_file("agree.xml", &agree);
+        let mut file = ExportFile::open(&path, &auto, 10).unwrap();
+        while file.next_record().unwrap().is_some() {}
+        assert!(file.notes().contains(
+            &"\"@VIN\" and \"VIN\" both give vin and agree on every record: \"@VIN\" is used"
+                .to_owned()
+        ));
+        let differ = format!(
+            "<Inventory>{}\n{}</Inventory>\n",
+            vehicle("1HGCM82633A004352", "1HGCM82633A004352"),
+            vehicle("1M8GDM9AXKP042788", "5YJ3E1EA2KF317000")
+        );
+        let path = temp_file("differ.xml", &differ);
+        let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 2: \"@VIN\" and \"VIN\" both give vin, but differ here (\"1M8GDM9AXKP042788\" \
+             and \"5YJ3E1EA2KF317000\"): lotsync will not guess which is right; name the one to \
+             use in a profile: [fields] vin = \"@VIN\" or vin = \"VIN\""
+        );
+        let mut named = Profile::auto();
+        named.fields.insert(Target::Vin, "VIN".into());
+        assert_eq!(read(ExportFile::open(&path, &named, 10)).unwrap(), 2);
     }
 }

@@ -16,8 +16,8 @@ mod profile;
 mod synonyms;
 mod vin;
 
-pub use export::{ExportError, ExportFile};
-pub use profile::{Binding, Profile, ProfileError, Target};
+pub use export::{Disagreement, ExportError, ExportFile};
+pub use profile::{Binding, Profile, ProfileError, Target, Twin};
 pub use vin::{check_digit, check_vin, VinCheck};
 
 use crate::api::{
@@ -202,6 +202,23 @@ impl Mapper {
         if schema.len() != self.binding.seen_names {
             self.binding.extend(&self.profile, schema);
         }
+    }
+
+    /// The first pair of fields named alike ([`Binding::twins`]) whose values differ in
+    /// `record`, compared as the mapper reads them (trimmed, inner blanks collapsed, blank as
+    /// none). No file has them as a rule, so this costs one look at an empty list.
+    pub fn disagreement(&self, record: &Record) -> Option<Twin> {
+        let values = |id| {
+            record
+                .all(id)
+                .map(parse::clean)
+                .filter(|value| !value.is_empty())
+        };
+        self.binding
+            .twins
+            .iter()
+            .copied()
+            .find(|twin| !values(twin.used).eq(values(twin.other)))
     }
 
     /// Maps one record.
