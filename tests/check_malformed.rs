@@ -148,6 +148,14 @@ fn cases() -> Vec<Case> {
             "line 3: columns 1 (\"VIN\") and 3 (\"VIN\") both give vin, but differ here (\"1M8GDM9AXKP042788\" and \"\")",
         ),
         case(
+            // Valid UTF-8 ("ë") and a byte that is not (0xEB) in one file: the record holding
+            // it is rejected, whichever comes first, and the file says so once.
+            "mixed-encoding.csv",
+            [HEADER.as_bytes(), b"1HGCM82633A004352,A1,2019,Citro\xebn,C5\n1M8GDM9AXKP042788,A2,2019,Citro\xc3\xabn,C4\n5YJ3E1EA2KF317000,A3,2019,Tesla,Model \xb3\n"].concat(),
+            0,
+            "mixed-encoding.csv:2: make: bytes that are not UTF-8 in a file that is otherwise UTF-8 (Citro\\xebn)",
+        ),
+        case(
             "no-known-headers.csv",
             "Foo,Bar,Baz\n1,2,3\n",
             2,
@@ -397,5 +405,49 @@ fn a_profile_names_one_of_two_same_named_columns_by_number() {
         stdout.contains("the profile reads price from \"#9\", which this file does not have"),
         "{stdout}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file of UTF-8 and bytes that are not: every record holding such bytes is rejected
+/// (before or after the first valid character), the others are read as UTF-8, and the file
+/// says it once.
+#[test]
+fn a_mixed_file_rejects_the_records_that_are_not_utf8() {
+    let dir = fresh_dir("mixed");
+    std::fs::write(
+        dir.join("mixed.csv"),
+        [
+            HEADER.as_bytes(),
+            b"1HGCM82633A004352,A1,2019,Citro\xebn,C5\n",
+            b"1M8GDM9AXKP042788,A2,2019,Citro\xc3\xabn,C4\n",
+            b"5YJ3E1EA2KF317000,A3,2019,Tesla,Model \xb3\n",
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let (code, stdout, _) = check_with(&dir, &["mixed.csv", "--location-id", "10"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("3 records: 1 accepted, 2 rejected"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("mixed.csv:4: model: bytes that are not UTF-8 in a file that is otherwise UTF-8 (Model \\xb3)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("otherwise UTF-8 (first at line 2)").count(),
+        1,
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Windows-1252"), "{stdout}");
+    let (_, stdout, stderr) = check_with(
+        &dir,
+        &["mixed.csv", "--location-id", "10", "--format", "ndjson"],
+    );
+    let body: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(body["make"], "Citroën");
+    // A rejected record still names its vehicle: it stays on the lot.
+    assert!(stderr.contains("\"line\":2"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

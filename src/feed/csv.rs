@@ -1,11 +1,14 @@
-//! CSV exports: delimiter detection, header row, UTF-8 with a Windows-1252 fallback, rows with
-//! the wrong number of fields reported, and a last look at the end of the file: a last record
-//! cut off (no line break after it, or a quote still open) makes the file incomplete.
+//! CSV exports: delimiter detection, header row, the encoding decided once per file (UTF-8, or
+//! Windows-1252 when no valid multi-byte UTF-8 is anywhere in it; a file of both is UTF-8 with
+//! the records holding the other bytes rejected), rows with the wrong number of fields
+//! reported, and a last look at the end of the file: a last record cut off (no line break after
+//! it, or a quote still open) makes the file incomplete.
 
 use super::tracked::Tracked;
 use super::{FeedError, FieldId, Item, ReadOptions, Record, RowProblem, Schema, RECORD_LIMIT};
-use std::borrow::Cow;
-use std::io::BufRead;
+use std::fs::File;
+use std::io::{self, BufRead, Read};
+use std::path::PathBuf;
 
 /// The csv crate reads ahead in chunks; the size limit allows for one chunk beyond the record.
 const READ_AHEAD: u64 = 64 * 1024;
@@ -28,7 +31,9 @@ pub struct CsvReader<R: BufRead> {
     last: Option<LastRow>,
     ends_without_newline: bool,
     accept_incomplete: bool,
-    legacy_encoding_seen: bool,
+    encoding: Encoding,
+    /// The file-level note on the encoding was given.
+    encoding_noted: bool,
     warnings: Vec<String>,
     finished: bool,
     /// Added to the csv crate's line numbers: 1 for CRLF files (below).
@@ -36,6 +41,96 @@ pub struct CsvReader<R: BufRead> {
     /// The line of the last record read (the header's is 1).
     last_line: u64,
     double_space: memchr::memmem::Finder<'static>,
+}
+
+/// How a file's bytes become text: decided once for the whole file, never field by field.
+#[derive(Debug)]
+pub(super) enum Encoding {
+    /// Not needed yet: every row so far was UTF-8. At the first that is not, this file is read
+    /// once more to decide (most files never need it).
+    Undecided(PathBuf),
+    /// UTF-8 throughout.
+    Utf8,
+    /// Valid multi-byte UTF-8 and bytes that are not: the file is UTF-8, and the fields
+    /// holding the other bytes are left out of their records for the mapper to reject.
+    Mixed,
+    /// Bytes that are not UTF-8 and no valid multi-byte UTF-8 anywhere: Windows-1252.
+    Windows1252,
+}
+
+impl Encoding {
+    /// Decided from the whole input at once, when it is in memory.
+    pub(super) fn of_bytes(bytes: &[u8]) -> Encoding {
+        if std::str::from_utf8(bytes).is_ok() {
+            Encoding::Utf8
+        } else {
+            Encoding::of_mixed(has_multibyte_utf8(bytes).unwrap_or(false))
+        }
+    }
+
+    fn of_mixed(multibyte: bool) -> Encoding {
+        if multibyte {
+            Encoding::Mixed
+        } else {
+            Encoding::Windows1252
+        }
+    }
+}
+
+/// Whether the input holds a valid multi-byte UTF-8 sequence anywhere, read in chunks (a
+/// sequence split between two chunks is joined).
+fn has_multibyte_utf8(mut input: impl Read) -> io::Result<bool> {
+    let mut buf = vec![0u8; 64 * 1024];
+    // Bytes of a sequence the last chunk ended in the middle of, moved to the front.
+    let mut carried = 0;
+    loop {
+        let n = match input.read(&mut buf[carried..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let end = carried + n;
+        let mut at = 0;
+        carried = 0;
+        while at < end {
+            match std::str::from_utf8(&buf[at..end]) {
+                Ok(valid) => {
+                    if !valid.is_ascii() {
+                        return Ok(true);
+                    }
+                    at = end;
+                }
+                Err(e) => {
+                    let valid = &buf[at..at + e.valid_up_to()];
+                    if !valid.is_ascii() {
+                        return Ok(true);
+                    }
+                    at += e.valid_up_to();
+                    match e.error_len() {
+                        Some(len) => at += len,
+                        None => {
+                            carried = end - at;
+                            buf.copy_within(at..end, 0);
+                            at = end;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bytes as text, each byte that is not UTF-8 written `\xNN`.
+fn shown_bytes(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len() + 8);
+    for chunk in raw.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
 }
 
 /// Where the last row that was not blank lies, for the look at the end of the file.
@@ -55,7 +150,12 @@ struct LastRow {
 impl<R: BufRead> CsvReader<R> {
     /// Reads the header row; the delimiter is detected from it when the options give none.
     /// `size` is the input's length (only the end of the file is kept for the last look).
-    pub(super) fn new(mut input: R, options: &ReadOptions, size: u64) -> Result<Self, FeedError> {
+    pub(super) fn new(
+        mut input: R,
+        options: &ReadOptions,
+        size: u64,
+        encoding: Encoding,
+    ) -> Result<Self, FeedError> {
         let head = input.fill_buf().map_err(FeedError::Io)?;
         let delimiter = options.delimiter.unwrap_or_else(|| detect_delimiter(head));
         // The csv crate ends a CRLF record at the CR and counts the LF's line only once it
@@ -85,7 +185,8 @@ impl<R: BufRead> CsvReader<R> {
             last: None,
             ends_without_newline: options.ends_without_newline,
             accept_incomplete: options.accept_incomplete,
-            legacy_encoding_seen: false,
+            encoding,
+            encoding_noted: false,
             warnings: Vec::new(),
             finished: false,
             line_offset: u64::from(crlf),
@@ -134,8 +235,18 @@ impl<R: BufRead> CsvReader<R> {
         });
         // Two columns of one name are the mapper's to compare, when it reads them.
         self.schema.numbered = true;
-        for (i, raw) in self.row.iter().enumerate() {
-            let name = decode(raw, 1, &mut self.legacy_encoding_seen, &mut self.warnings);
+        if std::str::from_utf8(self.row.as_slice()).is_err() {
+            self.decide_encoding(1)?;
+        }
+        for i in 0..self.row.len() {
+            let raw = self.row.get(i).unwrap_or_default();
+            let name = match (std::str::from_utf8(raw), &self.encoding) {
+                (_, Encoding::Windows1252) => {
+                    encoding_rs::WINDOWS_1252.decode_without_bom_handling(raw).0
+                }
+                (Ok(name), _) => name.into(),
+                (Err(_), _) => shown_bytes(raw).into(),
+            };
             let name = name.trim_start_matches('\u{feff}').trim();
             let name = if name.is_empty() {
                 format!("column {}", i + 1)
@@ -194,34 +305,43 @@ impl<R: BufRead> CsvReader<R> {
             record.index = self.index;
             // One UTF-8 check for the whole row; field by field only when it fails, or when a
             // field boundary falls inside a character (Windows-1252 bytes such as "Ã" + "©"
-            // on either side of a delimiter can read as UTF-8 together).
-            let bytes = self.row.as_slice();
-            record.tidy = memchr::memchr3(b'\t', b'\n', b'\r', bytes).is_none()
-                && self.double_space.find(bytes).is_none();
-            let whole = std::str::from_utf8(bytes).ok().filter(|all| {
-                (0..columns).all(|i| {
-                    self.row
-                        .range(i)
-                        .is_none_or(|r| all.is_char_boundary(r.end))
-                })
-            });
-            if let Some(all) = whole {
-                let ranges = (0..columns).map(|i| self.row.range(i).unwrap_or(0..0));
-                record.push_row(all, ranges);
+            // on either side of a delimiter can read as UTF-8 together), or in a Windows-1252
+            // file when the row is not plain ASCII.
+            let read_whole = {
+                let bytes = self.row.as_slice();
+                record.tidy = memchr::memchr3(b'\t', b'\n', b'\r', bytes).is_none()
+                    && self.double_space.find(bytes).is_none();
+                let whole = std::str::from_utf8(bytes).ok().filter(|all| {
+                    (0..columns).all(|i| {
+                        self.row
+                            .range(i)
+                            .is_none_or(|r| all.is_char_boundary(r.end))
+                    }) && (!matches!(self.encoding, Encoding::Windows1252) || all.is_ascii())
+                });
+                if let Some(all) = whole {
+                    let ranges = (0..columns).map(|i| self.row.range(i).unwrap_or(0..0));
+                    record.push_row(all, ranges);
+                }
+                whole.is_some()
+            };
+            if read_whole {
                 return Ok(Item::Record);
             }
+            self.decide_encoding(line)?;
+            let windows_1252 = matches!(self.encoding, Encoding::Windows1252);
             for i in 0..columns {
                 let raw = self.row.get(i).unwrap_or_default();
                 if raw.is_empty() {
                     continue;
                 }
-                let text = decode(
-                    raw,
-                    line,
-                    &mut self.legacy_encoding_seen,
-                    &mut self.warnings,
-                );
-                record.push(i as FieldId, &text);
+                if windows_1252 {
+                    let text = encoding_rs::WINDOWS_1252.decode_without_bom_handling(raw).0;
+                    record.push(i as FieldId, &text);
+                } else if let Ok(text) = std::str::from_utf8(raw) {
+                    record.push(i as FieldId, text);
+                } else {
+                    record.push_undecodable(i as FieldId, shown_bytes(raw));
+                }
             }
             return Ok(Item::Record);
         }
@@ -282,6 +402,30 @@ impl<R: BufRead> CsvReader<R> {
         })
     }
 
+    /// At the first row that is not UTF-8 (on `line`): decides the file's encoding, if it
+    /// is not yet, and says it once.
+    fn decide_encoding(&mut self, line: u64) -> Result<(), FeedError> {
+        if let Encoding::Undecided(path) = &self.encoding {
+            let file = File::open(path).map_err(FeedError::Open)?;
+            let multibyte = has_multibyte_utf8(file).map_err(FeedError::Io)?;
+            self.encoding = Encoding::of_mixed(multibyte);
+        }
+        if !self.encoding_noted {
+            self.encoding_noted = true;
+            self.warnings.push(match self.encoding {
+                Encoding::Windows1252 => {
+                    format!("not UTF-8 (first at line {line}): read as Windows-1252")
+                }
+                _ => format!(
+                    "bytes that are not UTF-8 in a file that is otherwise UTF-8 (first at line \
+                     {line}): the records holding them are rejected; export the file in one \
+                     encoding"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     fn read_row(&mut self) -> Result<bool, FeedError> {
         self.reader.get_mut().mark();
         match self.reader.read_byte_record(&mut self.row) {
@@ -300,25 +444,6 @@ impl<R: BufRead> CsvReader<R> {
             }
         }
     }
-}
-
-/// Text of a field: UTF-8, or else Windows-1252 (said once per file, through `seen`).
-fn decode<'a>(
-    raw: &'a [u8],
-    line: u64,
-    seen: &mut bool,
-    warnings: &mut Vec<String>,
-) -> Cow<'a, str> {
-    if let Ok(text) = std::str::from_utf8(raw) {
-        return Cow::Borrowed(text);
-    }
-    if !*seen {
-        *seen = true;
-        warnings.push(format!(
-            "not UTF-8 (first at line {line}): read as Windows-1252"
-        ));
-    }
-    encoding_rs::WINDOWS_1252.decode_without_bom_handling(raw).0
 }
 
 /// How a file ends, read from the raw bytes of its last record to the end of the file.
@@ -500,6 +625,65 @@ mod tests {
         let fields = rows[0].as_ref().unwrap();
         assert_eq!((fields[0].1.as_str(), fields[1].1.as_str()), ("xÃ", "©y"));
         assert_eq!(warnings.len(), 1);
+    }
+
+    #[test]
+    fn a_file_of_utf8_and_other_bytes_is_utf8_and_the_others_are_kept_apart() {
+        // The invalid byte before the first valid character, and after it.
+        for data in [
+            &b"Make,Model\nCitro\xebn,C5\nCitro\xc3\xabn,C4\nTesla,Model \xb3\n"[..],
+            b"Make,Model\nCitro\xc3\xabn,C4\nCitro\xebn,C5\nTesla,Model \xb3\n",
+        ] {
+            let mut reader = crate::feed::from_bytes(data, &ReadOptions::default()).unwrap();
+            let mut record = Record::default();
+            let mut seen = Vec::new();
+            while let Item::Record = reader.next(&mut record).unwrap() {
+                let fields: Vec<(u32, &str)> = record.iter().collect();
+                seen.push((format!("{fields:?}"), record.undecodable().to_vec()));
+            }
+            assert!(seen.contains(&("[(0, \"Citroën\"), (1, \"C4\")]".into(), vec![])));
+            assert!(seen.contains(&("[(1, \"C5\")]".into(), vec![(0, "Citro\\xebn".to_owned())])));
+            assert!(seen.contains(&(
+                "[(0, \"Tesla\")]".into(),
+                vec![(1, "Model \\xb3".to_owned())]
+            )));
+            let notes = reader.take_warnings();
+            assert_eq!(notes.len(), 1, "{notes:?}");
+            assert!(notes[0].starts_with(
+                "bytes that are not UTF-8 in a file that is otherwise UTF-8 (first at line"
+            ));
+        }
+    }
+
+    #[test]
+    fn multibyte_utf8_is_found_across_chunks() {
+        /// Hands out one byte per read.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                let Some((&b, rest)) = self.0.split_first() else {
+                    return Ok(0);
+                };
+                out[0] = b;
+                self.0 = rest;
+                Ok(1)
+            }
+        }
+        for (data, found) in [
+            (&b"plain ascii"[..], false),
+            (b"caf\xc3\xa9", true),
+            (b"caf\xe9 \xae", false),
+            (b"x\xc3,\xa9y", false),
+            (b"caf\xe9 then \xe2\x80\x93 a dash", true),
+            (b"cut \xe2\x80", false),
+        ] {
+            assert_eq!(has_multibyte_utf8(data).unwrap(), found, "{data:?}");
+            assert_eq!(
+                has_multibyte_utf8(Trickle(data)).unwrap(),
+                found,
+                "{data:?}"
+            );
+        }
     }
 
     #[test]

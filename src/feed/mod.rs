@@ -91,6 +91,9 @@ pub struct Record {
     /// No value holds a tab, a line break or two spaces in a row: values need trimming only.
     /// Known for a whole CSV row from two vectorized scans; XML records say false.
     pub tidy: bool,
+    /// Fields whose bytes are not UTF-8 in a CSV that otherwise is, shown with each such byte
+    /// as `\xNN`: left out of the record; the mapper rejects it.
+    undecodable: Vec<(FieldId, String)>,
 }
 
 impl Record {
@@ -120,11 +123,22 @@ impl Record {
         self.fields.is_empty()
     }
 
+    /// Fields left out because their bytes are not UTF-8 (in a file that otherwise is), with
+    /// the bytes shown (`\xNN` for each that is not).
+    pub fn undecodable(&self) -> &[(FieldId, String)] {
+        &self.undecodable
+    }
+
     fn clear(&mut self) {
         self.text.clear();
         self.fields.clear();
         self.first.fill(0);
         self.tidy = false;
+        self.undecodable.clear();
+    }
+
+    fn push_undecodable(&mut self, id: FieldId, shown: String) {
+        self.undecodable.push((id, shown));
     }
 
     /// Fills a cleared record with one row in a single copy: `text` holds the row's values
@@ -319,7 +333,9 @@ pub fn open(path: &Path, options: &ReadOptions) -> Result<FeedReader, FeedError>
     let size = file.metadata().map_err(FeedError::Open)?.len();
     let input = BufReader::with_capacity(64 * 1024, file);
     // XML detection reads the start of the file once more, through a second handle.
-    reader_for(input, options, size, || {
+    // So is the whole file, for its encoding, in the rare file that is not all UTF-8.
+    let encoding = || csv::Encoding::Undecided(path.to_owned());
+    reader_for(input, options, size, encoding, || {
         let file = File::open(path).map_err(FeedError::Open)?;
         xml::detect_record_element(BufReader::new(file))
     })
@@ -330,17 +346,23 @@ pub fn from_bytes<'a>(
     bytes: &'a [u8],
     options: &ReadOptions,
 ) -> Result<FeedReader<&'a [u8]>, FeedError> {
-    reader_for(bytes, options, bytes.len() as u64, || {
-        xml::detect_record_element(bytes)
-    })
+    reader_for(
+        bytes,
+        options,
+        bytes.len() as u64,
+        || csv::Encoding::of_bytes(bytes),
+        || xml::detect_record_element(bytes),
+    )
 }
 
 /// Picks the format (given, or sniffed from the first bytes) and the XML record element
-/// (given, or found by `detect_element`); `size` is the input's length.
+/// (given, or found by `detect_element`); `size` is the input's length, `encoding` how a CSV
+/// decides its encoding.
 fn reader_for<R: BufRead>(
     mut input: R,
     options: &ReadOptions,
     size: u64,
+    encoding: impl FnOnce() -> csv::Encoding,
     detect_element: impl FnOnce() -> Result<String, FeedError>,
 ) -> Result<FeedReader<R>, FeedError> {
     let head = input.fill_buf().map_err(FeedError::Io)?;
@@ -352,7 +374,12 @@ fn reader_for<R: BufRead>(
         None => sniff(head)?,
     };
     match format {
-        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(input, options, size)?)),
+        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(
+            input,
+            options,
+            size,
+            encoding(),
+        )?)),
         Format::Xml => {
             let element = match &options.record_element {
                 Some(e) => e.clone(),

@@ -229,6 +229,7 @@ impl Mapper {
         let rejections = std::mem::take(&mut self.rejections);
         let mut one = One {
             mapper: self,
+            schema,
             record,
             out,
             rejections,
@@ -249,6 +250,7 @@ impl Mapper {
 /// The work on one record.
 struct One<'a> {
     mapper: &'a mut Mapper,
+    schema: &'a Schema,
     record: &'a Record,
     /// The payload being refilled (warnings included).
     out: Accepted,
@@ -409,12 +411,15 @@ impl<'a> One<'a> {
     fn run(&mut self) -> Result<(), Rejected> {
         let line = self.record.line;
         self.rejections.clear();
+        if !self.record.undecodable().is_empty() {
+            self.reject_undecodable();
+        }
         let vin = self.vin();
         let location_id = self.location();
         let stock = self.with_text(Target::Stock, |one, text| {
             refill(&mut one.out.payload.stock, text);
         });
-        if stock.is_none() {
+        if stock.is_none() && !self.undecodable(Target::Stock) {
             self.rejections.push(Problem::new(
                 "stock",
                 "missing: every vehicle needs a stock number",
@@ -528,13 +533,47 @@ impl<'a> One<'a> {
             }
         });
         checked.unwrap_or_else(|| {
-            self.rejections.push(Problem::new(
-                "vin",
-                "missing: every vehicle needs a VIN",
-                None,
-            ));
+            if !self.undecodable(Target::Vin) {
+                self.rejections.push(Problem::new(
+                    "vin",
+                    "missing: every vehicle needs a VIN",
+                    None,
+                ));
+            }
             false
         })
+    }
+
+    /// A field whose bytes are not UTF-8, in a file that otherwise is, rejects its record:
+    /// no guess at what the bytes meant is sent. The payload field it feeds is named, or the
+    /// column when it feeds none.
+    fn reject_undecodable(&mut self) {
+        const REASON: &str = "bytes that are not UTF-8 in a file that is otherwise UTF-8";
+        for (id, shown) in self.record.undecodable() {
+            let target = Target::ALL
+                .into_iter()
+                .find(|&t| self.mapper.binding.field(t) == Some(*id));
+            let problem = match target {
+                Some(target) => Problem::new(target.name(), REASON, Some(shown)),
+                None => Problem::new(
+                    "record",
+                    format!("column {:?}: {REASON}", self.schema.name(*id)),
+                    Some(shown),
+                ),
+            };
+            self.rejections.push(problem);
+        }
+    }
+
+    /// The target's field was left out of the record for bytes that are not UTF-8.
+    fn undecodable(&self, target: Target) -> bool {
+        let undecodable = self.record.undecodable();
+        !undecodable.is_empty()
+            && self
+                .mapper
+                .binding
+                .field(target)
+                .is_some_and(|id| undecodable.iter().any(|(f, _)| *f == id))
     }
 
     /// The record's location: its lot code through `[locations]`, else the feed's location.
@@ -706,7 +745,15 @@ mod tests {
     }
 
     fn map_csv_with(csv: &str, profile: Profile) -> Vec<Result<Accepted, Rejected>> {
-        let mut reader = crate::feed::from_bytes(csv.as_bytes(), &ReadOptions::default()).unwrap();
+        map_bytes_with(csv.as_bytes(), profile)
+    }
+
+    fn map_csv_bytes(csv: &[u8]) -> Vec<Result<Accepted, Rejected>> {
+        map_bytes_with(csv, Profile::auto())
+    }
+
+    fn map_bytes_with(csv: &[u8], profile: Profile) -> Vec<Result<Accepted, Rejected>> {
+        let mut reader = crate::feed::from_bytes(csv, &ReadOptions::default()).unwrap();
         let mut mapper = Mapper::new(profile, 10);
         let mut record = Record::default();
         let mut out = Vec::new();
@@ -907,6 +954,34 @@ mod tests {
         assert_eq!(a.payload.drive_type, Some(DriveType::Rwd));
         assert_eq!(a.payload.exterior_color, Some(Color::Blue));
         assert!(a.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_field_that_is_not_utf8_in_a_utf8_file_rejects_its_record() {
+        let out = map_csv_bytes(
+            b"VIN,Stock,Make,Notes\n\
+              1HGCM82633A004352,\xff1,Citro\xc3\xabn,x\n\
+              1M8GDM9AXKP042788,A2,Tesla,\x93hi\x94\n\
+              5YJ3E1EA2KF317000,A3,Citro\xc3\xabn,ok\n",
+        );
+        let r = rejected(&out[0]);
+        assert_eq!(
+            r.vin.as_deref(),
+            Some("1HGCM82633A004352"),
+            "still on the lot"
+        );
+        let shown: Vec<String> = r.problems.iter().map(Problem::to_string).collect();
+        assert_eq!(
+            shown,
+            ["stock: bytes that are not UTF-8 in a file that is otherwise UTF-8 (\\xff1)"],
+            "not also \"missing\""
+        );
+        assert_eq!(
+            rejected(&out[1]).problems[0].to_string(),
+            "record: column \"Notes\": bytes that are not UTF-8 in a file that is otherwise \
+             UTF-8 (\\x93hi\\x94)"
+        );
+        assert_eq!(accepted(&out[2]).payload.make.as_deref(), Some("Citroën"));
     }
 
     #[test]
