@@ -156,6 +156,12 @@ fn cases() -> Vec<Case> {
             "mixed-encoding.csv:2: make: bytes that are not UTF-8 in a file that is otherwise UTF-8 (Citro\\xebn)",
         ),
         case(
+            "implausible-price.csv",
+            "VIN,Stock,Price,MSRP\n1HGCM82633A004352,A1,0.01,0\n",
+            0,
+            "implausible-price.csv:2: price: not a plausible price: below 100 (plausible: 100 to 10,000,000); left out (0.01)",
+        ),
+        case(
             "no-known-headers.csv",
             "Foo,Bar,Baz\n1,2,3\n",
             2,

@@ -602,9 +602,9 @@ impl<'a> One<'a> {
     }
 
     fn price(&mut self) -> Option<Price> {
-        let selling = self.number(Target::Price, parse::price);
-        let internet = self.number(Target::InternetPrice, parse::price);
-        let msrp = self.number(Target::Msrp, parse::price);
+        let selling = self.number(Target::Price, parse::plausible_price);
+        let internet = self.number(Target::InternetPrice, parse::plausible_price);
+        let msrp = self.number(Target::Msrp, parse::plausible_price);
         if selling.is_none() && internet.is_none() && msrp.is_none() {
             return None;
         }
@@ -982,6 +982,42 @@ mod tests {
              UTF-8 (\\x93hi\\x94)"
         );
         assert_eq!(accepted(&out[2]).payload.make.as_deref(), Some("Citroën"));
+    }
+
+    #[test]
+    fn implausible_prices_are_left_out_with_a_warning_and_zero_is_no_price() {
+        let out = map_csv(
+            "VIN,Stock,Price,Internet Price,MSRP\n\
+             1HGCM82633A004352,A1,0.01,1,\"10,000,000.01\"\n\
+             1M8GDM9AXKP042788,A2,100,\"$10,000,000\",0\n\
+             5YJ3E1EA2KF317000,A3,99.99,$0.00,Call\n",
+        );
+        let a = accepted(&out[0]);
+        assert_eq!(a.payload.price, None);
+        let shown: Vec<String> = a.warnings.iter().map(Problem::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "price: not a plausible price: below 100 (plausible: 100 to 10,000,000); left out (0.01)",
+                "internet_price: not a plausible price: below 100 (plausible: 100 to 10,000,000); left out (1)",
+                "msrp: not a plausible price: above 10,000,000 (plausible: 100 to 10,000,000); left out (10,000,000.01)",
+            ]
+        );
+        // The bounds themselves are plausible; 0 is "no price", as "Call" is, and said nothing.
+        let b = accepted(&out[1]);
+        assert_eq!(
+            b.payload.price,
+            Some(Price::Detailed(PriceSet {
+                selling: Some(Amount(100.0)),
+                internet: Some(Amount(10_000_000.0)),
+                msrp: None
+            }))
+        );
+        assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+        let c = accepted(&out[2]);
+        assert_eq!(c.payload.price, None);
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert_eq!(c.warnings[0].field, "price");
     }
 
     #[test]
