@@ -457,3 +457,51 @@ fn a_mixed_file_rejects_the_records_that_are_not_utf8() {
     assert!(stderr.contains("\"line\":2"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Names and values from the export, and the file's own name, reach the terminal escaped: no
+/// control character of theirs is printed raw.
+#[test]
+fn names_and_values_from_outside_are_escaped_in_the_text_report() {
+    let dir = fresh_dir("escapes");
+    let name = "in\nbox\u{1b}[2J.csv";
+    std::fs::write(
+        dir.join(name),
+        [
+            b"VIN,Stock,Ext. Color,Fuel,Trim,Notes\x1b[1m\n".as_slice(),
+            b"1HGCM82633A004352,A1,Hydro Shimmer\x1b[31m,\"Gas\x07\nline two\",\xc3\xa9,x\n",
+            b"1M8GDM9AXKP042788,A2,Blue,Gas,\"EX\nL\xff\",y\n",
+        ]
+        .concat(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("empty\x1b[31m.csv"), "").unwrap();
+    let out = lotsync_check(&dir, &[name, "empty\x1b[31m.csv", "--location-id", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    for (what, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let raw: Vec<u8> = bytes
+            .iter()
+            .copied()
+            .filter(|&b| (b < 0x20 && b != b'\n') || b == 0x7f)
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{what} holds {raw:?}:\n{}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.starts_with("in\\nbox\\u{1b}[2J.csv: CSV"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(Hydro Shimmer\\u{1b}[31m)"), "{stdout}");
+    assert!(stdout.contains("(Gas\\u{7} line two)"), "{stdout}");
+    assert!(stdout.contains("(EX\\nL\\xff)"), "{stdout}");
+    assert!(stdout.contains("\"Notes\\u{1b}[1m\""), "{stdout}");
+    assert_eq!(
+        stderr,
+        "empty\\u{1b}[31m.csv: cannot be read: the file is empty\n"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

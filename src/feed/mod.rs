@@ -14,6 +14,7 @@ mod xml;
 pub use self::csv::CsvReader;
 pub use self::xml::XmlReader;
 
+use crate::text::{shown_path, Escaped};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -206,7 +207,10 @@ pub enum FeedError {
     Empty,
     #[error("{0}, not CSV or XML")]
     NotText(&'static str),
-    #[error("a symbolic link to {target}, outside {folder}: lotsync reads only files in the folder itself")]
+    #[error(
+        "a symbolic link to {}, outside {}: lotsync reads only files in the folder itself",
+        shown_path(.target), shown_path(.folder)
+    )]
     OutsideFolder { target: PathBuf, folder: PathBuf },
     #[error("line {line}: a record larger than {} KiB (the limit); is this really an export?", RECORD_LIMIT / 1024)]
     RecordTooLarge { line: u64 },
@@ -225,11 +229,12 @@ pub enum FeedError {
     Incomplete { line: u64, reason: String },
     #[error("line {line}: a DOCTYPE with {what} is refused: lotsync expands no entities and loads nothing external")]
     Doctype { line: u64, what: &'static str },
-    #[error("line {line}: {reason}")]
+    /// The parser's words, which may quote the file's names.
+    #[error("line {line}: {}", Escaped(.reason))]
     Xml { line: u64, reason: String },
     #[error("no {element:?} element: the profile names it as the record, but the file has none")]
     NoRecordElement { element: String },
-    #[error("{0}")]
+    #[error("{}", Escaped(.0))]
     Layout(String),
 }
 
@@ -453,6 +458,26 @@ mod tests {
             .to_string()
             .contains("gzip"));
         assert!(sniff(b"VIN\0\0\0").unwrap_err().to_string().contains("NUL"));
+    }
+
+    #[test]
+    fn errors_quoting_the_file_escape_it() {
+        let xml = FeedError::Xml {
+            line: 3,
+            reason: "expected `</VIN>`, found `</a\x1b[31m>`".into(),
+        };
+        assert_eq!(
+            xml.to_string(),
+            "line 3: expected `</VIN>`, found `</a\\u{1b}[31m>`"
+        );
+        let link = FeedError::OutsideFolder {
+            target: PathBuf::from("/etc/a\nb"),
+            folder: PathBuf::from("/in"),
+        };
+        assert!(link
+            .to_string()
+            .starts_with("a symbolic link to /etc/a\\nb, outside /in:"));
+        assert_eq!(FeedError::Layout("x\ry".into()).to_string(), "x\\ry");
     }
 
     #[test]

@@ -25,6 +25,7 @@ use crate::api::{
     VehiclePayload,
 };
 use crate::feed::{Record, Schema};
+use crate::text::Escaped;
 use foldhash::{HashMap, HashSet};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -53,11 +54,13 @@ impl Problem {
     }
 }
 
+/// `field: reason (value)`, on one line: the value (and a reason quoting the export) comes
+/// from outside, so control characters are escaped.
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)?;
+        write!(f, "{}: {}", self.field, Escaped(&self.reason))?;
         if let Some(v) = &self.value {
-            write!(f, " ({v})")?;
+            write!(f, " ({})", Escaped(v))?;
         }
         Ok(())
     }
@@ -1018,6 +1021,12 @@ mod tests {
         assert_eq!(c.payload.price, None);
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         assert_eq!(c.warnings[0].field, "price");
+    }
+
+    #[test]
+    fn problems_show_values_escaped() {
+        let p = Problem::new("trim", "not \x1b[2Jwell", Some("a\x1b[31m\nb"));
+        assert_eq!(p.to_string(), "trim: not \\u{1b}[2Jwell (a\\u{1b}[31m\\nb)");
     }
 
     #[test]
