@@ -305,7 +305,7 @@ impl<R: BufRead> FeedReader<R> {
         }
     }
 
-    /// File-level notes so far (encoding fallbacks, duplicate headers); each said once.
+    /// File-level notes so far (how the encoding was decided); each said once.
     pub fn take_warnings(&mut self) -> Vec<String> {
         match self {
             FeedReader::Csv(r) => r.take_warnings(),
