@@ -108,6 +108,9 @@ impl<R: BufRead> Read for Tracked<R> {
             let skip = self.keep_from.saturating_sub(self.offset) as usize;
             if self.kept.is_empty() {
                 self.kept_at = self.offset + skip as u64;
+                // The usual file, read to the size it had: `keep` bytes, allocated once
+                // rather than doubled up to twice that.
+                self.kept.reserve_exact(self.keep + read.len());
             }
             self.kept.extend_from_slice(&read[skip..]);
             // Trimmed in halves, so that each byte is moved about once.
