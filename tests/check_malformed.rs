@@ -97,13 +97,69 @@ fn cases() -> Vec<Case> {
             "truncated.csv",
             format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,20"),
             2,
-            "line 3: the file ends in the middle of a record",
+            "line 3: the last record has 3 of the header's 5 fields and no line break after it: it is incomplete, perhaps still being written",
+        ),
+        case(
+            "no-final-line-break.csv",
+            format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,Accord"),
+            2,
+            "line 3: the file ends inside its last record (no line break after it): it is incomplete, perhaps still being written",
+        ),
+        case(
+            // Cut just after a line break inside a quoted last field: every field is there
+            // and the file ends with a line break, but the quote is still open.
+            "cut-inside-quotes.csv",
+            format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,\"Accord\nEX"),
+            2,
+            "line 3: a quoted field opened here never closes",
+        ),
+        case("cut-after-a-quote.csv", format!("{HEADER}{ROW}\""), 2, "line 3: a quoted field opened here never closes"),
+        case("header-cut.csv", "VIN,Stock,Ye", 2, "line 1: the file ends inside its header row (no line break after it)"),
+        case(
+            "crlf-ending-in-cr.csv",
+            format!("{}{}1M8GDM9AXKP042788,A2,2019,Honda,Accord\r", HEADER.replace('\n', "\r\n"), ROW.replace('\n', "\r\n")),
+            0,
+            "2 records: 2 accepted",
+        ),
+        case("blank-lines-after.csv", format!("{HEADER}{ROW}\n\r\n  \n  "), 0, "1 records: 1 accepted"),
+        case(
+            // A trailer row ends with its line break: a short row, not a cut file.
+            "trailer-row.csv",
+            format!("{HEADER}{ROW}TOTAL,1\n"),
+            0,
+            "trailer-row.csv:3: record: has 2 fields where the header has 5",
         ),
         case(
             "duplicate-headers.csv",
-            "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,100,200\n",
+            "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,23995,23995\n1M8GDM9AXKP042788,A2,100,200\n",
+            2,
+            "line 3: columns 3 (\"Price\") and 4 (\"Price\") both give price, but differ here (\"100\" and \"200\")",
+        ),
+        case(
+            "duplicate-headers-agree.csv",
+            "VIN,Stock,PRICE,Price\n1HGCM82633A004352,A1,23995,23995\n1M8GDM9AXKP042788,A2, 100,100\n",
             0,
-            "column \"Price\" appears twice (columns 3 and 4)",
+            "columns 3 (\"PRICE\") and 4 (\"Price\") both give price and agree on every record: column 3 is used",
+        ),
+        case(
+            "duplicate-vin.csv",
+            "VIN,Stock,VIN\n1HGCM82633A004352,A1,1HGCM82633A004352\n1M8GDM9AXKP042788,A2,\n",
+            2,
+            "line 3: columns 1 (\"VIN\") and 3 (\"VIN\") both give vin, but differ here (\"1M8GDM9AXKP042788\" and \"\")",
+        ),
+        case(
+            // Valid UTF-8 ("ë") and a byte that is not (0xEB) in one file: the record holding
+            // it is rejected, whichever comes first, and the file says so once.
+            "mixed-encoding.csv",
+            [HEADER.as_bytes(), b"1HGCM82633A004352,A1,2019,Citro\xebn,C5\n1M8GDM9AXKP042788,A2,2019,Citro\xc3\xabn,C4\n5YJ3E1EA2KF317000,A3,2019,Tesla,Model \xb3\n"].concat(),
+            0,
+            "mixed-encoding.csv:2: make: bytes that are not UTF-8 in a file that is otherwise UTF-8 (Citro\\xebn)",
+        ),
+        case(
+            "implausible-price.csv",
+            "VIN,Stock,Price,MSRP\n1HGCM82633A004352,A1,0.01,0\n",
+            0,
+            "implausible-price.csv:2: price: not a plausible price: below 100 (plausible: 100 to 10,000,000); left out (0.01)",
         ),
         case(
             "no-known-headers.csv",
@@ -153,16 +209,26 @@ fn cases() -> Vec<Case> {
 }
 
 fn check(dir: &Path, file: &str) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
-        .current_dir(dir)
-        .args(["check", file, "--location-id", "10"])
-        .output()
-        .expect("lotsync runs");
+    check_with(dir, &[file, "--location-id", "10"])
+}
+
+/// `lotsync check ARGS` in `dir`: exit code, stdout, stderr.
+fn check_with(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = lotsync_check(dir, args);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn lotsync_check<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .current_dir(dir)
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("lotsync runs")
 }
 
 fn fresh_dir(name: &str) -> PathBuf {
@@ -239,5 +305,203 @@ fn a_bad_file_does_not_hide_the_good_ones() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("good.csv: CSV"), "{stdout}");
     assert!(stdout.contains("no --location-id: vehicles get the placeholder location 0"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file cut in the middle of its last record is incomplete; a profile for a DMS that never
+/// ends its last line accepts a last record with every field, and still not one cut short.
+#[test]
+fn a_dms_that_never_ends_its_last_line_is_named_in_its_profile() {
+    let dir = fresh_dir("no-final-newline");
+    std::fs::write(
+        dir.join("no-newline.toml"),
+        "description = \"DMS without a final line break\"\nends_without_newline = true\n",
+    )
+    .unwrap();
+    let whole = format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,\"Accord\"");
+    std::fs::write(dir.join("whole.csv"), &whole).unwrap();
+    std::fs::write(
+        dir.join("short.csv"),
+        format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,20"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("open-quote.csv"),
+        format!("{HEADER}{ROW}1M8GDM9AXKP042788,A2,2019,Honda,\"Acc"),
+    )
+    .unwrap();
+    let profile = ["--profile", "no-newline.toml", "--location-id", "10"];
+
+    let (code, _, stderr) = check_with(&dir, &["whole.csv", "--location-id", "10"]);
+    assert_eq!(code, 2, "without the profile key: {stderr}");
+    assert!(
+        stderr.contains("set ends_without_newline = true in the profile"),
+        "{stderr}"
+    );
+
+    let (code, stdout, stderr) = check_with(&dir, &[&["whole.csv"][..], &profile].concat());
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("2 records: 2 accepted"), "{stdout}");
+
+    let (code, _, stderr) = check_with(&dir, &[&["short.csv"][..], &profile].concat());
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "short.csv: cannot be read: line 3: the last record has 3 of the header's 5 fields: \
+         it is incomplete, perhaps still being written\n"
+    );
+    let (code, _, stderr) = check_with(&dir, &[&["open-quote.csv"][..], &profile].concat());
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("line 3: a quoted field opened here never closes"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two columns named alike are compared on every record; a profile picks one by its number.
+#[test]
+fn a_profile_names_one_of_two_same_named_columns_by_number() {
+    let dir = fresh_dir("column-number");
+    std::fs::write(
+        dir.join("twins.csv"),
+        "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,23995,21995\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("second-price.toml"), "[fields]\nprice = \"#4\"\n").unwrap();
+
+    let (code, _, stderr) = check_with(&dir, &["twins.csv", "--location-id", "10"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains(
+            "name the one to use in a profile: [fields] price = \"#3\" or price = \"#4\""
+        ),
+        "{stderr}"
+    );
+
+    let args = [
+        "twins.csv",
+        "--profile",
+        "second-price.toml",
+        "--location-id",
+        "10",
+    ];
+    let (code, stdout, stderr) = check_with(&dir, &args);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("price <- \"Price\" (column 4)"), "{stdout}");
+    let (code, stdout, _) = check_with(&dir, &[&args[..], &["--format", "ndjson"]].concat());
+    assert_eq!(code, 0);
+    let body: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(body["price"]["selling"], 21995);
+
+    std::fs::write(
+        dir.join("no-such-column.toml"),
+        "[fields]\nprice = \"#9\"\n",
+    )
+    .unwrap();
+    let args = [
+        "twins.csv",
+        "--profile",
+        "no-such-column.toml",
+        "--location-id",
+        "10",
+    ];
+    let (_, stdout, _) = check_with(&dir, &args);
+    assert!(
+        stdout.contains("the profile reads price from \"#9\", which this file does not have"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file of UTF-8 and bytes that are not: every record holding such bytes is rejected
+/// (before or after the first valid character), the others are read as UTF-8, and the file
+/// says it once.
+#[test]
+fn a_mixed_file_rejects_the_records_that_are_not_utf8() {
+    let dir = fresh_dir("mixed");
+    std::fs::write(
+        dir.join("mixed.csv"),
+        [
+            HEADER.as_bytes(),
+            b"1HGCM82633A004352,A1,2019,Citro\xebn,C5\n",
+            b"1M8GDM9AXKP042788,A2,2019,Citro\xc3\xabn,C4\n",
+            b"5YJ3E1EA2KF317000,A3,2019,Tesla,Model \xb3\n",
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let (code, stdout, _) = check_with(&dir, &["mixed.csv", "--location-id", "10"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("3 records: 1 accepted, 2 rejected"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("mixed.csv:4: model: bytes that are not UTF-8 in a file that is otherwise UTF-8 (Model \\xb3)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches("otherwise UTF-8 (first at line 2)").count(),
+        1,
+        "{stdout}"
+    );
+    assert!(!stdout.contains("Windows-1252"), "{stdout}");
+    let (_, stdout, stderr) = check_with(
+        &dir,
+        &["mixed.csv", "--location-id", "10", "--format", "ndjson"],
+    );
+    let body: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(body["make"], "Citroën");
+    // A rejected record still names its vehicle: it stays on the lot.
+    assert!(stderr.contains("\"line\":2"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Names and values from the export, and the file's own name, reach the terminal escaped: no
+/// control character of theirs is printed raw.
+#[test]
+fn names_and_values_from_outside_are_escaped_in_the_text_report() {
+    let dir = fresh_dir("escapes");
+    let name = "in\nbox\u{1b}[2J.csv";
+    std::fs::write(
+        dir.join(name),
+        [
+            b"VIN,Stock,Ext. Color,Fuel,Trim,Notes\x1b[1m\n".as_slice(),
+            b"1HGCM82633A004352,A1,Hydro Shimmer\x1b[31m,\"Gas\x07\nline two\",\xc3\xa9,x\n",
+            b"1M8GDM9AXKP042788,A2,Blue,Gas,\"EX\nL\xff\",y\n",
+        ]
+        .concat(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("empty\x1b[31m.csv"), "").unwrap();
+    let out = lotsync_check(&dir, &[name, "empty\x1b[31m.csv", "--location-id", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    for (what, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let raw: Vec<u8> = bytes
+            .iter()
+            .copied()
+            .filter(|&b| (b < 0x20 && b != b'\n') || b == 0x7f)
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{what} holds {raw:?}:\n{}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.starts_with("in\\nbox\\u{1b}[2J.csv: CSV"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(Hydro Shimmer\\u{1b}[31m)"), "{stdout}");
+    assert!(stdout.contains("(Gas\\u{7} line two)"), "{stdout}");
+    assert!(stdout.contains("(EX\\nL\\xff)"), "{stdout}");
+    assert!(stdout.contains("\"Notes\\u{1b}[1m\""), "{stdout}");
+    assert_eq!(
+        stderr,
+        "empty\\u{1b}[31m.csv: cannot be read: the file is empty\n"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

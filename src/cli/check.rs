@@ -1,10 +1,12 @@
 //! `lotsync check`: reads and maps export files and says what would be sent; no state, no
-//! network.
+//! network. File names, header names and values come from outside: the text report prints
+//! them escaped ([`crate::text`]); the ndjson report is JSON, escaped by serde.
 
 use super::ProblemLine;
 use crate::api::VehiclePayload;
 use crate::feed::FeedReader;
 use crate::mapper::{ExportError, ExportFile, Mapped, Mapper, Problem, Profile};
+use crate::text::{shown_path, Escaped};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -64,13 +66,17 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
         if let Err(e) = outcome {
             failed = true;
             out.flush()?;
-            let shown = file.display().to_string();
             match args.format {
-                OutputFormat::Text => writeln!(err, "{shown}: cannot be read: {e}")?,
+                OutputFormat::Text => writeln!(
+                    err,
+                    "{}: cannot be read: {}",
+                    shown_path(file),
+                    Escaped(&e.to_string())
+                )?,
                 OutputFormat::Ndjson => writeln!(
                     err,
                     "{}",
-                    serde_json::json!({ "file": shown, "error": e.to_string() })
+                    serde_json::json!({ "file": file.display().to_string(), "error": e.to_string() })
                 )?,
             }
         }
@@ -113,7 +119,11 @@ fn check_file(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<(), CheckError> {
-    let shown = path.display().to_string();
+    // In JSON as it always was (serde escapes it); in text, escaped.
+    let shown = match format {
+        OutputFormat::Text => shown_path(path),
+        OutputFormat::Ndjson => path.display().to_string(),
+    };
     let mut file = ExportFile::open(path, profile, location_id)?;
     let mut tally = Tally::default();
     let mut rejected: Vec<(u64, Problem)> = Vec::new();
@@ -175,7 +185,7 @@ fn check_file(
             if !notes.is_empty() {
                 writeln!(out, "  about the file:")?;
                 for note in &notes {
-                    writeln!(out, "    {note}")?;
+                    writeln!(out, "    {}", Escaped(note))?;
                 }
             }
         }
@@ -231,9 +241,10 @@ fn write_summary(
         out,
         "{shown}: {}; profile {}",
         reader.describe(),
-        profile.name
+        Escaped(&profile.name)
     )?;
     let schema = reader.schema();
+    // Names are quoted with `{:?}`, which escapes them too.
     writeln!(
         out,
         "  fields: {}",
@@ -250,7 +261,7 @@ fn write_summary(
         let codes: Vec<String> = profile
             .locations
             .iter()
-            .map(|(code, id)| format!("{code} -> {id}"))
+            .map(|(code, id)| format!("{} -> {id}", Escaped(code)))
             .collect();
         writeln!(out, "  location_id by lot code: {}", codes.join(", "))?;
     }

@@ -14,6 +14,7 @@ mod xml;
 pub use self::csv::CsvReader;
 pub use self::xml::XmlReader;
 
+use crate::text::{shown_path, Escaped};
 use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -32,9 +33,16 @@ pub type FieldId = u32;
 #[derive(Debug, Default, Clone)]
 pub struct Schema {
     names: Vec<String>,
+    numbered: bool,
 }
 
 impl Schema {
+    /// The names are a CSV header's columns, in order: field id + 1 is the column's number,
+    /// by which a profile may name it (`"#7"`).
+    pub fn numbered(&self) -> bool {
+        self.numbered
+    }
+
     pub fn name(&self, id: FieldId) -> &str {
         self.names.get(id as usize).map_or("", String::as_str)
     }
@@ -84,6 +92,9 @@ pub struct Record {
     /// No value holds a tab, a line break or two spaces in a row: values need trimming only.
     /// Known for a whole CSV row from two vectorized scans; XML records say false.
     pub tidy: bool,
+    /// Fields whose bytes are not UTF-8 in a CSV that otherwise is, shown with each such byte
+    /// as `\xNN`: left out of the record; the mapper rejects it.
+    undecodable: Vec<(FieldId, String)>,
 }
 
 impl Record {
@@ -113,11 +124,22 @@ impl Record {
         self.fields.is_empty()
     }
 
+    /// Fields left out because their bytes are not UTF-8 (in a file that otherwise is), with
+    /// the bytes shown (`\xNN` for each that is not).
+    pub fn undecodable(&self) -> &[(FieldId, String)] {
+        &self.undecodable
+    }
+
     fn clear(&mut self) {
         self.text.clear();
         self.fields.clear();
         self.first.fill(0);
         self.tidy = false;
+        self.undecodable.clear();
+    }
+
+    fn push_undecodable(&mut self, id: FieldId, shown: String) {
+        self.undecodable.push((id, shown));
     }
 
     /// Fills a cleared record with one row in a single copy: `text` holds the row's values
@@ -185,24 +207,50 @@ pub enum FeedError {
     Empty,
     #[error("{0}, not CSV or XML")]
     NotText(&'static str),
-    #[error("a symbolic link to {target}, outside {folder}: lotsync reads only files in the folder itself")]
+    #[error(
+        "a symbolic link to {}, outside {}: lotsync reads only files in the folder itself",
+        shown_path(.target), shown_path(.folder)
+    )]
     OutsideFolder { target: PathBuf, folder: PathBuf },
     #[error("line {line}: a record larger than {} KiB (the limit); is this really an export?", RECORD_LIMIT / 1024)]
     RecordTooLarge { line: u64 },
     #[error("line {line}: nesting deeper than {DEPTH_LIMIT} elements (the limit)")]
     TooDeep { line: u64 },
+    /// XML that ends before its root element closes.
     #[error("line {line}: the file ends in the middle of a record (truncated?)")]
     Truncated { line: u64 },
+    /// A CSV quote still open at the end of the file: everything after it was read as one
+    /// field, so it always runs to the end.
     #[error("line {line}: a quoted field opened here never closes (unbalanced quote, or the file is truncated)")]
     UnclosedQuote { line: u64 },
+    /// A CSV whose last record was cut: no line break after it, or (in a profile with
+    /// `ends_without_newline`) fewer fields than the header.
+    #[error("line {line}: {reason}")]
+    Incomplete { line: u64, reason: String },
     #[error("line {line}: a DOCTYPE with {what} is refused: lotsync expands no entities and loads nothing external")]
     Doctype { line: u64, what: &'static str },
-    #[error("line {line}: {reason}")]
+    /// The parser's words, which may quote the file's names.
+    #[error("line {line}: {}", Escaped(.reason))]
     Xml { line: u64, reason: String },
     #[error("no {element:?} element: the profile names it as the record, but the file has none")]
     NoRecordElement { element: String },
-    #[error("{0}")]
+    #[error("{}", Escaped(.0))]
     Layout(String),
+}
+
+impl FeedError {
+    /// The file looks cut off at its end, as one still being written does: waiting for it to
+    /// change may make it whole. A quote left open always runs to the end of the file; it is
+    /// counted here too, since a file cut inside a quoted field looks exactly like that (a
+    /// stray quote does too, and a file that never changes is held in the end).
+    pub fn is_incomplete(&self) -> bool {
+        matches!(
+            self,
+            FeedError::Incomplete { .. }
+                | FeedError::Truncated { .. }
+                | FeedError::UnclosedQuote { .. }
+        )
+    }
 }
 
 /// File formats lotsync reads.
@@ -223,6 +271,13 @@ pub struct ReadOptions {
     pub record_element: Option<String>,
     /// Refuse a symbolic link that points outside this folder.
     pub confine_to: Option<PathBuf>,
+    /// CSV: the DMS never ends its last record with a line break, so a last record without
+    /// one is complete when it has every field of the header.
+    pub ends_without_newline: bool,
+    /// CSV: read a file whose last record is cut as it is (an operator released it): that
+    /// record is read like any other, a row with too few fields is a row problem, and the end
+    /// of the file is not checked.
+    pub accept_incomplete: bool,
 }
 
 /// A reader of either format, over a file (the default) or any buffered input.
@@ -250,7 +305,7 @@ impl<R: BufRead> FeedReader<R> {
         }
     }
 
-    /// File-level notes so far (encoding fallbacks, duplicate headers); each said once.
+    /// File-level notes so far (how the encoding was decided); each said once.
     pub fn take_warnings(&mut self) -> Vec<String> {
         match self {
             FeedReader::Csv(r) => r.take_warnings(),
@@ -280,9 +335,12 @@ pub fn open(path: &Path, options: &ReadOptions) -> Result<FeedReader, FeedError>
         check_confined(path, folder)?;
     }
     let file = File::open(path).map_err(FeedError::Open)?;
+    let size = file.metadata().map_err(FeedError::Open)?.len();
     let input = BufReader::with_capacity(64 * 1024, file);
     // XML detection reads the start of the file once more, through a second handle.
-    reader_for(input, options, || {
+    // So is the whole file, for its encoding, in the rare file that is not all UTF-8.
+    let encoding = || csv::Encoding::Undecided(path.to_owned());
+    reader_for(input, options, size, encoding, || {
         let file = File::open(path).map_err(FeedError::Open)?;
         xml::detect_record_element(BufReader::new(file))
     })
@@ -293,14 +351,23 @@ pub fn from_bytes<'a>(
     bytes: &'a [u8],
     options: &ReadOptions,
 ) -> Result<FeedReader<&'a [u8]>, FeedError> {
-    reader_for(bytes, options, || xml::detect_record_element(bytes))
+    reader_for(
+        bytes,
+        options,
+        bytes.len() as u64,
+        || csv::Encoding::of_bytes(bytes),
+        || xml::detect_record_element(bytes),
+    )
 }
 
 /// Picks the format (given, or sniffed from the first bytes) and the XML record element
-/// (given, or found by `detect_element`).
+/// (given, or found by `detect_element`); `size` is the input's length, `encoding` how a CSV
+/// decides its encoding.
 fn reader_for<R: BufRead>(
     mut input: R,
     options: &ReadOptions,
+    size: u64,
+    encoding: impl FnOnce() -> csv::Encoding,
     detect_element: impl FnOnce() -> Result<String, FeedError>,
 ) -> Result<FeedReader<R>, FeedError> {
     let head = input.fill_buf().map_err(FeedError::Io)?;
@@ -312,7 +379,12 @@ fn reader_for<R: BufRead>(
         None => sniff(head)?,
     };
     match format {
-        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(input, options.delimiter)?)),
+        Format::Csv => Ok(FeedReader::Csv(CsvReader::new(
+            input,
+            options,
+            size,
+            encoding(),
+        )?)),
         Format::Xml => {
             let element = match &options.record_element {
                 Some(e) => e.clone(),
@@ -386,6 +458,26 @@ mod tests {
             .to_string()
             .contains("gzip"));
         assert!(sniff(b"VIN\0\0\0").unwrap_err().to_string().contains("NUL"));
+    }
+
+    #[test]
+    fn errors_quoting_the_file_escape_it() {
+        let xml = FeedError::Xml {
+            line: 3,
+            reason: "expected `</VIN>`, found `</a\x1b[31m>`".into(),
+        };
+        assert_eq!(
+            xml.to_string(),
+            "line 3: expected `</VIN>`, found `</a\\u{1b}[31m>`"
+        );
+        let link = FeedError::OutsideFolder {
+            target: PathBuf::from("/etc/a\nb"),
+            folder: PathBuf::from("/in"),
+        };
+        assert!(link
+            .to_string()
+            .starts_with("a symbolic link to /etc/a\\nb, outside /in:"));
+        assert_eq!(FeedError::Layout("x\ry".into()).to_string(), "x\\ry");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A reader wrapper that bounds how much one record may read and keeps the counts the readers
-//! need for messages: bytes since the record began, newlines consumed, the last byte seen.
+//! need for messages: bytes since the record began, newlines consumed, the last byte seen; and,
+//! when asked, the file's last bytes, for a last look at how its last record ends.
 
 use std::io::{self, BufRead, Read};
 
@@ -14,6 +15,15 @@ pub(super) struct Tracked<R> {
     over: bool,
     newlines: u64,
     last_byte: Option<u8>,
+    /// Bytes read through `Read` so far: the offset of the next one.
+    offset: u64,
+    /// Bytes read through `Read` from this offset on are kept (u64::MAX: none are).
+    keep_from: u64,
+    /// At most about `keep` bytes are kept: the latest.
+    keep: usize,
+    kept: Vec<u8>,
+    /// The offset of `kept[0]`.
+    kept_at: u64,
 }
 
 impl<R: BufRead> Tracked<R> {
@@ -25,7 +35,30 @@ impl<R: BufRead> Tracked<R> {
             over: false,
             newlines: 0,
             last_byte: None,
+            offset: 0,
+            keep_from: u64::MAX,
+            keep: 0,
+            kept: Vec::new(),
+            kept_at: 0,
         }
+    }
+
+    /// Keeps the last `keep` bytes read through `Read`, starting no earlier than offset `from`
+    /// (for a file of known size, `size - keep`: only its end is copied). A file that grows
+    /// while it is read still has only its latest `keep` bytes kept, give or take `keep`.
+    pub fn keeping_tail(mut self, from: u64, keep: usize) -> Self {
+        self.keep_from = from;
+        self.keep = keep;
+        self
+    }
+
+    /// The bytes read from `offset` to the last one read, if they were all kept.
+    pub fn tail_from(&self, offset: u64) -> Option<&[u8]> {
+        let start = usize::try_from(offset.checked_sub(self.kept_at)?).ok()?;
+        if self.kept_at + self.kept.len() as u64 != self.offset {
+            return None;
+        }
+        self.kept.get(start..)
     }
 
     /// Starts counting a new record.
@@ -68,7 +101,26 @@ impl<R: BufRead> Read for Tracked<R> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         self.check()?;
         let n = self.inner.read(out)?;
-        self.account(&out[..n]);
+        let read = &out[..n];
+        self.account(read);
+        let end = self.offset + n as u64;
+        if end > self.keep_from {
+            let skip = self.keep_from.saturating_sub(self.offset) as usize;
+            if self.kept.is_empty() {
+                self.kept_at = self.offset + skip as u64;
+                // The usual file, read to the size it had: `keep` bytes, allocated once
+                // rather than doubled up to twice that.
+                self.kept.reserve_exact(self.keep + read.len());
+            }
+            self.kept.extend_from_slice(&read[skip..]);
+            // Trimmed in halves, so that each byte is moved about once.
+            if self.kept.len() > 2 * self.keep {
+                let cut = self.kept.len() - self.keep;
+                self.kept.drain(..cut);
+                self.kept_at += cut as u64;
+            }
+        }
+        self.offset = end;
         Ok(n)
     }
 }
@@ -112,6 +164,28 @@ mod tests {
         assert!(t.over_limit());
         t.mark();
         assert!(t.read(&mut buf).is_ok());
+    }
+
+    #[test]
+    fn the_tail_is_kept_from_the_offset_asked() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let read_all = |t: &mut Tracked<io::BufReader<&[u8]>>| {
+            let mut buf = [0u8; 64];
+            while t.read(&mut buf).unwrap() > 0 {}
+        };
+        let mut t = Tracked::new(io::BufReader::with_capacity(16, &data[..]), 10_000)
+            .keeping_tail(900, 100);
+        read_all(&mut t);
+        assert_eq!(t.tail_from(950), Some(&data[950..]));
+        assert_eq!(t.tail_from(899), None, "before what was kept");
+        // Reading more than expected keeps only the latest bytes.
+        let mut t =
+            Tracked::new(io::BufReader::with_capacity(16, &data[..]), 10_000).keeping_tail(0, 100);
+        read_all(&mut t);
+        assert_eq!(t.tail_from(900), Some(&data[900..]));
+        assert_eq!(t.tail_from(0), None);
+        let t = Tracked::new(io::BufReader::new(&data[..]), 10_000);
+        assert_eq!(t.tail_from(0), Some(&[][..]), "nothing read, nothing kept");
     }
 
     #[test]

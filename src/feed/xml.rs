@@ -247,9 +247,10 @@ impl<R: BufRead> XmlReader<R> {
             quick_xml::Error::Io(io) => {
                 FeedError::Io(std::io::Error::new(io.kind(), io.to_string()))
             }
-            quick_xml::Error::IllFormed(quick_xml::errors::IllFormedError::MissingEndTag(_)) => {
-                FeedError::Truncated { line }
-            }
+            // Every syntax error is the input ending inside markup (a tag, a comment, CDATA):
+            // a file cut there.
+            quick_xml::Error::IllFormed(quick_xml::errors::IllFormedError::MissingEndTag(_))
+            | quick_xml::Error::Syntax(_) => FeedError::Truncated { line },
             other => FeedError::Xml {
                 line,
                 reason: other.to_string(),
@@ -491,14 +492,16 @@ mod tests {
             detect_record_element(deep.as_bytes()),
             Err(FeedError::TooDeep { .. })
         ));
-        let cut = "<Inventory>\n<Vehicle><VIN>A</VIN></Vehicle>\n<Vehicle><VIN>B</VI";
-        let err = read_all(cut).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                FeedError::Truncated { line: 3 } | FeedError::Xml { line: 3, .. }
-            ),
-            "{err}"
-        );
+        // Cut in a value, inside a tag, inside an attribute, inside CDATA: all truncated.
+        for cut in [
+            "<Inventory>\n<Vehicle><VIN>A</VIN></Vehicle>\n<Vehicle><VIN>B",
+            "<Inventory>\n<Vehicle><VIN>A</VIN></Vehicle>\n<Vehicle><VIN>B</VI",
+            "<Inventory>\n<Vehicle><VIN>A</VIN></Vehicle>\n<Vehicle VIN=\"B",
+            "<Inventory>\n<Vehicle><VIN>A</VIN></Vehicle>\n<Vehicle><Notes><![CDATA[x",
+        ] {
+            let err = read_all(cut).unwrap_err();
+            assert!(matches!(err, FeedError::Truncated { line: 3 }), "{err}");
+            assert!(err.is_incomplete());
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! `plan`, `sync`, the daemon). A row the reader cannot split becomes a rejection like any
 //! other; only what stops the whole file is an [`ExportError`].
 
-use super::{Mapped, Mapper, Problem, Profile, Rejected, Target};
+use super::{parse, Mapped, Mapper, Problem, Profile, Rejected, Target, Twin};
 use crate::feed::{self, FeedError, FeedReader, Item, Record};
 use std::path::{Path, PathBuf};
 
@@ -14,6 +14,40 @@ pub enum ExportError {
     /// Neither the profile nor `auto` finds the VIN or stock field.
     #[error("{0}")]
     NoKeyFields(String),
+    /// Two fields named alike both feed one payload field and their values differ: which is
+    /// right cannot be told, so the file is not read.
+    #[error(transparent)]
+    ColumnsDisagree(Box<Disagreement>),
+}
+
+/// Two fields named alike that feed `field` differ on the record at `line`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "line {line}: {fields} both give {field}, but differ here ({:?} and {:?}): lotsync will \
+     not guess which is right; name the one to use in a profile: [fields] {field} = {:?} or \
+     {field} = {:?}",
+    .values.0, .values.1, .names.0, .names.1
+)]
+pub struct Disagreement {
+    pub line: u64,
+    pub field: &'static str,
+    /// Both, for people: `columns 3 ("Price") and 4 ("Price")` or `"@VIN" and "VIN"`.
+    pub fields: String,
+    pub values: (String, String),
+    /// How a profile names each: `#3` (CSV) or the XML path.
+    pub names: (String, String),
+}
+
+impl ExportError {
+    /// The file looks cut off at its end, as one still being written does
+    /// ([`FeedError::is_incomplete`]): wait for it to change rather than fail it, and once an
+    /// operator releases it, read it with [`ExportFile::open_with`] accepting it as it is.
+    pub fn is_incomplete(&self) -> bool {
+        match self {
+            ExportError::Feed(e) => e.is_incomplete(),
+            ExportError::NoKeyFields(_) | ExportError::ColumnsDisagree(_) => false,
+        }
+    }
 }
 
 /// An export file being read and mapped.
@@ -27,7 +61,22 @@ pub struct ExportFile {
 impl ExportFile {
     /// Opens a file for a profile; symlinks may not lead out of the file's own folder.
     pub fn open(path: &Path, profile: &Profile, location_id: u64) -> Result<Self, ExportError> {
+        ExportFile::open_with(path, profile, location_id, false)
+    }
+
+    /// [`ExportFile::open`], and with `accept_incomplete` a file whose last record is cut
+    /// (an operator released it) is read as it is: that record is read like any other, or
+    /// rejected when it has too few fields, instead of the file being
+    /// [incomplete](ExportError::is_incomplete). XML cut before its root closes is refused
+    /// all the same: nothing after the cut can be told apart from a broken file.
+    pub fn open_with(
+        path: &Path,
+        profile: &Profile,
+        location_id: u64,
+        accept_incomplete: bool,
+    ) -> Result<Self, ExportError> {
         let mut options = profile.read_options();
+        options.accept_incomplete = accept_incomplete;
         options.confine_to = path.parent().map(|p| {
             if p.as_os_str().is_empty() {
                 PathBuf::from(".")
@@ -71,6 +120,9 @@ impl ExportFile {
             Item::Record => {
                 self.mapper.bind(self.reader.schema());
                 self.require_key_fields()?;
+                if let Some(twin) = self.mapper.disagreement(&self.record) {
+                    return Err(self.disagreement(twin));
+                }
                 self.mapper.map(self.reader.schema(), &self.record)
             }
         };
@@ -97,7 +149,71 @@ impl ExportFile {
                 target.name()
             ));
         }
+        // Twins that differed stopped the file: these agreed on every record read.
+        for twin in &binding.twins {
+            notes.push(format!(
+                "{} both give {} and agree on every record: {} is used",
+                self.both(*twin),
+                twin.target.name(),
+                self.one(twin.used)
+            ));
+        }
         notes
+    }
+
+    /// Two fields for people: `columns 3 ("Price") and 4 ("Price")` in a CSV, `"@VIN" and
+    /// "VIN"` in XML.
+    fn both(&self, twin: Twin) -> String {
+        let schema = self.reader.schema();
+        let (a, b) = (schema.name(twin.used), schema.name(twin.other));
+        if schema.numbered() {
+            format!(
+                "columns {} ({a:?}) and {} ({b:?})",
+                twin.used + 1,
+                twin.other + 1
+            )
+        } else {
+            format!("{a:?} and {b:?}")
+        }
+    }
+
+    /// One field for people: `column 3` or `"@VIN"`.
+    fn one(&self, id: crate::feed::FieldId) -> String {
+        let schema = self.reader.schema();
+        if schema.numbered() {
+            format!("column {}", id + 1)
+        } else {
+            format!("{:?}", schema.name(id))
+        }
+    }
+
+    /// How a profile names a field so as to mean only it: `#3`, or the XML path.
+    fn name_in_profile(&self, id: crate::feed::FieldId) -> String {
+        let schema = self.reader.schema();
+        if schema.numbered() {
+            format!("#{}", id + 1)
+        } else {
+            schema.name(id).to_owned()
+        }
+    }
+
+    fn disagreement(&self, twin: Twin) -> ExportError {
+        let value = |id| {
+            self.record
+                .get(id)
+                .map(|v| parse::clean(v).into_owned())
+                .unwrap_or_default()
+        };
+        ExportError::ColumnsDisagree(Box::new(Disagreement {
+            line: self.record.line,
+            field: twin.target.name(),
+            fields: self.both(twin),
+            values: (value(twin.used), value(twin.other)),
+            names: (
+                self.name_in_profile(twin.used),
+                self.name_in_profile(twin.other),
+            ),
+        }))
     }
 
     /// A file in which neither the profile nor auto finds a VIN or stock field cannot be
@@ -132,5 +248,89 @@ impl ExportFile {
                 names.join(", ")
             }
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(name: &str, contents: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lotsync-export-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// Reads a whole file: records read, or the error that stopped it.
+    fn read(file: Result<ExportFile, ExportError>) -> Result<usize, ExportError> {
+        let mut file = file?;
+        let mut n = 0;
+        while file.next_record()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    #[test]
+    fn a_cut_file_is_incomplete_until_accepted_as_it_is() {
+        let path = temp_file(
+            "cut.csv",
+            "VIN,Stock\n1HGCM82633A004352,A1\n1M8GDM9AXKP042788,A",
+        );
+        let auto = Profile::auto();
+        let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
+        assert!(err.is_incomplete(), "{err}");
+        assert_eq!(
+            read(ExportFile::open_with(&path, &auto, 10, true)).unwrap(),
+            2
+        );
+
+        let path = temp_file("no-fields.csv", "Foo,Bar\n1,2\n");
+        let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
+        assert!(!err.is_incomplete(), "{err}");
+        let path = temp_file(
+            "cut.xml",
+            "<Inventory><Vehicle><VIN>1HGCM82633A004352</VIN><Stock>A1</Stock></Vehicle><Veh",
+        );
+        let err = read(ExportFile::open_with(&path, &auto, 10, true)).unwrap_err();
+        assert!(err.is_incomplete(), "{err}");
+    }
+
+    #[test]
+    fn xml_fields_named_alike_are_compared_and_named_by_path() {
+        let vehicle = |attribute: &str, element: &str| {
+            format!("<Vehicle VIN=\"{attribute}\"><VIN>{element}</VIN><Stock>A</Stock></Vehicle>")
+        };
+        let auto = Profile::auto();
+        let agree = format!(
+            "<Inventory>{}{}</Inventory>\n",
+            vehicle("1HGCM82633A004352", "1HGCM82633A004352"),
+            vehicle("1M8GDM9AXKP042788", " 1M8GDM9AXKP042788 ")
+        );
+        let path = temp_file("agree.xml", &agree);
+        let mut file = ExportFile::open(&path, &auto, 10).unwrap();
+        while file.next_record().unwrap().is_some() {}
+        assert!(file.notes().contains(
+            &"\"@VIN\" and \"VIN\" both give vin and agree on every record: \"@VIN\" is used"
+                .to_owned()
+        ));
+        let differ = format!(
+            "<Inventory>{}\n{}</Inventory>\n",
+            vehicle("1HGCM82633A004352", "1HGCM82633A004352"),
+            vehicle("1M8GDM9AXKP042788", "5YJ3E1EA2KF317000")
+        );
+        let path = temp_file("differ.xml", &differ);
+        let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "line 2: \"@VIN\" and \"VIN\" both give vin, but differ here (\"1M8GDM9AXKP042788\" \
+             and \"5YJ3E1EA2KF317000\"): lotsync will not guess which is right; name the one to \
+             use in a profile: [fields] vin = \"@VIN\" or vin = \"VIN\""
+        );
+        let mut named = Profile::auto();
+        named.fields.insert(Target::Vin, "VIN".into());
+        assert_eq!(read(ExportFile::open(&path, &named, 10)).unwrap(), 2);
     }
 }

@@ -16,8 +16,8 @@ mod profile;
 mod synonyms;
 mod vin;
 
-pub use export::{ExportError, ExportFile};
-pub use profile::{Binding, Profile, ProfileError, Target};
+pub use export::{Disagreement, ExportError, ExportFile};
+pub use profile::{Binding, Profile, ProfileError, Target, Twin};
 pub use vin::{check_digit, check_vin, VinCheck};
 
 use crate::api::{
@@ -25,6 +25,7 @@ use crate::api::{
     VehiclePayload,
 };
 use crate::feed::{Record, Schema};
+use crate::text::Escaped;
 use foldhash::{HashMap, HashSet};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -53,11 +54,13 @@ impl Problem {
     }
 }
 
+/// `field: reason (value)`, on one line: the value (and a reason quoting the export) comes
+/// from outside, so control characters are escaped.
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)?;
+        write!(f, "{}: {}", self.field, Escaped(&self.reason))?;
         if let Some(v) = &self.value {
-            write!(f, " ({v})")?;
+            write!(f, " ({})", Escaped(v))?;
         }
         Ok(())
     }
@@ -204,6 +207,23 @@ impl Mapper {
         }
     }
 
+    /// The first pair of fields named alike ([`Binding::twins`]) whose values differ in
+    /// `record`, compared as the mapper reads them (trimmed, inner blanks collapsed, blank as
+    /// none). No file has them as a rule, so this costs one look at an empty list.
+    pub fn disagreement(&self, record: &Record) -> Option<Twin> {
+        let values = |id| {
+            record
+                .all(id)
+                .map(parse::clean)
+                .filter(|value| !value.is_empty())
+        };
+        self.binding
+            .twins
+            .iter()
+            .copied()
+            .find(|twin| !values(twin.used).eq(values(twin.other)))
+    }
+
     /// Maps one record.
     pub fn map(&mut self, schema: &Schema, record: &Record) -> Mapped<'_> {
         self.bind(schema);
@@ -212,6 +232,7 @@ impl Mapper {
         let rejections = std::mem::take(&mut self.rejections);
         let mut one = One {
             mapper: self,
+            schema,
             record,
             out,
             rejections,
@@ -232,6 +253,7 @@ impl Mapper {
 /// The work on one record.
 struct One<'a> {
     mapper: &'a mut Mapper,
+    schema: &'a Schema,
     record: &'a Record,
     /// The payload being refilled (warnings included).
     out: Accepted,
@@ -392,12 +414,15 @@ impl<'a> One<'a> {
     fn run(&mut self) -> Result<(), Rejected> {
         let line = self.record.line;
         self.rejections.clear();
+        if !self.record.undecodable().is_empty() {
+            self.reject_undecodable();
+        }
         let vin = self.vin();
         let location_id = self.location();
         let stock = self.with_text(Target::Stock, |one, text| {
             refill(&mut one.out.payload.stock, text);
         });
-        if stock.is_none() {
+        if stock.is_none() && !self.undecodable(Target::Stock) {
             self.rejections.push(Problem::new(
                 "stock",
                 "missing: every vehicle needs a stock number",
@@ -511,13 +536,47 @@ impl<'a> One<'a> {
             }
         });
         checked.unwrap_or_else(|| {
-            self.rejections.push(Problem::new(
-                "vin",
-                "missing: every vehicle needs a VIN",
-                None,
-            ));
+            if !self.undecodable(Target::Vin) {
+                self.rejections.push(Problem::new(
+                    "vin",
+                    "missing: every vehicle needs a VIN",
+                    None,
+                ));
+            }
             false
         })
+    }
+
+    /// A field whose bytes are not UTF-8, in a file that otherwise is, rejects its record:
+    /// no guess at what the bytes meant is sent. The payload field it feeds is named, or the
+    /// column when it feeds none.
+    fn reject_undecodable(&mut self) {
+        const REASON: &str = "bytes that are not UTF-8 in a file that is otherwise UTF-8";
+        for (id, shown) in self.record.undecodable() {
+            let target = Target::ALL
+                .into_iter()
+                .find(|&t| self.mapper.binding.field(t) == Some(*id));
+            let problem = match target {
+                Some(target) => Problem::new(target.name(), REASON, Some(shown)),
+                None => Problem::new(
+                    "record",
+                    format!("column {:?}: {REASON}", self.schema.name(*id)),
+                    Some(shown),
+                ),
+            };
+            self.rejections.push(problem);
+        }
+    }
+
+    /// The target's field was left out of the record for bytes that are not UTF-8.
+    fn undecodable(&self, target: Target) -> bool {
+        let undecodable = self.record.undecodable();
+        !undecodable.is_empty()
+            && self
+                .mapper
+                .binding
+                .field(target)
+                .is_some_and(|id| undecodable.iter().any(|(f, _)| *f == id))
     }
 
     /// The record's location: its lot code through `[locations]`, else the feed's location.
@@ -546,9 +605,9 @@ impl<'a> One<'a> {
     }
 
     fn price(&mut self) -> Option<Price> {
-        let selling = self.number(Target::Price, parse::price);
-        let internet = self.number(Target::InternetPrice, parse::price);
-        let msrp = self.number(Target::Msrp, parse::price);
+        let selling = self.number(Target::Price, parse::plausible_price);
+        let internet = self.number(Target::InternetPrice, parse::plausible_price);
+        let msrp = self.number(Target::Msrp, parse::plausible_price);
         if selling.is_none() && internet.is_none() && msrp.is_none() {
             return None;
         }
@@ -681,7 +740,7 @@ impl<'a> One<'a> {
 mod tests {
     use super::*;
     use crate::api::{BodyStyle, DriveType, Fuel, VehicleType};
-    use crate::feed::{CsvReader, Item};
+    use crate::feed::{Item, ReadOptions};
 
     /// Maps every record of a CSV text with the auto profile at location 10.
     fn map_csv(csv: &str) -> Vec<Result<Accepted, Rejected>> {
@@ -689,7 +748,15 @@ mod tests {
     }
 
     fn map_csv_with(csv: &str, profile: Profile) -> Vec<Result<Accepted, Rejected>> {
-        let mut reader = CsvReader::new(std::io::BufReader::new(csv.as_bytes()), None).unwrap();
+        map_bytes_with(csv.as_bytes(), profile)
+    }
+
+    fn map_csv_bytes(csv: &[u8]) -> Vec<Result<Accepted, Rejected>> {
+        map_bytes_with(csv, Profile::auto())
+    }
+
+    fn map_bytes_with(csv: &[u8], profile: Profile) -> Vec<Result<Accepted, Rejected>> {
+        let mut reader = crate::feed::from_bytes(csv, &ReadOptions::default()).unwrap();
         let mut mapper = Mapper::new(profile, 10);
         let mut record = Record::default();
         let mut out = Vec::new();
@@ -890,6 +957,76 @@ mod tests {
         assert_eq!(a.payload.drive_type, Some(DriveType::Rwd));
         assert_eq!(a.payload.exterior_color, Some(Color::Blue));
         assert!(a.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_field_that_is_not_utf8_in_a_utf8_file_rejects_its_record() {
+        let out = map_csv_bytes(
+            b"VIN,Stock,Make,Notes\n\
+              1HGCM82633A004352,\xff1,Citro\xc3\xabn,x\n\
+              1M8GDM9AXKP042788,A2,Tesla,\x93hi\x94\n\
+              5YJ3E1EA2KF317000,A3,Citro\xc3\xabn,ok\n",
+        );
+        let r = rejected(&out[0]);
+        assert_eq!(
+            r.vin.as_deref(),
+            Some("1HGCM82633A004352"),
+            "still on the lot"
+        );
+        let shown: Vec<String> = r.problems.iter().map(Problem::to_string).collect();
+        assert_eq!(
+            shown,
+            ["stock: bytes that are not UTF-8 in a file that is otherwise UTF-8 (\\xff1)"],
+            "not also \"missing\""
+        );
+        assert_eq!(
+            rejected(&out[1]).problems[0].to_string(),
+            "record: column \"Notes\": bytes that are not UTF-8 in a file that is otherwise \
+             UTF-8 (\\x93hi\\x94)"
+        );
+        assert_eq!(accepted(&out[2]).payload.make.as_deref(), Some("Citroën"));
+    }
+
+    #[test]
+    fn implausible_prices_are_left_out_with_a_warning_and_zero_is_no_price() {
+        let out = map_csv(
+            "VIN,Stock,Price,Internet Price,MSRP\n\
+             1HGCM82633A004352,A1,0.01,1,\"10,000,000.01\"\n\
+             1M8GDM9AXKP042788,A2,100,\"$10,000,000\",0\n\
+             5YJ3E1EA2KF317000,A3,99.99,$0.00,Call\n",
+        );
+        let a = accepted(&out[0]);
+        assert_eq!(a.payload.price, None);
+        let shown: Vec<String> = a.warnings.iter().map(Problem::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "price: not a plausible price: below 100 (plausible: 100 to 10,000,000); left out (0.01)",
+                "internet_price: not a plausible price: below 100 (plausible: 100 to 10,000,000); left out (1)",
+                "msrp: not a plausible price: above 10,000,000 (plausible: 100 to 10,000,000); left out (10,000,000.01)",
+            ]
+        );
+        // The bounds themselves are plausible; 0 is "no price", as "Call" is, and said nothing.
+        let b = accepted(&out[1]);
+        assert_eq!(
+            b.payload.price,
+            Some(Price::Detailed(PriceSet {
+                selling: Some(Amount(100.0)),
+                internet: Some(Amount(10_000_000.0)),
+                msrp: None
+            }))
+        );
+        assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+        let c = accepted(&out[2]);
+        assert_eq!(c.payload.price, None);
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert_eq!(c.warnings[0].field, "price");
+    }
+
+    #[test]
+    fn problems_show_values_escaped() {
+        let p = Problem::new("trim", "not \x1b[2Jwell", Some("a\x1b[31m\nb"));
+        assert_eq!(p.to_string(), "trim: not \\u{1b}[2Jwell (a\\u{1b}[31m\\nb)");
     }
 
     #[test]

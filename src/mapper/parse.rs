@@ -90,6 +90,29 @@ pub fn price(s: &str) -> Result<Option<f64>, String> {
     Ok(Some(cents as f64 / 100.0))
 }
 
+/// The lowest price sent: below it a price is a placeholder or a typo ("0.01", "1").
+pub const PRICE_MIN: f64 = 100.0;
+/// The highest price sent: above it a price is a typo (a stock number in the price column).
+pub const PRICE_MAX: f64 = 10_000_000.0;
+
+/// A price as [`price`] reads it, and only when plausible: from 100 to 10,000,000 (0, like
+/// "Call", is no price and no error).
+pub fn plausible_price(s: &str) -> Result<Option<f64>, String> {
+    let Some(value) = price(s)? else {
+        return Ok(None);
+    };
+    let side = if value < PRICE_MIN {
+        "below 100"
+    } else if value > PRICE_MAX {
+        "above 10,000,000"
+    } else {
+        return Ok(Some(value));
+    };
+    Err(format!(
+        "not a plausible price: {side} (plausible: 100 to 10,000,000)"
+    ))
+}
+
 /// Reads "23,995.50", "23995", and the European "23.995,50" as whole cents: the last `,` or
 /// `.` followed by one or two digits is the decimal mark, the others group thousands. Digits
 /// are summed by hand: prices are read on every record.

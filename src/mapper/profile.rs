@@ -345,10 +345,17 @@ pub struct Profile {
     pub record: Option<String>,
     #[serde(default)]
     pub vin_check: VinCheck,
+    /// CSV: the DMS never writes a line break after the last record. Without it, a last record
+    /// without one is taken for a file still being written; with it, such a record is whole
+    /// when it has every field of the header (a value cut short in the last field cannot be
+    /// told, unless it is quoted).
+    #[serde(default)]
+    pub ends_without_newline: bool,
     /// Match the fields not named in `[fields]` by their header, as the `auto` profile does.
     #[serde(default = "yes")]
     pub auto: bool,
-    /// Field → source column (CSV) or path (XML: `Prices/Internet`, `@VIN`, `Photos/Photo`).
+    /// Field → source column (CSV: its header, or `#7` for the 7th column) or path (XML:
+    /// `Prices/Internet`, `@VIN`, `Photos/Photo`).
     #[serde(default)]
     pub fields: BTreeMap<Target, String>,
     /// Per field, source value → value to use instead (matched ignoring case and spacing).
@@ -382,6 +389,7 @@ impl Profile {
             delimiter: None,
             record: None,
             vin_check: VinCheck::Strict,
+            ends_without_newline: false,
             auto: true,
             fields: BTreeMap::new(),
             values: BTreeMap::new(),
@@ -427,6 +435,14 @@ impl Profile {
                 )));
             }
         }
+        for (target, source) in &profile.fields {
+            if column_number(source) == Some(0) {
+                return Err(invalid(format!(
+                    "fields.{} = {source:?}: columns are numbered from 1",
+                    target.name()
+                )));
+            }
+        }
         if !profile.locations.is_empty()
             && !profile.fields.contains_key(&Target::Location)
             && !profile.auto
@@ -445,8 +461,24 @@ impl Profile {
             delimiter: self.delimiter.as_ref().and_then(|d| d.bytes().next()),
             record_element: self.record.clone(),
             confine_to: None,
+            ends_without_newline: self.ends_without_newline,
+            accept_incomplete: false,
         }
     }
+}
+
+/// A profile's `"#7"`: the 7th column of a CSV, counted from 1.
+fn column_number(source: &str) -> Option<usize> {
+    let digits = source.trim().strip_prefix('#')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// A name a profile gives matches a file's name ignoring case and surrounding blanks.
+fn names_match(name: &str, source: &str) -> bool {
+    name.trim().eq_ignore_ascii_case(source.trim())
 }
 
 /// Letters and digits of a header, lower-cased: "Ext. Color" → "extcolor".
@@ -455,6 +487,15 @@ fn squash(name: &str) -> String {
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
         .collect()
+}
+
+/// A second field named like the one that feeds a target: two columns both headed "Price".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Twin {
+    pub target: Target,
+    /// The field read (the first).
+    pub used: FieldId,
+    pub other: FieldId,
 }
 
 /// Which source field feeds which target, for one file.
@@ -469,6 +510,9 @@ pub struct Binding {
     pub missing: Vec<(Target, String)>,
     /// Things a person should know about the matching.
     pub notes: Vec<String>,
+    /// Fields named like the one bound to a target (the same name in a profile's terms, or
+    /// in auto's), whose values must agree with its values on every record.
+    pub twins: Vec<Twin>,
     /// How many schema names were looked at.
     pub(super) seen_names: usize,
 }
@@ -482,27 +526,51 @@ impl Binding {
     }
 
     /// Matches the names added to the schema since the last call (XML paths appear as read).
+    /// Of two names alike, the first is bound and the second becomes its [`Twin`]: alike for
+    /// a profile is the same name ignoring case, for auto the same letters and digits
+    /// ("Stock #" and "STOCK"). Two different spellings auto knows ("Color" and "Ext Color")
+    /// are not twins: the first column is used, and a note says so.
     pub fn extend(&mut self, profile: &Profile, schema: &Schema) {
         let new_names: Vec<(FieldId, &str)> = schema.names().skip(self.seen_names).collect();
         self.seen_names = schema.len();
         self.missing.clear();
         for (&target, source) in &profile.fields {
-            if self.by_target.contains_key(&target) {
+            if let Some(number) = column_number(source) {
+                if self.field(target).is_none() {
+                    let column = number
+                        .checked_sub(1)
+                        .filter(|&i| schema.numbered() && i < schema.len());
+                    match column {
+                        Some(i) => self.set(target, i as FieldId),
+                        None => self.missing.push((target, source.clone())),
+                    }
+                }
                 continue;
             }
-            let found = new_names
-                .iter()
-                .find(|(_, name)| name.trim().eq_ignore_ascii_case(source.trim()));
-            match found {
-                Some(&(id, _)) => self.set(target, id),
-                None => self.missing.push((target, source.clone())),
+            for &(id, name) in &new_names {
+                if !names_match(name, source) {
+                    continue;
+                }
+                match self.field(target) {
+                    None => self.set(target, id),
+                    Some(used) => self.twins.push(Twin {
+                        target,
+                        used,
+                        other: id,
+                    }),
+                }
+            }
+            if self.field(target).is_none() {
+                self.missing.push((target, source.clone()));
             }
         }
         if !profile.auto {
             return;
         }
         for &(id, name) in &new_names {
-            if self.by_target.values().any(|&bound| bound == id) {
+            if self.by_target.values().any(|&bound| bound == id)
+                || self.twins.iter().any(|twin| twin.other == id)
+            {
                 continue;
             }
             let whole = squash(name);
@@ -514,6 +582,14 @@ impl Binding {
             });
             let Some(target) = target else { continue };
             if let Some(&first) = self.by_target.get(&target) {
+                if squash(schema.name(first)) == whole {
+                    self.twins.push(Twin {
+                        target,
+                        used: first,
+                        other: id,
+                    });
+                    continue;
+                }
                 self.notes.push(format!(
                     "{:?} and {:?} both look like {}; using {:?}",
                     schema.name(first),
@@ -549,11 +625,25 @@ impl Binding {
         self.slots.get(target as usize).copied().flatten()
     }
 
-    /// `target <- "source"` lines for people, in target order.
+    /// `target <- "source"` lines for people, in target order; with the column's number
+    /// when another column has a name alike.
     pub fn describe(&self, schema: &Schema) -> Vec<String> {
         self.by_target
             .iter()
-            .map(|(target, &id)| format!("{} <- {:?}", target.name(), schema.name(id)))
+            .map(|(target, &id)| {
+                let name = schema.name(id);
+                let alike = schema.numbered() && {
+                    let squashed = squash(name);
+                    schema
+                        .names()
+                        .any(|(other, n)| other != id && squash(n) == squashed)
+                };
+                if alike {
+                    format!("{} <- {name:?} (column {})", target.name(), id + 1)
+                } else {
+                    format!("{} <- {name:?}", target.name())
+                }
+            })
             .collect()
     }
 
@@ -570,12 +660,11 @@ impl Binding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::{CsvReader, Item, Record};
+    use crate::feed::{Item, Record};
 
     fn schema_of(header: &str) -> Schema {
         let data = format!("{header}\n");
-        let reader = CsvReader::new(std::io::BufReader::new(data.as_bytes()), None).unwrap();
-        let mut r = reader;
+        let mut r = crate::feed::from_bytes(data.as_bytes(), &ReadOptions::default()).unwrap();
         let mut rec = Record::default();
         assert_eq!(r.next(&mut rec).unwrap(), Item::End);
         r.schema().clone()
@@ -644,6 +733,49 @@ mod tests {
     }
 
     #[test]
+    fn fields_named_alike_are_twins_and_other_lookalikes_are_not() {
+        let schema = schema_of("Stock #,VIN,Price,STOCK,price,Selling Price,Color,Ext Color");
+        let b = Binding::new(&Profile::auto(), &schema);
+        assert_eq!(b.field(Target::Stock), Some(0));
+        assert_eq!(b.field(Target::Price), Some(2));
+        let twin = |target, used, other| Twin {
+            target,
+            used,
+            other,
+        };
+        assert_eq!(
+            b.twins,
+            [twin(Target::Stock, 0, 3), twin(Target::Price, 2, 4)]
+        );
+        // Other spellings: the first column is used, and said.
+        assert_eq!(b.field(Target::ExteriorColor), Some(6));
+        assert_eq!(b.notes.len(), 2, "{:?}", b.notes);
+
+        // A profile's name matches ignoring case; a number picks one column.
+        let mut profile = Profile::auto();
+        profile.fields.insert(Target::Price, "PRICE".into());
+        let b = Binding::new(&profile, &schema);
+        assert_eq!(
+            b.twins,
+            [twin(Target::Price, 2, 4), twin(Target::Stock, 0, 3)]
+        );
+        profile.fields.insert(Target::Price, "#5".into());
+        profile.fields.insert(Target::Stock, " #4 ".into());
+        let b = Binding::new(&profile, &schema);
+        assert_eq!(b.field(Target::Price), Some(4));
+        assert_eq!(b.field(Target::Stock), Some(3));
+        assert!(b.twins.is_empty(), "{:?}", b.twins);
+        assert!(b.unused(&schema).contains(&"Price"));
+        let described = b.describe(&schema);
+        assert!(described.contains(&"stock <- \"STOCK\" (column 4)".to_owned()));
+        assert!(described.contains(&"price <- \"price\" (column 5)".to_owned()));
+        assert!(described.contains(&"vin <- \"VIN\"".to_owned()));
+        profile.fields.insert(Target::Price, "#9".into());
+        let b = Binding::new(&profile, &schema);
+        assert_eq!(b.missing, [(Target::Price, "#9".to_owned())]);
+    }
+
+    #[test]
     fn profile_files_are_checked() {
         let dir = std::env::temp_dir().join(format!("lotsync-profile-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -658,6 +790,12 @@ mod tests {
         std::fs::write(dir.join("bad.toml"), "[fields]\nvinn = \"x\"\n").unwrap();
         let err = Profile::find("bad", &dir).unwrap_err().to_string();
         assert!(err.contains("vinn"), "{err}");
+        std::fs::write(dir.join("zero.toml"), "[fields]\nprice = \"#0\"\n").unwrap();
+        let err = Profile::find("zero", &dir).unwrap_err().to_string();
+        assert!(
+            err.ends_with("fields.price = \"#0\": columns are numbered from 1"),
+            "{err}"
+        );
         assert!(matches!(
             Profile::find("none", &dir),
             Err(ProfileError::NotFound { .. })
