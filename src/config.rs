@@ -100,6 +100,11 @@ pub struct DaemonConfig {
     /// file renamed into the inbox is taken at once).
     #[serde(default = "default_settle_secs")]
     pub settle_secs: f64,
+    /// A CSV whose last record is cut (no line break after it, a quote left open) is being
+    /// written still: the daemon waits for it to change, and once it has not changed for
+    /// this long it goes to `held/` with the reason.
+    #[serde(default = "default_incomplete_wait_secs")]
+    pub incomplete_wait_secs: f64,
     /// Archived exports and their reports older than this many days are deleted (0: kept).
     #[serde(default = "default_archive_days")]
     pub archive_days: u32,
@@ -113,6 +118,7 @@ impl Default for DaemonConfig {
         DaemonConfig {
             socket: default_socket(),
             settle_secs: default_settle_secs(),
+            incomplete_wait_secs: default_incomplete_wait_secs(),
             archive_days: default_archive_days(),
             log_level: default_log_level(),
         }
@@ -122,6 +128,11 @@ impl Default for DaemonConfig {
 impl DaemonConfig {
     pub fn settle(&self) -> Duration {
         Duration::from_secs_f64(self.settle_secs.clamp(0.0, 3600.0))
+    }
+
+    /// How long an incomplete file may stay unchanged before it is held.
+    pub fn incomplete_wait(&self) -> Duration {
+        Duration::from_secs_f64(self.incomplete_wait_secs.clamp(0.0, 86_400.0))
     }
 }
 
@@ -352,6 +363,12 @@ impl Config {
                 "daemon.settle_secs: {settle} is not between 0 and 3600 seconds"
             ));
         }
+        let wait = self.daemon.incomplete_wait_secs;
+        if wait.is_nan() || !(0.0..=86_400.0).contains(&wait) {
+            problems.push(format!(
+                "daemon.incomplete_wait_secs: {wait} is not between 0 and 86400 seconds"
+            ));
+        }
         if tracing_subscriber::EnvFilter::try_new(&self.daemon.log_level).is_err() {
             problems.push(format!(
                 "daemon.log_level: {:?} is not a level (error, warn, info, debug, trace)",
@@ -486,7 +503,13 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ("notifications", &["application_slug"]),
     (
         "daemon",
-        &["socket", "settle_secs", "archive_days", "log_level"],
+        &[
+            "socket",
+            "settle_secs",
+            "incomplete_wait_secs",
+            "archive_days",
+            "log_level",
+        ],
     ),
 ];
 
@@ -731,6 +754,10 @@ fn default_socket() -> PathBuf {
 
 fn default_settle_secs() -> f64 {
     2.0
+}
+
+fn default_incomplete_wait_secs() -> f64 {
+    600.0
 }
 
 fn default_archive_days() -> u32 {

@@ -126,15 +126,24 @@ pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
 /// `lotsync status`: from the running daemon, else from the state.
 pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
-    let status = match ask_daemon(&config, &Request::Status, Some(Duration::from_secs(10)))? {
-        Some(Reply {
-            status: Some(status),
-            ..
-        }) => status,
-        Some(reply) => return print_reply(&reply),
-        None => {
-            let outbox = super::plan::open(&config, crate::state::Holder::Reader("status"))?;
-            status::collect(&config, &outbox, None, None)?
+    let asked = std::time::Instant::now();
+    let status = loop {
+        match ask_daemon(&config, &Request::Status, Some(Duration::from_secs(10)))? {
+            Some(Reply {
+                status: Some(status),
+                ..
+            }) => break status,
+            Some(reply) => return print_reply(&reply),
+            None => {}
+        }
+        match super::plan::open(&config, crate::state::Holder::Reader("status")) {
+            Ok(outbox) => break status::collect(&config, &outbox, None, None)?,
+            // The daemon is starting (it holds the state, its socket is not up yet): ask it
+            // again in a moment.
+            Err(e) if starting_daemon(&e) && asked.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e),
         }
     };
     let mut out = std::io::stdout().lock();
@@ -143,6 +152,14 @@ pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
         StatusFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&status)?)?,
     }
     Ok(0)
+}
+
+/// Whether opening the state failed because `lotsync run` holds it.
+fn starting_daemon(error: &anyhow::Error) -> bool {
+    matches!(
+        error.downcast_ref::<crate::state::StateError>(),
+        Some(crate::state::StateError::InUse { holder, .. }) if holder == "lotsync run"
+    )
 }
 
 /// `lotsync validate`: every problem of the config at once; exit 0 or 2.

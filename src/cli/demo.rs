@@ -114,7 +114,7 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
         };
         println!("  {}", report.summary());
         for r in &report.rejected_records {
-            println!("    line {}: {}", r.line, r.problem);
+            println!("    {r}");
         }
         for r in &report.refused {
             println!(

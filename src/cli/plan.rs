@@ -90,7 +90,12 @@ pub(super) fn plan_one(
     let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
     let lots: Vec<u64> = profile.locations.values().copied().collect();
     let rules = feed.rules(config.api.organization_id, &lots, force);
-    let options = DiffOptions { commit, listed };
+    let options = DiffOptions {
+        commit,
+        listed,
+        // A release takes the file as it is, even cut in its last record.
+        accept_incomplete: force,
+    };
     diff_file(outbox, rules, &profile, feed.location_id, path, options)
         .with_context(|| path.display().to_string())
 }

@@ -1,16 +1,28 @@
 //! A feed's folders and a file's way through them, never deleting an export:
 //! `inbox/` → `processing/` → `archive/YYYY-MM-DD/` (with its report), or `held/` (the safety
-//! guard), or `failed/` (unreadable, with the reason in its report).
+//! guard, or a file that stayed incomplete), or `failed/` (unreadable, or a name lotsync cannot
+//! file, with the reason in its report).
+//!
+//! This is the one owner of the layout: the pipeline asks it where a file is ([`Claimed`]) and
+//! where it goes; no one else spells the folders' names. A file in `processing/` has a draft
+//! of its report beside it once its plan is made, so that a file resumed after a crash is
+//! reported as its first attempt found it.
 
 use super::report::FileReport;
 use std::collections::HashSet;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 const PROCESSING: &str = "processing";
 const ARCHIVE: &str = "archive";
 const HELD: &str = "held";
 const FAILED: &str = "failed";
+const REPORT_SUFFIX: &str = ".report.json";
+
+/// The longest file name lotsync files (in bytes): its report (`<name>.report.json`) and a
+/// `-NNNNN` added when the name is taken must still fit in the 255 bytes file systems allow.
+pub const NAME_LIMIT: usize = 255 - REPORT_SUFFIX.len() - "-99999".len();
 
 /// What a path in the inbox is.
 #[derive(Debug)]
@@ -19,8 +31,18 @@ pub enum Arrival {
     Export(std::fs::Metadata),
     /// A link to something outside the inbox: left alone, with a warning.
     OutsideLink,
-    /// Not an export (a partial or hidden file, a folder, a report).
+    /// A folder: left alone (lotsync takes files), with a word.
+    Folder,
+    /// Not an export (a partial or hidden file, a report).
     Ignored,
+}
+
+/// A file taken into `processing/`: where it is, and whether an earlier run took it (a crash
+/// or a stop interrupted it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub path: PathBuf,
+    pub resumed: bool,
 }
 
 /// The folders of one feed, all inside its inbox (so every move is a rename on one file
@@ -49,16 +71,14 @@ impl FeedFolders {
         Ok(())
     }
 
-    /// Export files waiting in the inbox, oldest first (see [`FeedFolders::arrival`]).
+    /// Export files waiting in the inbox, oldest first (see [`FeedFolders::arrival`]). Says
+    /// nothing of what it skips: the watcher tells each once.
     pub fn arrivals(&self) -> io::Result<Vec<PathBuf>> {
         let mut found = Vec::new();
         for path in self.names()? {
             match self.arrival(&path) {
                 Ok(Arrival::Export(meta)) => found.push((meta.modified()?, path)),
-                Ok(Arrival::OutsideLink) => {
-                    tracing::warn!(file = %path.display(), "a link to outside the inbox; left alone");
-                }
-                Ok(Arrival::Ignored) => {}
+                Ok(Arrival::OutsideLink | Arrival::Folder | Arrival::Ignored) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
@@ -93,9 +113,47 @@ impl FeedFolders {
         }
         Ok(if meta.is_file() {
             Arrival::Export(meta)
+        } else if meta.is_dir() && !self.is_own_folder(path) {
+            Arrival::Folder
         } else {
             Arrival::Ignored
         })
+    }
+
+    /// lotsync's own folders in the inbox.
+    fn is_own_folder(&self, path: &Path) -> bool {
+        path.file_name().is_some_and(|n| {
+            [PROCESSING, ARCHIVE, HELD, FAILED]
+                .iter()
+                .any(|own| n == std::ffi::OsStr::new(own))
+        })
+    }
+
+    /// Why lotsync cannot file an export under its name (then it goes to `failed/` under one
+    /// it can, with a report): a name that is not UTF-8, or too long for its report beside it.
+    pub fn name_problem(file: &Path) -> Option<String> {
+        let name = file.file_name()?;
+        let shown = crate::text::shown_name(file);
+        if name.to_str().is_none() {
+            return Some(format!(
+                "its name is not UTF-8 ({shown}); rename it (the DMS's export settings may \
+                 choose the character set) and drop it again"
+            ));
+        }
+        let len = name.as_bytes().len();
+        (len > NAME_LIMIT).then(|| {
+            format!(
+                "its name is {len} bytes long; lotsync files names of up to {NAME_LIMIT} bytes \
+                 (its report must fit beside it): rename it and drop it again"
+            )
+        })
+    }
+
+    /// Moves a file whose name lotsync cannot file to `failed/`, under a name that fits
+    /// (printable, shortened, with a hash of the original), with its report.
+    pub fn fail_name(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
+        let fitting = self.inbox.join(FAILED).join(fitting_name(file));
+        self.settle(file, &fitting, report)
     }
 
     /// Deletes archive day folders older than `days` days. The newest folder is always kept,
@@ -143,64 +201,150 @@ impl FeedFolders {
             .find(|path| is_report(path) && report_is_applied(path))
     }
 
-    /// Files a crash left in `processing/`, to resume first.
-    pub fn unfinished(&self) -> io::Result<Vec<PathBuf>> {
+    /// Files a crash or a stop left in `processing/`, to resume first.
+    pub fn unfinished(&self) -> io::Result<Vec<Claimed>> {
         let mut found: Vec<PathBuf> = std::fs::read_dir(self.inbox.join(PROCESSING))?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.is_file() && !is_report(p))
             .collect();
         found.sort();
-        Ok(found)
+        Ok(found
+            .into_iter()
+            .map(|path| Claimed {
+                path,
+                resumed: true,
+            })
+            .collect())
     }
 
     /// Moves an arrived file into `processing/`.
-    pub fn claim(&self, file: &Path) -> io::Result<PathBuf> {
+    pub fn claim(&self, file: &Path) -> io::Result<Claimed> {
         let to = unique(&self.inbox.join(PROCESSING), file)?;
         std::fs::rename(file, &to)?;
-        Ok(to)
+        Ok(Claimed {
+            path: to,
+            resumed: false,
+        })
+    }
+
+    /// Whether a path is in the feed's `held/` folder.
+    pub fn is_held(&self, file: &Path) -> bool {
+        file.parent() == Some(self.inbox.join(HELD).as_path())
+    }
+
+    pub fn held_dir(&self) -> PathBuf {
+        self.inbox.join(HELD)
+    }
+
+    pub fn failed_dir(&self) -> PathBuf {
+        self.inbox.join(FAILED)
+    }
+
+    /// The draft of a claimed file's report, written once its plan is made (before it is
+    /// committed), whole or not at all.
+    pub fn write_draft(&self, claimed: &Claimed, report: &FileReport) -> io::Result<()> {
+        let path = report_beside(&claimed.path);
+        let tmp = path.with_extension("json.tmp");
+        let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+        {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&tmp)?;
+            file.write_all(&json)?;
+            file.sync_all()?;
+        }
+        std::fs::rename(&tmp, &path)
+    }
+
+    /// The draft of a claimed file's report, if its plan was made.
+    pub fn draft(&self, claimed: &Claimed) -> Option<FileReport> {
+        let bytes = std::fs::read(report_beside(&claimed.path)).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Moves a processed file to `archive/YYYY-MM-DD/` with its report.
     pub fn archive(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
         let day = &crate::clock::utc_datetime(std::time::SystemTime::now())[..10];
-        self.settle(file, &self.inbox.join(ARCHIVE).join(day), report)
+        let to = unique(&self.inbox.join(ARCHIVE).join(day), file)?;
+        self.settle(file, &to, report)
     }
 
     /// Moves a held file to `held/` with its report.
     pub fn hold(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
-        self.settle(file, &self.inbox.join(HELD), report)
+        let to = unique(&self.inbox.join(HELD), file)?;
+        self.settle(file, &to, report)
     }
 
     /// Moves an unreadable file to `failed/` with its report (which says why).
     pub fn fail(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
-        self.settle(file, &self.inbox.join(FAILED), report)
+        let to = unique(&self.inbox.join(FAILED), file)?;
+        self.settle(file, &to, report)
     }
 
-    fn settle(&self, file: &Path, dir: &Path, report: &FileReport) -> io::Result<PathBuf> {
-        std::fs::create_dir_all(dir)?;
-        let to = unique(dir, file)?;
-        let mut name = to.file_name().unwrap_or_default().to_owned();
-        name.push(".report.json");
-        let report_path = to.with_file_name(name);
+    /// Moves `file` to `to` (a free name) with its report beside it, and drops its draft.
+    fn settle(&self, file: &Path, to: &Path, report: &FileReport) -> io::Result<PathBuf> {
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let to = unique_path(to)?;
         // The report first: a crash between the two leaves the file in processing/ to be
         // resumed, never an archived file without its report.
         let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-        std::fs::write(&report_path, json)?;
+        std::fs::write(report_beside(&to), json)?;
         std::fs::rename(file, &to)?;
+        let draft = report_beside(file);
+        if draft.parent() == Some(self.inbox.join(PROCESSING).as_path()) {
+            let _ = std::fs::remove_file(draft);
+        }
         Ok(to)
     }
 }
 
+/// `<file>.report.json` beside a file.
+fn report_beside(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_owned();
+    name.push(REPORT_SUFFIX);
+    file.with_file_name(name)
+}
+
+/// A name lotsync can file for one it cannot: printable, at most 200 bytes, and a hash of the
+/// original name so that two such files never meet.
+fn fitting_name(file: &Path) -> String {
+    use sha2::Digest as _;
+    let original = file.file_name().unwrap_or_default().as_bytes();
+    let hash = sha2::Sha256::digest(original);
+    let mut shown: String = crate::text::shown_name(file)
+        .chars()
+        .map(|c| if c == '/' || c == '\\' { '_' } else { c })
+        .collect();
+    let mut cut = shown.len().min(200);
+    while !shown.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    shown.truncate(cut);
+    format!(
+        "{shown}-{:02x}{:02x}{:02x}{:02x}",
+        hash[0], hash[1], hash[2], hash[3]
+    )
+}
+
 /// `dir/<file's name>`, or `dir/<stem>-2.<ext>`… when that is taken.
 fn unique(dir: &Path, file: &Path) -> io::Result<PathBuf> {
-    let name = file
-        .file_name()
-        .ok_or_else(|| io::Error::other(format!("{} has no file name", file.display())))?;
-    let first = dir.join(name);
-    if !first.exists() {
-        return Ok(first);
+    let name = file.file_name().ok_or_else(|| {
+        io::Error::other(format!(
+            "{} has no file name",
+            crate::text::shown_path(file)
+        ))
+    })?;
+    unique_path(&dir.join(name))
+}
+
+/// `path`, or `<stem>-2.<ext>`… beside it when that is taken.
+fn unique_path(first: &Path) -> io::Result<PathBuf> {
+    if !first.exists() && !report_beside(first).exists() {
+        return Ok(first.to_owned());
     }
+    let (dir, file) = (first.parent().unwrap_or(Path::new(".")), first);
     let stem = file
         .file_stem()
         .unwrap_or_default()
@@ -218,16 +362,21 @@ fn unique(dir: &Path, file: &Path) -> io::Result<PathBuf> {
     }
     Err(io::Error::other(format!(
         "{}: no free name for {}",
-        dir.display(),
-        file.display()
+        crate::text::shown_path(dir),
+        crate::text::shown_path(file)
     )))
 }
 
+/// Not a dot-file, `*.tmp` or `*.part` (still being written), nor a report. Judged on the
+/// name's bytes: a name that is not UTF-8 is still an export (filed in `failed/` with why).
 fn is_export_name(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+    let Some(name) = path.file_name().map(|n| n.as_bytes()) else {
         return false;
     };
-    !(name.starts_with('.') || name.ends_with(".tmp") || name.ends_with(".part") || is_report(path))
+    !(name.starts_with(b".")
+        || name.ends_with(b".tmp")
+        || name.ends_with(b".part")
+        || is_report(path))
 }
 
 /// Whether an archive day folder holds the report of a file whose operations were applied.
@@ -262,7 +411,9 @@ fn is_day(name: &str) -> bool {
 }
 
 fn is_report(path: &Path) -> bool {
-    path.to_string_lossy().ends_with(".report.json")
+    path.as_os_str()
+        .as_bytes()
+        .ends_with(REPORT_SUFFIX.as_bytes())
 }
 
 #[cfg(test)]
@@ -354,8 +505,19 @@ mod tests {
         for round in 1..=2 {
             std::fs::write(dir.join("x.csv"), format!("round {round}")).unwrap();
             let claimed = folders.claim(&dir.join("x.csv")).unwrap();
-            assert_eq!(folders.unfinished().unwrap(), vec![claimed.clone()]);
-            let archived = folders.archive(&claimed, &report).unwrap();
+            assert!(!claimed.resumed);
+            let resumed = Claimed {
+                path: claimed.path.clone(),
+                resumed: true,
+            };
+            assert_eq!(folders.unfinished().unwrap(), vec![resumed.clone()]);
+            // The draft beside it is read back, and goes when the file is filed.
+            assert!(folders.draft(&resumed).is_none());
+            folders.write_draft(&claimed, &report).unwrap();
+            assert_eq!(folders.draft(&resumed), Some(report.clone()));
+            assert_eq!(folders.unfinished().unwrap().len(), 1, "a draft is no file");
+            let archived = folders.archive(&claimed.path, &report).unwrap();
+            assert!(folders.draft(&resumed).is_none());
             let expected = if round == 1 { "x.csv" } else { "x-2.csv" };
             assert_eq!(archived.file_name().unwrap(), expected);
             assert_eq!(
@@ -365,6 +527,34 @@ mod tests {
             let report_path = archived.with_file_name(format!("{expected}.report.json"));
             assert!(report_path.is_file());
             assert!(folders.unfinished().unwrap().is_empty());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A name that is not UTF-8, or too long for its report beside it, is filed in
+    /// `failed/` under a name that fits, with a report; ordinary long names pass.
+    #[test]
+    fn names_lotsync_cannot_file_go_to_failed_under_one_it_can() {
+        use std::ffi::OsStr;
+        let dir = temp("names");
+        let folders = FeedFolders::new(&dir);
+        folders.ensure().unwrap();
+        let fits = dir.join("a".repeat(NAME_LIMIT));
+        assert_eq!(FeedFolders::name_problem(&fits), None);
+        let long = dir.join(format!("{}.csv", "b".repeat(250)));
+        let latin1 = dir.join(OsStr::from_bytes(b"Citro\xebn\n.csv"));
+        for (file, said) in [(&long, "254 bytes long"), (&latin1, "not UTF-8")] {
+            std::fs::write(file, "VIN\n").unwrap();
+            assert!(matches!(folders.arrival(file), Ok(Arrival::Export(_))));
+            let reason = FeedFolders::name_problem(file).expect("a problem");
+            assert!(reason.contains(said), "{reason}");
+            let report = FileReport::new("main", "x", "", Outcome::Failed { reason });
+            let to = folders.fail_name(file, &report).unwrap();
+            assert!(!file.exists());
+            assert_eq!(to.parent(), Some(folders.failed_dir().as_path()));
+            let name = to.file_name().unwrap().to_str().expect("UTF-8");
+            assert!(name.len() <= 209 && !name.contains('\n'), "{name}");
+            assert!(report_beside(&to).is_file());
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -16,7 +16,7 @@ pub mod status;
 mod watch;
 
 pub use crate::diff::field_drift;
-pub use folders::{Arrival, FeedFolders};
+pub use folders::{Arrival, Claimed, FeedFolders, NAME_LIMIT};
 pub use reconcile::{
     reconcile, FieldDrift, ForeignVehicle, ReconcileError, ReconcileReport, RepairCounts,
     RestoredFeed, Skipped, RECONCILE_FEED,
@@ -27,9 +27,10 @@ pub use service_list::{listed_if_state_is_empty, ServiceListError};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
 
 use crate::config::{Config, FeedConfig};
-use crate::diff::{diff_file, DiffOptions, FileDiffError, Verdict};
+use crate::diff::{diff_file_drafted, DiffOptions, FileDiffError, Verdict};
 use crate::mapper::{Profile, ProfileError};
-use crate::outbox::Outbox;
+use crate::outbox::{FileProgress, Outbox};
+use crate::text::Escaped;
 use crate::upload::{DrainReport, Notices, RejectedOp, UploadError, Uploader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,6 +61,22 @@ pub enum DaemonError {
         "{file}: not held for feed {feed:?} (no held file has this content); nothing to release"
     )]
     NotHeld { file: PathBuf, feed: String },
+}
+
+impl DaemonError {
+    /// The service's answer that stopped the file, when it is one nothing but a change of
+    /// setup fixes (a refused token, say).
+    pub fn fatal_api_error(&self) -> Option<&crate::api::ApiError> {
+        match self {
+            DaemonError::Upload(UploadError::Fatal { error, .. })
+            | DaemonError::ServiceList(ServiceListError::List { error, .. })
+                if error.class() == crate::api::ErrorClass::Fatal =>
+            {
+                Some(error)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// Takes complete export files through map, diff, queue and delivery, and files them.
@@ -120,15 +137,16 @@ impl FilePipeline {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
     }
 
-    /// Delivers what is queued, one delivery at a time. With `file`, the refusals of that
+    /// Delivers what is queued, one delivery at a time. With `file_no`, the refusals of that
     /// file's operations come back in the report, also those answered during an earlier
     /// delivery; the others are kept for their own file.
-    pub async fn deliver(&self, file: Option<&str>) -> Result<DrainReport, UploadError> {
+    pub async fn deliver(&self, file_no: Option<u64>) -> Result<DrainReport, UploadError> {
         let mut carried = self.delivery.lock().await;
         let mut report = self.uploader.drain().await?;
         carried.append(&mut report.rejected);
-        if let Some(file) = file {
-            let (mine, others): (Vec<_>, Vec<_>) = carried.drain(..).partition(|r| r.file == file);
+        if let Some(file_no) = file_no {
+            let (mine, others): (Vec<_>, Vec<_>) =
+                carried.drain(..).partition(|r| r.file_no == Some(file_no));
             *carried = others;
             report.rejected = mine;
         }
@@ -139,10 +157,9 @@ impl FilePipeline {
         Ok(report)
     }
 
-    /// One file of `feed`, complete, in its inbox (or in `processing/`, resumed after a crash):
-    /// claimed into `processing/`, planned and committed, delivered, then archived with its
-    /// report, or held, or failed. A fatal delivery error leaves it in `processing/` (its
-    /// operations are queued) and is returned.
+    /// One file of `feed`, complete, in its inbox: claimed into `processing/`, then taken as
+    /// [`FilePipeline::process_claimed`] does. A name lotsync cannot file sends it to
+    /// `failed/` instead.
     pub async fn process(
         &self,
         feed: &FeedConfig,
@@ -150,58 +167,217 @@ impl FilePipeline {
     ) -> Result<(FileReport, PathBuf), DaemonError> {
         let folders = FeedFolders::new(&feed.inbox);
         folders.ensure().map_err(folder_error(&feed.inbox))?;
-        let resumed = is_in_processing(file);
-        let processing = if resumed {
-            file.to_owned()
-        } else {
-            folders.claim(file).map_err(folder_error(file))?
-        };
-        let name = file_name(&processing);
+        if let Some(reason) = FeedFolders::name_problem(file) {
+            return self.fail_name(feed, file, reason);
+        }
+        let claimed = folders.claim(file).map_err(folder_error(file))?;
+        self.process_claimed(feed, &claimed).await
+    }
 
-        let planned = match self.plan(feed, &processing, false).await? {
+    /// A file whose name lotsync cannot file: moved to `failed/` under one it can, with a
+    /// report naming the original and why.
+    pub fn fail_name(
+        &self,
+        feed: &FeedConfig,
+        file: &Path,
+        reason: String,
+    ) -> Result<(FileReport, PathBuf), DaemonError> {
+        let folders = FeedFolders::new(&feed.inbox);
+        let shown = shown_name(file);
+        let sha256 = crate::diff::FileId::of_path(file)
+            .map(|f| f.sha256)
+            .unwrap_or_default();
+        let report = FileReport::new(&feed.name, &shown, &sha256, Outcome::Failed { reason });
+        let to = folders
+            .fail_name(file, &report)
+            .map_err(folder_error(file))?;
+        tracing::warn!(
+            feed = %feed.name,
+            file = %shown,
+            moved_to = %shown_path(&to),
+            reason = %report.summary(),
+            "a file lotsync cannot take under its name"
+        );
+        Ok((report, to))
+    }
+
+    /// A claimed file: planned and committed (the draft of its report written just before),
+    /// delivered, then archived with its report; or held, or failed. A file whose plan was
+    /// committed before (resumed after an interruption, or tried again after a fatal answer)
+    /// is not planned again: what is left of it is delivered, and its report is the one its
+    /// first attempt drafted. A fatal delivery error leaves it in `processing/` (its
+    /// operations are queued) and is returned.
+    pub async fn process_claimed(
+        &self,
+        feed: &FeedConfig,
+        claimed: &Claimed,
+    ) -> Result<(FileReport, PathBuf), DaemonError> {
+        let folders = FeedFolders::new(&feed.inbox);
+        // Its plan was committed already: by a run a crash or a stop interrupted (resumed),
+        // or by this one before a fatal answer stopped its delivery (tried again).
+        if let Some((draft, file_no)) = self.committed_draft(feed, &folders, claimed)? {
+            let outcome = if claimed.resumed {
+                Outcome::Resumed
+            } else {
+                Outcome::Applied
+            };
+            return self
+                .deliver_and_archive(feed, claimed, draft, Some(file_no), outcome)
+                .await;
+        }
+        let name = shown_name(&claimed.path);
+        let planned = match self.plan(feed, &claimed.path, Some(claimed), false).await? {
             Ok(planned) => planned,
-            Err(reason) => {
-                tracing::warn!(feed = %feed.name, file = %name, %reason, "file cannot be read");
-                let sha256 = crate::diff::FileId::of_path(&processing)
+            Err(Unplanned::Incomplete(reason)) => {
+                // Taken before it was whole (a resumed file, or one cut after it was checked):
+                // held, for a person to release once it is known to be right.
+                let reasons = vec![incomplete_reason(&reason)];
+                return self.hold_unplanned(feed, &claimed.path, reasons).await;
+            }
+            Err(Unplanned::Unreadable(reason)) => {
+                tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reason), "file cannot be read");
+                let sha256 = crate::diff::FileId::of_path(&claimed.path)
                     .map(|f| f.sha256)
                     .unwrap_or_default();
                 let report =
                     FileReport::new(&feed.name, &name, &sha256, Outcome::Failed { reason });
                 let to = folders
-                    .fail(&processing, &report)
-                    .map_err(folder_error(&processing))?;
+                    .fail(&claimed.path, &report)
+                    .map_err(folder_error(&claimed.path))?;
                 return Ok((report, to));
             }
         };
         let plan = &planned.plan;
-        if let Verdict::Held { reasons } = &plan.verdict {
-            let report = FileReport::planned(&planned, None);
-            let to = folders
-                .hold(&processing, &report)
-                .map_err(folder_error(&processing))?;
-            tracing::warn!(feed = %feed.name, file = %name, reason = %reasons.join("; "), "held by the safety guard");
-            if let Some(notices) = &self.notices {
-                notices.held(&to.display().to_string(), &plan.file.sha256, reasons);
+        let report = FileReport::planned(&planned);
+        self.log_notes(feed, &name, &report.notes);
+        match &plan.verdict {
+            Verdict::Held { reasons } => {
+                let to = folders
+                    .hold(&claimed.path, &report)
+                    .map_err(folder_error(&claimed.path))?;
+                tracing::warn!(feed = %feed.name, file = %name, reason = %reasons.join("; "), "held by the safety guard");
+                if let Some(notices) = &self.notices {
+                    notices.held(&shown_path(&to), &plan.file.sha256, reasons);
+                }
+                Ok((report, to))
             }
-            return Ok((report, to));
+            Verdict::AlreadyApplied { .. } => {
+                let to = folders
+                    .archive(&claimed.path, &report)
+                    .map_err(folder_error(&claimed.path))?;
+                tracing::info!(feed = %feed.name, file = %name, summary = %report.summary(), "file done");
+                Ok((report, to))
+            }
+            Verdict::Apply { .. } => {
+                self.deliver_and_archive(feed, claimed, report, plan.file_no, Outcome::Applied)
+                    .await
+            }
         }
-        let drained = self.deliver(Some(&plan.file.name)).await?;
-        let mut report = FileReport::planned(&planned, Some(&drained));
-        if resumed && matches!(plan.verdict, Verdict::AlreadyApplied { .. }) {
-            // Its plan was committed before the interruption: what was left is delivered now.
-            report.outcome = Outcome::Resumed;
+    }
+
+    /// The draft of a resumed file whose plan was committed before the interruption, with the
+    /// number its plan is filed under. None when its plan was never committed (the crash came
+    /// first) or it has no draft (a re-dropped copy of an applied file).
+    fn committed_draft(
+        &self,
+        feed: &FeedConfig,
+        folders: &FeedFolders,
+        claimed: &Claimed,
+    ) -> Result<Option<(FileReport, u64)>, DaemonError> {
+        let Some(draft) = folders.draft(claimed) else {
+            return Ok(None);
+        };
+        let state = self.outbox.state();
+        let state_error = |e: crate::state::StateError| DaemonError::Diff(e.to_string());
+        let last = state.feed(&feed.name).map_err(state_error)?;
+        let committed = last
+            .and_then(|f| f.last_applied)
+            .is_some_and(|a| a.sha256 == draft.sha256);
+        if !committed {
+            return Ok(None);
         }
-        self.tell_rejected(&report, &plan.file.sha256);
-        let to = folders
-            .archive(&processing, &report)
-            .map_err(folder_error(&processing))?;
-        tracing::info!(feed = %feed.name, file = %name, summary = %report.summary(), "file done");
+        let filed = state
+            .queued_file(&feed.name, &draft.sha256)
+            .map_err(state_error)?;
+        Ok(filed.map(|(file_no, _)| (draft, file_no)))
+    }
+
+    /// Delivers what is queued and archives the file with its report: the counts are what
+    /// the service acknowledged for this file, beside what is still queued and refused.
+    async fn deliver_and_archive(
+        &self,
+        feed: &FeedConfig,
+        claimed: &Claimed,
+        mut report: FileReport,
+        file_no: Option<u64>,
+        outcome: Outcome,
+    ) -> Result<(FileReport, PathBuf), DaemonError> {
+        let drained = self.deliver(file_no).await?;
+        let progress = match file_no {
+            Some(n) => {
+                let outbox = self.outbox.clone();
+                tokio::task::spawn_blocking(move || outbox.progress(n))
+                    .await
+                    .map_err(|e| DaemonError::Diff(e.to_string()))?
+                    .map_err(UploadError::from)?
+            }
+            None => FileProgress::default(),
+        };
+        report.outcome = outcome;
+        report.delivered(&progress, drained.rejected);
+        self.tell_rejected(&report);
+        let to = FeedFolders::new(&feed.inbox)
+            .archive(&claimed.path, &report)
+            .map_err(folder_error(&claimed.path))?;
+        tracing::info!(feed = %feed.name, file = %Escaped(&report.file), summary = %report.summary(), "file done");
         Ok((report, to))
     }
 
-    /// Queues a file the safety guard held, past the guard, delivers it, and archives it
-    /// (when it is in the feed's `held/` folder) with its report. Refused when no held file of
-    /// the feed has this content.
+    /// A file that stayed incomplete, or was found cut once taken: to `held/` with a report,
+    /// recorded as held so that `lotsync release` takes it as it is.
+    pub async fn hold_unplanned(
+        &self,
+        feed: &FeedConfig,
+        file: &Path,
+        reasons: Vec<String>,
+    ) -> Result<(FileReport, PathBuf), DaemonError> {
+        let folders = FeedFolders::new(&feed.inbox);
+        let name = shown_name(file);
+        let sha256 = crate::diff::FileId::of_path(file)
+            .map_err(folder_error(file))?
+            .sha256;
+        let report = FileReport::new(
+            &feed.name,
+            &name,
+            &sha256,
+            Outcome::Held {
+                reasons: reasons.clone(),
+            },
+        );
+        let (outbox, feed_name, file_name, sha, reason) = (
+            self.outbox.clone(),
+            feed.name.clone(),
+            file_name(file),
+            sha256.clone(),
+            reasons.join("; "),
+        );
+        tokio::task::spawn_blocking(move || {
+            outbox.record_held(&feed_name, &file_name, &sha, &reason)
+        })
+        .await
+        .map_err(|e| DaemonError::Diff(e.to_string()))?
+        .map_err(UploadError::from)?;
+        let to = folders.hold(file, &report).map_err(folder_error(file))?;
+        tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reasons.join("; ")), "held");
+        if let Some(notices) = &self.notices {
+            notices.held(&shown_path(&to), &sha256, &reasons);
+        }
+        Ok((report, to))
+    }
+
+    /// Queues a file the safety guard held (or that stayed incomplete), past the guard and as
+    /// it is, delivers it, and archives it (when it is in the feed's `held/` folder) with its
+    /// report. Refused when no held file of the feed has this content.
     pub async fn release(
         &self,
         feed: &FeedConfig,
@@ -221,18 +397,20 @@ impl FilePipeline {
                 feed: feed.name.clone(),
             });
         }
-        let planned = self
-            .plan(feed, file, true)
-            .await?
-            .map_err(|reason| DaemonError::Diff(format!("{}: {reason}", file.display())))?;
-        tracing::info!(feed = %feed.name, file = %file.display(), operations = planned.plan.ops.len(), "released past the safety guard");
-        let drained = self.deliver(Some(&planned.plan.file.name)).await?;
-        let report = FileReport::planned(&planned, Some(&drained));
-        self.tell_rejected(&report, &planned.plan.file.sha256);
+        let planned = self.plan(feed, file, None, true).await?.map_err(|reason| {
+            DaemonError::Diff(format!("{}: {}", shown_path(file), reason.text()))
+        })?;
+        tracing::info!(feed = %feed.name, file = %shown_path(file), operations = planned.plan.ops.len(), "released past the safety guard");
+        let drained = self.deliver(planned.plan.file_no).await?;
+        let mut report = FileReport::planned(&planned);
+        let progress = match planned.plan.file_no {
+            Some(n) => self.outbox.progress(n).map_err(UploadError::from)?,
+            None => FileProgress::default(),
+        };
+        report.delivered(&progress, drained.rejected);
+        self.tell_rejected(&report);
         let folders = FeedFolders::new(&feed.inbox);
-        let in_held = file.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new("held"))
-            && file.parent().and_then(Path::parent) == Some(feed.inbox.as_path());
-        let to = if in_held {
+        let to = if folders.is_held(file) {
             folders.archive(file, &report).map_err(folder_error(file))?
         } else {
             file.to_owned()
@@ -240,26 +418,35 @@ impl FilePipeline {
         Ok((report, to))
     }
 
-    fn tell_rejected(&self, report: &FileReport, sha256: &str) {
+    fn tell_rejected(&self, report: &FileReport) {
         if let Some(notices) = &self.notices {
             let mut problems: Vec<String> = report
                 .rejected_records
                 .iter()
-                .map(|r| format!("line {}: {}", r.line, r.problem))
+                .map(ToString::to_string)
                 .collect();
             problems.extend(report.refused.iter().map(ToString::to_string));
-            notices.rejected(&report.file, sha256, &problems);
+            notices.rejected(&report.file, &report.sha256, &problems);
         }
     }
 
-    /// Maps, diffs and commits a file off the async threads. The inner error is a file that
-    /// cannot be read, with its reason.
+    /// What is worth a person's attention about a file as a whole, one event each.
+    fn log_notes(&self, feed: &FeedConfig, file: &str, notes: &[String]) {
+        for note in notes {
+            tracing::warn!(feed = %feed.name, file = %file, note = %Escaped(note), "about the file");
+        }
+    }
+
+    /// Maps, diffs and commits a file off the async threads (a claimed one with its report's
+    /// draft written just before the commit). `force`: a release, past the guard and as it
+    /// is. The inner error is a file that cannot be planned, and why.
     async fn plan(
         &self,
         feed: &FeedConfig,
         path: &Path,
+        claimed: Option<&Claimed>,
         force: bool,
-    ) -> Result<Result<crate::diff::FilePlan, String>, DaemonError> {
+    ) -> Result<Result<crate::diff::FilePlan, Unplanned>, DaemonError> {
         let config = self.config();
         let profile = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
             DaemonError::Profile {
@@ -274,20 +461,63 @@ impl FilePipeline {
         let options = DiffOptions {
             commit: true,
             listed,
+            accept_incomplete: force,
         };
         let (outbox, path, location_id) = (self.outbox.clone(), path.to_owned(), feed.location_id);
+        let drafting = claimed.map(|c| (FeedFolders::new(&feed.inbox), c.clone()));
         let planned = tokio::task::spawn_blocking(move || {
-            diff_file(&outbox, rules, &profile, location_id, &path, options)
+            diff_file_drafted(
+                &outbox,
+                rules,
+                &profile,
+                location_id,
+                &path,
+                options,
+                |plan, found| match &drafting {
+                    Some((folders, claimed)) => {
+                        folders.write_draft(claimed, &FileReport::from_parts(plan, found))
+                    }
+                    None => Ok(()),
+                },
+            )
         })
         .await
         .map_err(|e| DaemonError::Diff(e.to_string()))?;
         match planned {
             Ok(planned) => Ok(Ok(planned)),
-            Err(FileDiffError::Io(e)) => Ok(Err(e.to_string())),
-            Err(FileDiffError::Export(e)) => Ok(Err(e.to_string())),
+            Err(FileDiffError::Io(e)) => Ok(Err(Unplanned::Unreadable(e.to_string()))),
+            Err(FileDiffError::Export(e)) if e.is_incomplete() => {
+                Ok(Err(Unplanned::Incomplete(e.to_string())))
+            }
+            Err(FileDiffError::Export(e)) => Ok(Err(Unplanned::Unreadable(e.to_string()))),
             Err(e @ FileDiffError::Diff(_)) => Err(DaemonError::Diff(e.to_string())),
         }
     }
+}
+
+/// Why a file was not planned.
+#[derive(Debug)]
+enum Unplanned {
+    /// It cannot be read (it goes to `failed/`).
+    Unreadable(String),
+    /// Its last record is cut.
+    Incomplete(String),
+}
+
+impl Unplanned {
+    fn text(&self) -> &str {
+        match self {
+            Unplanned::Unreadable(r) | Unplanned::Incomplete(r) => r,
+        }
+    }
+}
+
+/// The reason given for a file held because it is incomplete, with the way out.
+pub fn incomplete_reason(reason: &str) -> String {
+    format!(
+        "incomplete: {reason}; if the export really ends like this, `lotsync release FILE` \
+         takes it as it is (or set ends_without_newline = true in the feed's profile)"
+    )
 }
 
 fn folder_error(path: &Path) -> impl FnOnce(std::io::Error) -> DaemonError {
@@ -299,6 +529,14 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+fn shown_name(path: &Path) -> String {
+    crate::text::shown_name(path)
+}
+
+fn shown_path(path: &Path) -> String {
+    crate::text::shown_path(path)
 }
 
 /// How commands open the state of `config`: each feed's inbox carries the state's marker, and
@@ -318,9 +556,4 @@ pub fn state_opening(config: &Config, holder: crate::state::Holder) -> crate::st
         markers: Some(markers),
         verify: true,
     }
-}
-
-/// A file in a feed's `processing/` folder (claimed before an interruption).
-pub fn is_in_processing(file: &Path) -> bool {
-    file.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new("processing"))
 }

@@ -540,6 +540,7 @@ fn read_archive(config: &Config, all: bool) -> Result<Archive, ReconcileError> {
                         name: newest.name.clone(),
                         sha256: id.sha256,
                         at: unix_secs(newest.written),
+                        records: 0,
                     },
                 )),
                 Some(Err(e)) => archive
@@ -739,6 +740,7 @@ impl Comparison {
             counts,
             guard: Vec::new(),
             file_no: None,
+            records: 0,
         }
     }
 }

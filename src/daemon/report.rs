@@ -1,37 +1,93 @@
 //! A file's report: `<file>.report.json` beside the archived (or held, or failed) file, and the
 //! short human summary of it for the log and the demo.
+//!
+//! It says what truly happened: `counts` are what the service acknowledged (not what was
+//! planned), `still_queued` what waits for it, `refused` what it refused. Its draft is written
+//! before the plan is committed, so that a file resumed after a crash keeps what its first
+//! attempt found.
 
-use crate::diff::{Counts, FilePlan, Verdict};
-use crate::upload::{DrainReport, RejectedOp};
-use serde::Serialize;
+use crate::diff::{Counts, FilePlan, Plan, Verdict};
+use crate::outbox::FileProgress;
+use crate::state::OpCounts;
+use crate::text::Escaped;
+use crate::upload::RejectedOp;
+use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// What became of a file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "outcome")]
 pub enum Outcome {
-    /// Its operations were delivered (some may have been refused; see `refused`).
+    /// Its operations were queued and delivered as far as the service answered (see
+    /// `counts`, `still_queued` and `refused`).
     Applied,
     /// The same bytes as the feed's last applied file: nothing to do.
     AlreadyApplied,
     /// Taken up again after an interruption (a crash, a stop): its operations had been
-    /// queued, and what was left of them is delivered.
+    /// queued, and what was left of them is delivered. The rest of the report is what its
+    /// first attempt found.
     Resumed,
-    /// Held by the safety guard: nothing of it was sent.
+    /// Held by the safety guard, or because it stayed incomplete: nothing of it was sent.
     Held { reasons: Vec<String> },
-    /// It could not be read.
+    /// It could not be read, or its name cannot be filed.
     Failed { reason: String },
 }
 
+impl Outcome {
+    /// The name used in `status` and the log.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::AlreadyApplied => "already_applied",
+            Outcome::Resumed => "resumed",
+            Outcome::Held { .. } => "held",
+            Outcome::Failed { .. } => "failed",
+        }
+    }
+}
+
 /// One rejected record or warning.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordProblem {
     pub line: u64,
-    #[serde(flatten)]
-    pub problem: crate::mapper::Problem,
+    /// The payload field (or `record` for the row as a whole).
+    pub field: String,
+    pub reason: String,
+    /// The source value, as read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+}
+
+impl RecordProblem {
+    pub fn new(line: u64, problem: &crate::mapper::Problem) -> RecordProblem {
+        RecordProblem {
+            line,
+            field: problem.field.to_owned(),
+            reason: problem.reason.clone(),
+            value: problem.value.clone(),
+        }
+    }
+}
+
+/// `line N: field: reason (value)`, on one line (values come from outside: escaped).
+impl fmt::Display for RecordProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "line {}: {}: {}",
+            self.line,
+            self.field,
+            Escaped(&self.reason)
+        )?;
+        if let Some(v) = &self.value {
+            write!(f, " ({})", Escaped(v))?;
+        }
+        Ok(())
+    }
 }
 
 /// The report of one file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileReport {
     pub feed: String,
     pub file: String,
@@ -41,15 +97,27 @@ pub struct FileReport {
     #[serde(flatten)]
     pub outcome: Outcome,
     pub records: u64,
+    /// Created, updated, sold and back in stock: what the service acknowledged. The rest
+    /// (unchanged, rejected records, …) as the plan found.
     pub counts: Counts,
+    /// The operations the plan queued, by kind.
+    #[serde(default)]
+    pub planned: OpCounts,
+    /// The plan's operations still waiting for the service when the report was written.
+    #[serde(default)]
+    pub still_queued: OpCounts,
     pub rejected_records: Vec<RecordProblem>,
     pub warnings: Vec<RecordProblem>,
+    /// About the file as a whole (its encoding, a snapshot much smaller than the last one, …).
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// Operations queued for this file.
     pub operations: u64,
     /// Operations of this file the service refused.
+    #[serde(default, skip_deserializing)]
     pub refused: Vec<RejectedOp>,
-    /// Operations still queued when the report was written (delivered later).
-    pub undelivered: usize,
+    /// Operations of this file still queued when the report was written (delivered later).
+    pub undelivered: u64,
 }
 
 impl FileReport {
@@ -62,17 +130,27 @@ impl FileReport {
             outcome,
             records: 0,
             counts: Counts::default(),
+            planned: OpCounts::default(),
+            still_queued: OpCounts::default(),
             rejected_records: Vec::new(),
             warnings: Vec::new(),
+            notes: Vec::new(),
             operations: 0,
             refused: Vec::new(),
             undelivered: 0,
         }
     }
 
-    /// The report of a planned file, before or after delivery.
-    pub fn planned(planned: &FilePlan, drained: Option<&DrainReport>) -> FileReport {
-        let plan = &planned.plan;
+    /// The report of a planned file, before anything of it is delivered (its draft, or a
+    /// held file's report).
+    pub fn planned(planned: &FilePlan) -> FileReport {
+        FileReport::from_parts(&planned.plan, planned)
+    }
+
+    /// [`FileReport::planned`] of a plan and what reading its file found (`found.plan` is
+    /// not read: the plan may not be in it yet).
+    pub fn from_parts(plan: &Plan, found: &FilePlan) -> FileReport {
+        let planned = found;
         let outcome = match &plan.verdict {
             Verdict::Apply { .. } => Outcome::Applied,
             Verdict::AlreadyApplied { .. } => Outcome::AlreadyApplied,
@@ -82,70 +160,127 @@ impl FileReport {
         };
         let problems = |list: &[(u64, crate::mapper::Problem)]| {
             list.iter()
-                .map(|(line, problem)| RecordProblem {
-                    line: *line,
-                    problem: problem.clone(),
-                })
+                .map(|(line, problem)| RecordProblem::new(*line, problem))
                 .collect()
         };
         let mut report = FileReport::new(&plan.feed, &plan.file.name, &plan.file.sha256, outcome);
         report.records = planned.records;
         report.counts = plan.counts;
+        let mut ops = OpCounts::default();
+        for op in &plan.ops {
+            ops.bump(op.op.name());
+        }
+        report.planned = ops;
         report.rejected_records = problems(&planned.rejected);
         report.warnings = problems(&planned.warnings);
+        report.notes = planned.notes.clone();
         report.operations = plan.ops.len() as u64;
-        if let Some(drained) = drained {
-            report.refused = drained
-                .rejected
-                .iter()
-                .filter(|r| r.file == plan.file.name)
-                .cloned()
-                .collect();
-            report.undelivered = drained.undelivered;
-        }
         report
+    }
+
+    /// After delivery: the counts become what the service acknowledged, beside what is still
+    /// queued and what it refused.
+    pub fn delivered(&mut self, progress: &FileProgress, refused: Vec<RejectedOp>) {
+        let done = &progress.delivered.applied;
+        self.counts.create = done.create;
+        self.counts.update = done.update;
+        self.counts.sold = done.sold;
+        self.counts.in_stock = done.in_stock;
+        self.still_queued = progress.queued;
+        self.undelivered = progress.queued.total();
+        self.refused = refused;
+        self.finished_at = crate::clock::utc_datetime(std::time::SystemTime::now());
     }
 
     /// One line for a person: what the file did.
     pub fn summary(&self) -> String {
         let c = &self.counts;
+        let delivered = || {
+            let mut s = format!(
+                "{} created, {} updated, {} sold, {} back in stock, {} unchanged",
+                c.create, c.update, c.sold, c.in_stock, c.unchanged
+            );
+            if c.adopted > 0 {
+                s.push_str(&format!(
+                    "; {} already on the service (ids learned)",
+                    c.adopted
+                ));
+            }
+            if !self.rejected_records.is_empty() || c.rejected_records > 0 {
+                s.push_str(&format!(
+                    "; {} records rejected ({} problems)",
+                    c.rejected_records,
+                    self.rejected_records.len()
+                ));
+            }
+            if !self.refused.is_empty() {
+                s.push_str(&format!("; {} refused by the service", self.refused.len()));
+            }
+            if self.undelivered > 0 {
+                let q = &self.still_queued;
+                s.push_str(&format!(
+                    "; still queued for the service: {} create, {} update, {} sold, {} back in \
+                     stock (sent when it answers)",
+                    q.create, q.update, q.sold, q.in_stock
+                ));
+            }
+            s
+        };
         match &self.outcome {
-            Outcome::Applied => {
-                let mut s = format!(
-                    "{} records: {} created, {} updated, {} sold, {} back in stock, {} unchanged",
-                    self.records, c.create, c.update, c.sold, c.in_stock, c.unchanged
-                );
-                if !self.rejected_records.is_empty() || c.rejected_records > 0 {
-                    s.push_str(&format!(
-                        "; {} records rejected ({} problems)",
-                        c.rejected_records,
-                        self.rejected_records.len()
-                    ));
-                }
-                if !self.refused.is_empty() {
-                    s.push_str(&format!("; {} refused by the service", self.refused.len()));
-                }
-                if self.undelivered > 0 {
-                    s.push_str(&format!("; {} operations still queued", self.undelivered));
-                }
-                s
-            }
-            Outcome::Resumed => {
-                let mut s =
-                    "resumed after an interruption; its queued operations delivered".to_owned();
-                if !self.refused.is_empty() {
-                    s.push_str(&format!("; {} refused by the service", self.refused.len()));
-                }
-                if self.undelivered > 0 {
-                    s.push_str(&format!("; {} operations still queued", self.undelivered));
-                }
-                s
-            }
+            Outcome::Applied => format!("{} records: {}", self.records, delivered()),
+            Outcome::Resumed => format!(
+                "resumed after an interruption: {} records: {}",
+                self.records,
+                delivered()
+            ),
             Outcome::AlreadyApplied => {
                 "already applied (same content as the last file); nothing sent".into()
             }
             Outcome::Held { reasons } => format!("HELD, nothing sent: {}", reasons.join("; ")),
-            Outcome::Failed { reason } => format!("FAILED, cannot be read: {reason}"),
+            Outcome::Failed { reason } => format!("FAILED: {reason}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Delivered;
+
+    /// During an outage the report counts what the service acknowledged, not what was
+    /// planned, and says what is still queued.
+    #[test]
+    fn counts_are_what_the_service_acknowledged() {
+        let mut report = FileReport::new("main", "x.csv", "ab", Outcome::Applied);
+        report.records = 20;
+        report.counts.create = 20;
+        report.planned.create = 20;
+        let progress = FileProgress {
+            delivered: Delivered {
+                applied: OpCounts {
+                    create: 5,
+                    ..OpCounts::default()
+                },
+                refused: 0,
+            },
+            queued: OpCounts {
+                create: 15,
+                ..OpCounts::default()
+            },
+        };
+        report.delivered(&progress, Vec::new());
+        assert_eq!(report.counts.create, 5);
+        assert_eq!(report.undelivered, 15);
+        let summary = report.summary();
+        assert!(summary.starts_with("20 records: 5 created"), "{summary}");
+        assert!(
+            summary.contains("still queued for the service: 15 create"),
+            "{summary}"
+        );
+        // The draft round-trips (a resumed file reads it back).
+        let json = serde_json::to_vec(&report).unwrap();
+        let back: FileReport = serde_json::from_slice(&json).unwrap();
+        assert_eq!(back.counts, report.counts);
+        assert_eq!(back.outcome, Outcome::Applied);
     }
 }

@@ -8,18 +8,21 @@
 //! and restarts changed ones; the service and state settings need a restart.
 
 use super::control::{self, Reply, Request};
+use super::folders::Claimed;
 use super::folders::FeedFolders;
 use super::status::{self, FeedLive, LastFile, Live};
 use super::watch::{watch_inbox, WatchSettings};
-use super::{is_in_processing, DaemonError, FilePipeline, FileReport, Outcome};
+use super::{DaemonError, FilePipeline, FileReport};
 use crate::api::ApiClient;
 use crate::config::{Config, FeedConfig};
+use crate::mapper::{ExportFile, Profile};
 use crate::outbox::Outbox;
+use crate::text::{shown_path, Escaped};
 use crate::upload::{UploadError, Uploader};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -46,6 +49,8 @@ pub struct Daemon {
     live: Mutex<Live>,
     /// Wakes the delivery loop (a release, a reconciliation, a file that left work queued).
     nudge: tokio::sync::Notify,
+    /// Wakes the files waiting to be tried again (a reload may have fixed what stopped them).
+    retry_now: tokio::sync::Notify,
     /// One reconciliation at a time.
     reconciling: tokio::sync::Mutex<()>,
     /// Each file's report once it is filed (for the demo and benchmarks to follow along).
@@ -111,6 +116,7 @@ impl Daemon {
                 ..Live::default()
             }),
             nudge: tokio::sync::Notify::new(),
+            retry_now: tokio::sync::Notify::new(),
             reconciling: tokio::sync::Mutex::new(()),
             filed: tokio::sync::broadcast::channel(256).0,
         });
@@ -224,7 +230,9 @@ impl Daemon {
     }
 
     /// A feed's files, one at a time: first those a previous run left in `processing/`, then
-    /// those the watcher hands over.
+    /// those the watcher hands over. A file whose last record is cut waits (parked) for the
+    /// DMS to finish it: the watcher hands it over again once it changed and settled, and one
+    /// that stays unchanged for `incomplete_wait_secs` goes to `held/`.
     async fn feed_worker(
         self: Arc<Daemon>,
         feed: FeedConfig,
@@ -234,62 +242,179 @@ impl Daemon {
         let unfinished = FeedFolders::new(&feed.inbox)
             .unfinished()
             .unwrap_or_default();
-        for file in unfinished {
-            tracing::info!(feed = %feed.name, file = %file.display(), "resuming a file a previous run left unfinished");
-            if !self.take_file(&feed, &file, &mut stop).await {
+        for claimed in unfinished {
+            tracing::info!(feed = %feed.name, file = %shown_path(&claimed.path), "resuming a file a previous run left unfinished");
+            if !self.take_claimed(&feed, &claimed, &mut stop).await {
                 return;
             }
         }
+        let mut parked: HashMap<PathBuf, Parked> = HashMap::new();
         loop {
+            let wait = self.pipeline.config().daemon.incomplete_wait();
+            let due = parked.values().map(|p| p.since + wait).min();
             let file = tokio::select! {
                 _ = stop.changed() => return,
                 file = files.recv() => match file {
                     Some(file) => file,
                     None => return,
                 },
+                () = sleep_until(due), if due.is_some() => {
+                    self.hold_unchanged(&feed, &mut parked, wait).await;
+                    continue;
+                }
             };
             if *stop.borrow() {
                 return;
             }
-            if !self.take_file(&feed, &file, &mut stop).await {
+            if !self
+                .take_arrival(&feed, &file, &mut parked, &mut stop)
+                .await
+            {
                 return;
             }
         }
     }
 
-    /// One file, retried after fatal errors until it is through or the daemon stops.
-    /// Returns false when the daemon stops.
-    async fn take_file(
+    /// A file the watcher handed over: filed in `failed/` when its name cannot be, parked
+    /// when it is not whole yet, else claimed and taken. Returns false when the daemon stops.
+    async fn take_arrival(
         &self,
         feed: &FeedConfig,
         file: &Path,
+        parked: &mut HashMap<PathBuf, Parked>,
         stop: &mut watch::Receiver<bool>,
     ) -> bool {
         let folders = FeedFolders::new(&feed.inbox);
-        let claimed = if is_in_processing(file) {
-            file.to_owned()
-        } else {
-            match folders.claim(file) {
-                Ok(claimed) => claimed,
-                // Gone before its turn (replaced, or moved away by hand): nothing to do.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
-                Err(e) => {
-                    tracing::error!(feed = %feed.name, file = %file.display(), error = %e, "cannot claim the file; it stays in the inbox");
-                    self.feed_live(&feed.name, |l| {
-                        l.last_error = Some(format!("{}: cannot claim: {e}", file.display()));
-                    });
-                    return true;
-                }
+        let shown = shown_path(file);
+        // Handed over again: it changed since it was parked.
+        let was_parked = parked.remove(file).is_some();
+        if let Some(reason) = FeedFolders::name_problem(file) {
+            match self.pipeline.fail_name(feed, file, reason) {
+                Ok((report, to)) => self.file_done(feed, &report, &to),
+                Err(e) => self.file_error(feed, &shown, &e.to_string()),
+            }
+            return true;
+        }
+        if let Some(reason) = self.incomplete(feed, file).await {
+            let Some(stamp) = Stamp::of(file) else {
+                return true; // gone meanwhile
+            };
+            let wait = self.pipeline.config().daemon.incomplete_wait();
+            if !was_parked {
+                tracing::warn!(
+                    feed = %feed.name,
+                    file = %shown,
+                    reason = %Escaped(&reason),
+                    hold_after_secs = wait.as_secs(),
+                    "the file is not whole yet; waiting for it to change (held if it does not)"
+                );
+            }
+            self.feed_live(&feed.name, |l| {
+                l.waiting_incomplete = Some(format!("{shown}: {reason}"));
+            });
+            parked.insert(
+                file.to_owned(),
+                Parked {
+                    since: Instant::now(),
+                    stamp,
+                    reason,
+                },
+            );
+            return true;
+        }
+        if parked.is_empty() {
+            self.feed_live(&feed.name, |l| l.waiting_incomplete = None);
+        }
+        let claimed = match folders.claim(file) {
+            Ok(claimed) => claimed,
+            // Gone before its turn (replaced, or moved away by hand): nothing to do.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(e) => {
+                self.file_error(
+                    feed,
+                    &shown,
+                    &format!("cannot take it into processing/: {e}; it stays in the inbox"),
+                );
+                return true;
             }
         };
-        let name = claimed
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        self.take_claimed(feed, &claimed, stop).await
+    }
+
+    /// Why a file is not whole yet (its last record is cut), read off the async threads.
+    async fn incomplete(&self, feed: &FeedConfig, file: &Path) -> Option<String> {
+        let config = self.pipeline.config();
+        // A profile that cannot be read is said when the file is planned.
+        let profile = Profile::find(&feed.profile, &config.profiles_dir).ok()?;
+        let path = file.to_owned();
+        tokio::task::spawn_blocking(move || ExportFile::check_complete(&path, &profile))
+            .await
+            .ok()?
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    /// Parked files that stayed unchanged for `wait`: held, with the reason. One that changed
+    /// meanwhile is left to the watcher, which hands it over again once it settles.
+    async fn hold_unchanged(
+        &self,
+        feed: &FeedConfig,
+        parked: &mut HashMap<PathBuf, Parked>,
+        wait: Duration,
+    ) {
+        let now = Instant::now();
+        let due: Vec<PathBuf> = parked
+            .iter()
+            .filter(|(_, p)| now >= p.since + wait)
+            .map(|(path, _)| path.clone())
+            .collect();
+        for path in due {
+            let Some(p) = parked.remove(&path) else {
+                continue;
+            };
+            if Stamp::of(&path) != Some(p.stamp) {
+                continue;
+            }
+            let reason = super::incomplete_reason(&format!(
+                "{} (unchanged for {} s)",
+                p.reason,
+                wait.as_secs()
+            ));
+            match self
+                .pipeline
+                .hold_unplanned(feed, &path, vec![reason])
+                .await
+            {
+                Ok((report, to)) => self.file_done(feed, &report, &to),
+                Err(e) => self.file_error(feed, &shown_path(&path), &e.to_string()),
+            }
+        }
+        if parked.is_empty() {
+            self.feed_live(&feed.name, |l| l.waiting_incomplete = None);
+        }
+    }
+
+    /// A file that could not be taken: in the log and `status`.
+    fn file_error(&self, feed: &FeedConfig, file: &str, error: &str) {
+        tracing::error!(feed = %feed.name, file = %file, error = %Escaped(error), "a file could not be taken");
+        self.feed_live(&feed.name, |l| {
+            l.last_error = Some(format!("{file}: {error}"));
+        });
+    }
+
+    /// One claimed file, retried after fatal errors until it is through or the daemon
+    /// stops. Returns false when the daemon stops.
+    async fn take_claimed(
+        &self,
+        feed: &FeedConfig,
+        claimed: &Claimed,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let name = crate::text::shown_name(&claimed.path);
         self.feed_live(&feed.name, |l| l.current = Some(name.clone()));
         let mut wait = RETRY_FIRST;
         let done = loop {
-            let work = self.pipeline.process(feed, &claimed);
+            let work = self.pipeline.process_claimed(feed, claimed);
             tokio::pin!(work);
             let result = tokio::select! {
                 result = &mut work => result,
@@ -309,14 +434,19 @@ impl Daemon {
                     break !*stop.borrow();
                 }
                 Err(e) => {
-                    tracing::error!(feed = %feed.name, file = %name, error = %e, retry_in_secs = wait.as_secs(), "file not finished; it stays in processing/ and is tried again");
-                    self.feed_live(&feed.name, |l| l.last_error = Some(e.to_string()));
-                    if let DaemonError::Upload(UploadError::Fatal { error, .. }) = &e {
+                    let mut retry_in = wait;
+                    if let Some(error) = e.fatal_api_error() {
                         self.set_error(Some(error.to_string()));
+                        if error.status() == Some(401) && self.read_token_again() {
+                            retry_in = Duration::from_secs(1);
+                        }
                     }
+                    tracing::error!(feed = %feed.name, file = %name, error = %e, retry_in_secs = retry_in.as_secs(), "file not finished; it stays in processing/ and is tried again");
+                    self.feed_live(&feed.name, |l| l.last_error = Some(e.to_string()));
                     tokio::select! {
                         _ = stop.changed() => break false,
-                        () = tokio::time::sleep(wait) => {}
+                        () = self.retry_now.notified() => {}
+                        () = tokio::time::sleep(retry_in) => {}
                     }
                     wait = (wait * 2).min(RETRY_MAX);
                 }
@@ -326,14 +456,32 @@ impl Daemon {
         done
     }
 
+    /// Reads the API token again (the token file may have been rotated): true when it
+    /// changed, and the client uses it from now on. Said in the log either way it matters.
+    fn read_token_again(&self) -> bool {
+        let config = self.pipeline.config();
+        match config.api.load_token() {
+            Ok(token) if self.client.token_is(&token) => false,
+            Ok(token) => match self.client.set_token(token) {
+                Ok(()) => {
+                    tracing::info!("the API token changed; using the new one");
+                    self.set_error(None);
+                    true
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the new API token cannot be used");
+                    false
+                }
+            },
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the API token again");
+                false
+            }
+        }
+    }
+
     fn file_done(&self, feed: &FeedConfig, report: &FileReport, to: &Path) {
-        let outcome = match &report.outcome {
-            Outcome::Applied => "applied",
-            Outcome::AlreadyApplied => "already_applied",
-            Outcome::Resumed => "resumed",
-            Outcome::Held { .. } => "held",
-            Outcome::Failed { .. } => "failed",
-        };
+        let outcome = report.outcome.name();
         let summary = report.summary();
         self.feed_live(&feed.name, |l| {
             l.last_file = Some(LastFile {
@@ -348,7 +496,7 @@ impl Daemon {
         if report.undelivered > 0 {
             self.nudge.notify_one();
         }
-        tracing::debug!(feed = %feed.name, file = %to.display(), "filed");
+        tracing::debug!(feed = %feed.name, file = %shown_path(to), "filed");
         // Nobody listening is the usual case.
         let _ = self.filed.send(Filed {
             report: report.clone(),
@@ -383,9 +531,17 @@ impl Daemon {
                         wait = (wait * 2).min(RETRY_MAX);
                     }
                     Err(e) => {
-                        tracing::error!(error = %e, retry_in_secs = wait.as_secs(), "delivery failed; trying again later");
-                        self.set_error(Some(e.to_string()));
-                        wait = (wait * 2).min(RETRY_MAX);
+                        let token_changed = matches!(
+                            &e,
+                            UploadError::Fatal { error, .. } if error.status() == Some(401)
+                        ) && self.read_token_again();
+                        if token_changed {
+                            wait = Duration::from_secs(1);
+                        } else {
+                            tracing::error!(error = %e, retry_in_secs = wait.as_secs(), "delivery failed; trying again later");
+                            self.set_error(Some(e.to_string()));
+                            wait = (wait * 2).min(RETRY_MAX);
+                        }
                     }
                 }
             }
@@ -585,15 +741,21 @@ impl Daemon {
             }
         };
         let old = self.pipeline.config();
+        self.pipeline.set_config(config.clone());
+        // The token file may have been rotated (after a 401, say): read again, and what
+        // waits to be tried again is tried now.
+        self.read_token_again();
+        self.retry_now.notify_waiters();
+        self.nudge.notify_one();
         if old.api != config.api
             || old.state != config.state
             || old.daemon.socket != config.daemon.socket
         {
             tracing::warn!(
-                "reload: [api], [state] and daemon.socket changes take effect at the next restart"
+                "reload: [api] (but the token), [state] and daemon.socket changes take effect at \
+                 the next restart"
             );
         }
-        self.pipeline.set_config(config.clone());
         let wanted: BTreeMap<&str, &FeedConfig> =
             config.feeds.iter().map(|f| (f.name.as_str(), f)).collect();
         let names: Vec<String> = feeds.keys().cloned().collect();
@@ -683,5 +845,41 @@ async fn watchdog(mut stop: watch::Receiver<bool>) {
 fn notify_systemd(states: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(false, states) {
         tracing::debug!(error = %e, "cannot notify systemd");
+    }
+}
+
+/// A file found not whole yet, waiting for the DMS to finish it.
+struct Parked {
+    /// When it was found so (or last changed).
+    since: Instant,
+    stamp: Stamp,
+    reason: String,
+}
+
+/// What tells a file changed: its inode, size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    inode: u64,
+    size: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            inode: meta.ino(),
+            size: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+/// Sleeps until `at` (for ever without one: the branch is disabled then).
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }

@@ -41,9 +41,13 @@ pub struct FeedStatus {
     pub watch: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_file: Option<LastFile>,
-    /// The file being processed now.
+    /// The file being processed now (without a daemon: one a stop or a crash interrupted,
+    /// resumed at the next start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<String>,
+    /// A file in the inbox that is not whole yet (its last record cut), waiting to change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_incomplete: Option<String>,
     /// Export files in the inbox, not taken yet.
     pub waiting: usize,
     pub held: usize,
@@ -77,6 +81,7 @@ pub struct Live {
 pub struct FeedLive {
     pub last_file: Option<LastFile>,
     pub current: Option<String>,
+    pub waiting_incomplete: Option<String>,
     pub last_error: Option<String>,
 }
 
@@ -90,17 +95,33 @@ pub fn collect(
     let state = outbox.state();
     // The last file of each feed as the state recorded it (newest record wins).
     let mut last: BTreeMap<String, LastFile> = BTreeMap::new();
-    for record in state.files() {
-        let r = record?;
+    for item in state.trees.files.iter() {
+        let (key, value) = item?;
+        let r: crate::state::FileRecord = crate::state::records::decode(&value, "file record")?;
         let (outcome, summary) = match &r.outcome {
             FileOutcome::Queued {
                 ops,
                 rejected_records,
                 ..
-            } => (
-                "applied",
-                format!("{ops} operations queued, {rejected_records} records rejected"),
-            ),
+            } => {
+                let file_no = crate::state::decode_u64(&key, "file number")?;
+                let progress = outbox.progress(file_no).map_err(|e| match e {
+                    crate::outbox::OutboxError::State(e) => e,
+                    other => StateError::Decode {
+                        what: "outbox",
+                        reason: other.to_string(),
+                    },
+                })?;
+                let done = progress.delivered;
+                let left = progress.queued.total();
+                let summary = format!(
+                    "{} of {ops} operations acknowledged, {} refused, {left} still queued; \
+                     {rejected_records} records rejected",
+                    done.applied.total(),
+                    done.refused
+                );
+                (if left > 0 { "delivering" } else { "applied" }, summary)
+            }
             FileOutcome::AlreadyApplied { same_as } => {
                 ("already_applied", format!("same content as {same_as}"))
             }
@@ -132,10 +153,21 @@ pub fn collect(
             last_file: live_feed
                 .and_then(|l| l.last_file.clone())
                 .or_else(|| last.remove(&feed.name)),
-            current: live_feed.and_then(|l| l.current.clone()),
+            current: match live {
+                Some(_) => live_feed.and_then(|l| l.current.clone()),
+                None => folders.unfinished().ok().and_then(|u| {
+                    u.first().map(|c| {
+                        format!(
+                            "{} (interrupted; resumed when lotsync starts)",
+                            crate::text::shown_name(&c.path)
+                        )
+                    })
+                }),
+            },
+            waiting_incomplete: live_feed.and_then(|l| l.waiting_incomplete.clone()),
             waiting: folders.arrivals().map(|a| a.len()).unwrap_or(0),
-            held: count_files(&feed.inbox.join("held")),
-            failed: count_files(&feed.inbox.join("failed")),
+            held: count_files(&folders.held_dir()),
+            failed: count_files(&folders.failed_dir()),
             rejected_vehicles,
             last_error: live_feed.and_then(|l| l.last_error.clone()),
         });
@@ -220,6 +252,9 @@ impl DaemonStatus {
             }
             if let Some(c) = &f.current {
                 let _ = writeln!(s, "  now: {c}");
+            }
+            if let Some(w) = &f.waiting_incomplete {
+                let _ = writeln!(s, "  not whole yet, waiting for it to change: {w}");
             }
             let _ = writeln!(
                 s,

@@ -12,6 +12,7 @@
 
 use super::folders::{Arrival, FeedFolders};
 use crate::config::WatchMode;
+use crate::text::shown_path;
 use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::collections::{HashMap, HashSet};
@@ -50,9 +51,12 @@ struct Pending {
 pub struct Settler {
     settle: Duration,
     pending: HashMap<PathBuf, Pending>,
-    /// Handed out: path → inode. The same inode at the same path is not handed out again.
-    handed: HashMap<PathBuf, u64>,
-    /// Links to outside the inbox already warned about.
+    /// Handed out: path → (inode, size, modification time). The same file unchanged at the
+    /// same path is not handed out again; changed (a DMS finishing a file the worker found
+    /// cut), it settles and is handed out again.
+    handed: HashMap<PathBuf, (u64, u64, Option<SystemTime>)>,
+    /// Folders and links to outside the inbox already told about (once each, while they
+    /// stay).
     warned: HashSet<PathBuf>,
     next_order: u64,
 }
@@ -75,7 +79,16 @@ impl Settler {
             Ok(Arrival::Export(meta)) => meta,
             Ok(Arrival::OutsideLink) => {
                 if self.warned.insert(path.to_owned()) {
-                    tracing::warn!(file = %path.display(), "a link to outside the inbox; left alone");
+                    tracing::warn!(file = %shown_path(path), "a link to outside the inbox; left alone");
+                }
+                return;
+            }
+            Ok(Arrival::Folder) => {
+                if self.warned.insert(path.to_owned()) {
+                    tracing::warn!(
+                        folder = %shown_path(path),
+                        "a folder in the inbox; left alone (lotsync takes export files, not folders)"
+                    );
                 }
                 return;
             }
@@ -87,16 +100,16 @@ impl Settler {
                 return;
             }
             Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "cannot look at a file in the inbox");
+                tracing::warn!(file = %shown_path(path), error = %e, "cannot look at a file in the inbox");
                 return;
             }
         };
         let inode = meta.ino();
-        if self.handed.get(path) == Some(&inode) {
+        let (size, modified) = (meta.len(), meta.modified().ok());
+        if self.handed.get(path) == Some(&(inode, size, modified)) {
             return;
         }
         self.handed.remove(path);
-        let (size, modified) = (meta.len(), meta.modified().ok());
         match self.pending.get_mut(path) {
             Some(p) if p.inode == inode && p.size == size && p.modified == modified => {
                 p.renamed_in |= renamed_in;
@@ -157,7 +170,8 @@ impl Settler {
             .into_iter()
             .map(|(_, path)| {
                 if let Some(p) = self.pending.remove(&path) {
-                    self.handed.insert(path.clone(), p.inode);
+                    self.handed
+                        .insert(path.clone(), (p.inode, p.size, p.modified));
                 }
                 path
             })
@@ -200,7 +214,7 @@ pub async fn watch_inbox(
             Err(e) => {
                 tracing::error!(
                     feed = %feed,
-                    inbox = %folders.inbox().display(),
+                    inbox = %shown_path(folders.inbox()),
                     error = %describe_notify_error(&e),
                     "cannot watch the inbox; looking every {} s instead",
                     settings.poll_interval.as_secs_f64()
@@ -221,12 +235,12 @@ pub async fn watch_inbox(
         let now = Instant::now();
         if now >= next_scan {
             if let Err(e) = settler.scan(&folders, now) {
-                tracing::warn!(feed = %feed, inbox = %folders.inbox().display(), error = %e, "cannot read the inbox");
+                tracing::warn!(feed = %feed, inbox = %shown_path(folders.inbox()), error = %e, "cannot read the inbox");
             }
             next_scan = now + every;
         }
         for path in settler.ready(Instant::now()) {
-            tracing::debug!(feed = %feed, file = %path.display(), "complete");
+            tracing::debug!(feed = %feed, file = %shown_path(&path), "complete");
             if files.send(path).await.is_err() {
                 return;
             }

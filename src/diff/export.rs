@@ -27,6 +27,8 @@ pub struct DiffOptions {
     pub commit: bool,
     /// The service's own list, for the first file of an empty state ([`Listed`]).
     pub listed: Option<Listed>,
+    /// Read a file whose last record is cut as it is (an operator released it).
+    pub accept_incomplete: bool,
 }
 
 impl DiffOptions {
@@ -34,7 +36,7 @@ impl DiffOptions {
     pub fn committed() -> DiffOptions {
         DiffOptions {
             commit: true,
-            listed: None,
+            ..DiffOptions::default()
         }
     }
 }
@@ -50,6 +52,10 @@ pub enum FileDiffError {
     Diff(#[from] DiffError),
 }
 
+/// A full snapshot with this share of the records of the last one applied, or fewer, is worth
+/// a note even when the safety guard lets it through: a cut export sells what follows the cut.
+pub const SMALLER_SNAPSHOT: f64 = 0.9;
+
 /// Reads, maps and diffs one file; commits the plan to the outbox when `options` say so.
 pub fn diff_file(
     outbox: &Outbox,
@@ -59,7 +65,32 @@ pub fn diff_file(
     path: &Path,
     options: DiffOptions,
 ) -> Result<FilePlan, FileDiffError> {
+    diff_file_drafted(
+        outbox,
+        rules,
+        profile,
+        location_id,
+        path,
+        options,
+        |_, _| Ok(()),
+    )
+}
+
+/// [`diff_file`], with `draft` told the plan that applies just before it is committed (the
+/// daemon writes the file's report draft there, so a crash after the commit loses nothing of
+/// what the file said). An error of `draft` stops the commit.
+pub fn diff_file_drafted(
+    outbox: &Outbox,
+    rules: Rules,
+    profile: &Profile,
+    location_id: u64,
+    path: &Path,
+    options: DiffOptions,
+    draft: impl FnOnce(&Plan, &FilePlan) -> std::io::Result<()>,
+) -> Result<FilePlan, FileDiffError> {
     let file = FileId::of_path(path)?;
+    let full = rules.mode == super::Mode::Full;
+    let last = outbox.state().feed(&rules.feed).map_err(DiffError::from)?;
     let mut differ = Differ::with_listed(outbox, rules, file, options.listed)?;
     let mut out = FilePlan {
         plan: Plan::default(),
@@ -69,7 +100,8 @@ pub fn diff_file(
         notes: Vec::new(),
     };
     if !differ.already_applied() {
-        let mut export = ExportFile::open(path, profile, location_id)?;
+        let mut export =
+            ExportFile::open_with(path, profile, location_id, options.accept_incomplete)?;
         while let Some(mapped) = export.next_record()? {
             out.records += 1;
             match mapped {
@@ -86,13 +118,22 @@ pub fn diff_file(
             }
         }
         out.notes = export.notes();
+        let previous = last.and_then(|f| f.last_applied);
+        if let Some(previous) = previous.filter(|p| full && p.records > 0) {
+            if (out.records as f64) <= previous.records as f64 * SMALLER_SNAPSHOT {
+                out.notes.push(format!(
+                    "this full snapshot has {} records, {:.0}% fewer than the last one applied \
+                     ({}, {} records): if the export was cut short, the vehicles after the cut \
+                     are sold",
+                    out.records,
+                    100.0 - out.records as f64 * 100.0 / previous.records as f64,
+                    crate::text::Escaped(&previous.name),
+                    previous.records
+                ));
+            }
+        }
     }
-    out.plan = if options.commit {
-        differ.commit()?
-    } else {
-        differ.finish()
-    };
-    let adopted = out.plan.counts.adopted;
+    let adopted = differ.judge().counts.adopted;
     if adopted > 0 {
         out.notes.push(format!(
             "the state knew no vehicle of the organization: {adopted} vehicles already on the \
@@ -100,5 +141,13 @@ pub fn diff_file(
              shows as this file does)"
         ));
     }
+    out.plan = if options.commit {
+        if differ.judge().applies() {
+            draft(differ.judge(), &out)?;
+        }
+        differ.commit()?
+    } else {
+        differ.finish()
+    };
     Ok(out)
 }

@@ -16,7 +16,9 @@ mod export;
 mod plan;
 
 pub use drift::field_drift;
-pub use export::{diff_file, DiffOptions, FileDiffError, FilePlan};
+pub use export::{
+    diff_file, diff_file_drafted, DiffOptions, FileDiffError, FilePlan, SMALLER_SNAPSHOT,
+};
 pub use plan::{Counts, FileId, GuardCount, Learned, Plan, PlannedOp, Verdict, VinChange};
 
 use crate::api::{Vehicle, VehiclePayload};
@@ -222,6 +224,8 @@ pub struct Differ<'o> {
     accepted_at: BTreeMap<u64, u64>,
     /// The service's list, for the first diff of an empty state.
     listed: Option<Listed>,
+    /// Absence and the guard are judged (once).
+    judged: bool,
     plan: Plan,
 }
 
@@ -310,6 +314,7 @@ impl<'o> Differ<'o> {
             present: HashSet::new(),
             accepted_at: BTreeMap::new(),
             listed,
+            judged: false,
             plan,
         })
     }
@@ -354,6 +359,7 @@ impl<'o> Differ<'o> {
         } = accepted;
         let vin = payload.vin.clone();
         let location_id = payload.location_id;
+        self.plan.records += 1;
         *self.accepted_at.entry(location_id).or_default() += 1;
         self.present.insert(vin.clone());
         let known = self.known(&vin, location_id)?;
@@ -435,6 +441,7 @@ impl<'o> Differ<'o> {
             return;
         }
         self.plan.counts.rejected_records += 1;
+        self.plan.records += 1;
         if let Some(vin) = &rejected.vin {
             self.present.insert(vin.clone());
         }
@@ -445,16 +452,25 @@ impl<'o> Differ<'o> {
 
     /// Judges absence and the guard, and returns the plan. Nothing is written.
     pub fn finish(mut self) -> Plan {
-        self.judge_absence();
+        self.judge();
         self.plan
     }
 
     /// Finishes and commits the plan to the outbox (unless it is held or already applied),
     /// under the same lock, and makes it durable.
     pub fn commit(mut self) -> Result<Plan, DiffError> {
-        self.judge_absence();
+        self.judge();
         self.plan.file_no = Some(self.outbox.commit(&self.plan, &self.in_flight)?);
         Ok(self.plan)
+    }
+
+    /// Judges absence and the guard (once) and shows the plan as it would be committed.
+    pub fn judge(&mut self) -> &Plan {
+        if !self.judged {
+            self.judged = true;
+            self.judge_absence();
+        }
+        &self.plan
     }
 
     fn judge_absence(&mut self) {

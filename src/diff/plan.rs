@@ -118,6 +118,8 @@ pub struct Plan {
     pub guard: Vec<(u64, GuardCount)>,
     /// The number the state files it under, once committed.
     pub file_no: Option<u64>,
+    /// Records the file held (accepted or rejected).
+    pub records: u64,
 }
 
 impl Plan {
@@ -132,6 +134,7 @@ impl Plan {
             counts: Counts::default(),
             guard: Vec::new(),
             file_no: None,
+            records: 0,
         }
     }
 

@@ -100,6 +100,22 @@ impl ExportFile {
         Ok(file)
     }
 
+    /// Reads the file to its end without mapping it (about half the cost of a full read):
+    /// `Err` with [`ExportError::is_incomplete`] when its last record is cut, so the daemon
+    /// can wait for a DMS still writing it before taking it. Other problems are left to the
+    /// real read, which reports them.
+    pub fn check_complete(path: &Path, profile: &Profile) -> Result<(), ExportError> {
+        let mut file = ExportFile::open(path, profile, 0)?;
+        loop {
+            match file.reader.next(&mut file.record) {
+                Ok(Item::End) => return Ok(()),
+                Ok(_) => {}
+                Err(e) if e.is_incomplete() => return Err(e.into()),
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+
     /// The next record, mapped; None at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<Mapped<'_>>, ExportError> {
         let mapped = match self.reader.next(&mut self.record)? {

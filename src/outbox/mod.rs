@@ -373,6 +373,7 @@ impl Outbox {
                                 name: plan.file.name.clone(),
                                 sha256: plan.file.sha256.clone(),
                                 at: now,
+                                records: plan.records,
                             }),
                         };
                         feeds.insert(plan.feed.as_bytes(), state::records::encode(&feed))?;
@@ -398,6 +399,36 @@ impl Outbox {
         // After the flush: a marker never says more than the database holds.
         self.state.write_markers();
         Ok(filed)
+    }
+
+    /// Records a file that was held without a plan (it stayed incomplete), so that
+    /// `lotsync release` knows it.
+    pub fn record_held(
+        &self,
+        feed: &str,
+        name: &str,
+        sha256: &str,
+        reason: &str,
+    ) -> Result<(), OutboxError> {
+        let t = &self.state.trees;
+        let record = FileRecord {
+            feed: feed.to_owned(),
+            name: name.to_owned(),
+            sha256: sha256.to_owned(),
+            seen_at: state::now(),
+            outcome: FileOutcome::Held {
+                reason: reason.to_owned(),
+            },
+        };
+        (&t.meta, &t.files).transaction(|(meta, files)| {
+            let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
+            files.insert(&file_no.to_be_bytes(), state::records::encode(&record))?;
+            meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
+            Ok(())
+        })?;
+        self.state.flush()?;
+        self.state.write_markers();
+        Ok(())
     }
 
     /// Where a planned file's operations are: what the service answered so far, and what is
@@ -718,6 +749,7 @@ mod tests {
             name: "day1.csv".into(),
             sha256: "ab".into(),
             at: 7,
+            records: 0,
         };
         let restore = |vin: &str, sold| Finding::Restore {
             vin: vin.into(),

@@ -217,6 +217,9 @@ pub struct AppliedFile {
     pub name: String,
     pub sha256: String,
     pub at: i64,
+    /// Records it held (0: not known, as for a file restored by a rebuild).
+    #[serde(default)]
+    pub records: u64,
 }
 
 /// The outbox's bookkeeping, updated in the same transactions as the outbox itself:

@@ -176,6 +176,9 @@ pub struct RejectedOp {
     pub op: &'static str,
     /// The file that queued it.
     pub file: String,
+    /// The number that file is filed under in the state.
+    #[serde(skip)]
+    pub file_no: Option<u64>,
     pub status: u16,
     pub messages: Vec<String>,
 }
@@ -368,6 +371,7 @@ impl Uploader {
                         vin: entry.vin,
                         op: entry.op.name(),
                         file: entry.file,
+                        file_no: entry.file_no,
                         status,
                         messages,
                     });

@@ -1,0 +1,495 @@
+//! `lotsync run` at the edges of the real world, as a real process watching real folders
+//! against the sandbox on loopback:
+//! - a file written in place that pauses mid-record is not taken until it is whole; one that
+//!   stays cut is held with the reason, and released as it is; a much smaller snapshot is
+//!   said in its report;
+//! - names lotsync cannot file go to `failed/` without blocking the feed; names with control
+//!   characters are escaped in the log; folders and outside links are said once;
+//! - after a 401 or a 200 with an HTML page, a new token plus SIGHUP (or the service coming
+//!   back) delivers everything, nothing stays queued;
+//! - reports say what truly happened: a re-dropped applied file is "already applied", a file
+//!   resumed after SIGKILL keeps what its first attempt found, and during an outage the
+//!   counts are what the service acknowledged with the rest said to be queued.
+
+mod common;
+
+use common::fleet::{export, Car};
+use common::site::{drop_file, reports, text, Site};
+use common::{count, sandbox_with, set_behaviour, state};
+use lotsync::sandbox::{Behaviour, Faults};
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+const FULL: &str = "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n";
+const DELTA: &str =
+    "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\nmode = \"delta\"\n";
+
+async fn status(site: &Site) -> Value {
+    let out = site.lotsync(&["status", "--format", "json"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn vehicles(st: &Value) -> usize {
+    st["vehicles"].as_array().map_or(0, Vec::len)
+}
+
+fn sold(st: &Value) -> usize {
+    st["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["vehicle"]["status"] == "sold")
+        .count()
+}
+
+fn model_of(st: &Value, vin: &str) -> String {
+    st["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vehicle"]["vin"] == vin)
+        .map(|v| v["vehicle"]["model"].as_str().unwrap_or("").to_owned())
+        .unwrap_or_default()
+}
+
+async fn socket_up(site: &Site) {
+    let socket = site.path().join("run/lotsync.sock");
+    site.wait_until(Duration::from_secs(15), "the daemon listens", || {
+        socket.exists()
+    })
+    .await;
+}
+
+/// (3) A DMS writing in place that pauses longer than the settle time in the middle of a
+/// record: nothing of the cut file is taken (no cut model sent, nothing sold); once whole it
+/// is taken whole. One that stays cut is held with the reason and released as it is. A full
+/// snapshot much smaller than the last is said in its report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::with(
+        "edges-incomplete",
+        &sb.base_url(),
+        "",
+        "incomplete_wait_secs = 2\n",
+        FULL,
+    );
+    let inbox = site.inbox();
+    let _daemon = site.start();
+    let cars: Vec<Car> = (0..40).map(Car::new).collect();
+    drop_file(&inbox, "day1.csv", export(&cars).as_bytes());
+    site.wait_until(Duration::from_secs(20), "day1 archived", || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+
+    // Day 2 (every price cut by 100) written in place, pausing 1.5 s (the settle time is
+    // 0.3 s) inside record 20.
+    let mut cars = cars;
+    for car in &mut cars {
+        car.price -= 100;
+    }
+    let body = export(&cars);
+    let line = cars[19].line();
+    let model = line.split(',').nth(4).unwrap().to_owned();
+    let cut_at = body.find(&line).unwrap() + line.find(&model).unwrap() + 3;
+    let cut_vin = common::feedgen::vin(19);
+    let path = inbox.join("day2.csv");
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(&body.as_bytes()[..cut_at]).unwrap();
+    file.flush().unwrap();
+    let before = state(&sb).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let during = state(&sb).await;
+    assert_eq!(
+        during["total_requests"], before["total_requests"],
+        "nothing sent of a cut file"
+    );
+    let st = status(&site).await;
+    let waiting = st["feeds"][0]["waiting_incomplete"].as_str().unwrap_or("");
+    assert!(waiting.contains("day2.csv"), "{st:#}");
+    file.write_all(&body.as_bytes()[cut_at..]).unwrap();
+    drop(file);
+    site.wait_until(Duration::from_secs(20), "day2 archived", || {
+        reports(&inbox, "archive").len() == 2
+    })
+    .await;
+    let after = state(&sb).await;
+    assert_eq!(sold(&after), 0, "nothing sold");
+    assert_eq!(vehicles(&after), 40);
+    assert_eq!(model_of(&after, &cut_vin), model, "never the cut value");
+    let day2: Vec<Value> = reports(&inbox, "archive")
+        .into_iter()
+        .filter(|r| r["file"] == "day2.csv")
+        .collect();
+    assert_eq!(day2[0]["records"], 40, "taken whole: {:#}", day2[0]);
+    assert!(
+        site.log().contains("the file is not whole yet"),
+        "{}",
+        site.log()
+    );
+
+    // A file that stays cut (a full last record, but no line break after it): held after
+    // 2 s unchanged, nothing sent; released, it is taken as it is.
+    let mut body = export(&cars[..39]);
+    body.pop();
+    std::fs::write(inbox.join("stuck.csv"), &body).unwrap();
+    site.wait_until(Duration::from_secs(20), "stuck.csv held", || {
+        reports(&inbox, "held").len() == 1
+    })
+    .await;
+    let held = &reports(&inbox, "held")[0];
+    let reason = held["reasons"][0].as_str().unwrap();
+    assert!(reason.contains("incomplete"), "{held:#}");
+    assert!(reason.contains("lotsync release"), "{held:#}");
+    assert_eq!(sold(&state(&sb).await), 0, "nothing of it sent");
+    let out = site
+        .lotsync(&["release", inbox.join("held/stuck.csv").to_str().unwrap()])
+        .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(sold(&state(&sb).await), 1, "the one car it lacks is sold");
+
+    // Much smaller than the last snapshot, though under the guard's threshold: said.
+    drop_file(&inbox, "day4.csv", export(&cars[..34]).as_bytes());
+    site.wait_until(Duration::from_secs(20), "day4 archived", || {
+        reports(&inbox, "archive")
+            .iter()
+            .any(|r| r["file"] == "day4.csv")
+    })
+    .await;
+    let day4 = reports(&inbox, "archive")
+        .into_iter()
+        .find(|r| r["file"] == "day4.csv")
+        .unwrap();
+    let notes = day4["notes"].to_string();
+    assert!(
+        notes.contains("fewer than the last one applied"),
+        "{day4:#}"
+    );
+}
+
+/// (4, 5, 6) Names lotsync cannot file go to `failed/` under names that fit, each said once,
+/// and the feed goes on; a name with a newline and an escape code is escaped in the log;
+/// a folder and a link to outside the inbox are said once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::with("edges-names", &sb.base_url(), "", "", DELTA);
+    let inbox = site.inbox();
+    std::fs::create_dir_all(inbox.join("a folder")).unwrap();
+    let outside = site.path().join("outside.csv");
+    std::fs::write(&outside, export(&[Car::new(99)])).unwrap();
+    std::os::unix::fs::symlink(&outside, inbox.join("link.csv")).unwrap();
+    let _daemon = site.start();
+    socket_up(&site).await;
+
+    let long = format!("{}.csv", "x".repeat(250));
+    std::fs::write(inbox.join(&long), export(&[Car::new(1)])).unwrap();
+    let latin1 = OsStr::from_bytes(b"Citro\xebn.csv");
+    std::fs::write(inbox.join(".tmp-latin1"), export(&[Car::new(2)])).unwrap();
+    std::fs::rename(inbox.join(".tmp-latin1"), inbox.join(latin1)).unwrap();
+    let evil = "evil\nfake=event \x1b[31mred.csv";
+    drop_file(&inbox, evil, export(&[Car::new(3)]).as_bytes());
+    for n in 0..5u64 {
+        drop_file(
+            &inbox,
+            &format!("ok-{n}.csv"),
+            export(&[Car::new(10 + n)]).as_bytes(),
+        );
+    }
+    site.wait_until(Duration::from_secs(30), "6 archived, 2 failed", || {
+        reports(&inbox, "archive").len() == 6 && reports(&inbox, "failed").len() == 2
+    })
+    .await;
+    for _ in 0..3 {
+        status(&site).await;
+    }
+    let st = status(&site).await;
+    assert_eq!(st["feeds"][0]["failed"], 2, "{st:#}");
+    assert_eq!(
+        vehicles(&state(&sb).await),
+        6,
+        "the good files and the odd-named one"
+    );
+    for entry in std::fs::read_dir(inbox.join("failed")).unwrap() {
+        let name = entry.unwrap().file_name();
+        let name = name.to_str().expect("failed/ names are UTF-8");
+        assert!(name.len() <= 255 && !name.contains('\n'), "{name}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let log = site.log();
+    assert_eq!(
+        log.matches("a file lotsync cannot take under its name")
+            .count(),
+        2,
+        "{log}"
+    );
+    assert!(log.contains("Citro\\xebn.csv"), "{log}");
+    assert_eq!(log.matches("a folder in the inbox").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("a link to outside the inbox").count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains('\x1b'), "no raw escape code in the log");
+    assert!(
+        !log.lines().any(|l| l.starts_with("fake=event")),
+        "one event stays one line:\n{log}"
+    );
+    assert!(
+        log.contains("evil\\nfake=event \\u{1b}[31mred.csv"),
+        "{log}"
+    );
+}
+
+/// (7, 8) A 401 stops delivery with the file's operations queued; a new token written to
+/// the token file plus SIGHUP delivers them all. Then a 200 with an HTML page (a portal in
+/// the way) stops it again, and once the service answers, nothing stays queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::with("edges-token", &sb.base_url(), "", "", DELTA);
+    let config = std::fs::read_to_string(&site.config).unwrap().replace(
+        "token_env = \"LOTSYNC_TEST_TOKEN\"",
+        "token_file = \"token\"",
+    );
+    std::fs::write(&site.config, config).unwrap();
+    let token = site.path().join("token");
+    write_token(&token, "sandbox-token");
+    let inbox = site.inbox();
+    let daemon = site.start();
+    socket_up(&site).await;
+    drop_file(&inbox, "first.csv", export(&[Car::new(100)]).as_bytes());
+    site.wait_until(Duration::from_secs(20), "first.csv archived", || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    // The token is revoked (and lotsync told of a new file, which is the old one).
+    write_token(&token, "revoked-token");
+    daemon.signal("HUP");
+    let cars: Vec<Car> = (0..20).map(Car::new).collect();
+    drop_file(&inbox, "a.csv", export(&cars).as_bytes());
+    let mut st = Value::Null;
+    for _ in 0..200 {
+        st = status(&site).await;
+        if st["last_error"].as_str().is_some_and(|e| e.contains("401")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let error = st["last_error"].as_str().unwrap_or("");
+    assert!(
+        error.contains("401") && error.contains("systemctl reload"),
+        "{st:#}\n{}\n{}",
+        std::fs::read_to_string(&site.config).unwrap(),
+        site.log()
+    );
+    assert_eq!(st["outbox_depth"], 20, "{st:#}");
+
+    write_token(&token, "sandbox-token");
+    daemon.signal("HUP");
+    site.wait_until(Duration::from_secs(20), "a.csv archived", || {
+        reports(&inbox, "archive").len() == 2
+    })
+    .await;
+    let report = &reports(&inbox, "archive")
+        .into_iter()
+        .find(|r| r["file"] == "a.csv")
+        .unwrap();
+    assert_eq!(report["counts"]["create"], 20, "{report:#}");
+    assert_eq!(report["undelivered"], 0, "{report:#}");
+    assert!(
+        site.log().contains("the API token changed"),
+        "{}",
+        site.log()
+    );
+
+    // A portal answering 200 with an HTML page: fatal; the service back: all delivered.
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                html_200: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let more: Vec<Car> = (20..30).map(Car::new).collect();
+    drop_file(&inbox, "b.csv", export(&more).as_bytes());
+    site.wait_until(Duration::from_secs(20), "the portal noticed", || {
+        site.log().contains("not what the service sends")
+    })
+    .await;
+    set_behaviour(&sb, &Behaviour::default()).await;
+    daemon.signal("HUP");
+    site.wait_until(Duration::from_secs(20), "b.csv archived", || {
+        reports(&inbox, "archive").len() == 3
+    })
+    .await;
+    let st = status(&site).await;
+    assert_eq!(st["outbox_depth"], 0, "nothing stays queued: {st:#}");
+    assert_eq!(vehicles(&state(&sb).await), 31);
+}
+
+fn write_token(path: &Path, token: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, token).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// (9) Reports that are true: a re-dropped applied file is "already applied" (not
+/// "resumed"); a file resumed after SIGKILL keeps its records, counts and rejected lines and
+/// its notification is sent, and `status` never calls it "already applied" while it is
+/// delivered; during an outage the counts are what the service acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_say_what_truly_happened() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            latency_ms: 20,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let site = Site::with(
+        "edges-reports",
+        &sb.base_url(),
+        "give_up_after_secs = 2\nmax_attempts = 2\n",
+        "\n[notifications]\napplication_slug = \"inventory\"\n",
+        DELTA,
+    );
+    let inbox = site.inbox();
+    let daemon = site.start();
+
+    // 1,500 vehicles and two bad rows, killed in the middle of the delivery.
+    let cars: Vec<Car> = (0..1500).map(Car::new).collect();
+    let mut body = export(&cars);
+    body.push_str(",NOSTOCK,2020,Ford,F-150,\"$1\",1,In Stock,MAIN\n");
+    body.push_str(&format!(
+        "{},,2020,Ford,F-150,\"$20000\",1,In Stock,MAIN\n",
+        common::feedgen::vin(5000)
+    ));
+    drop_file(&inbox, "big.csv", body.as_bytes());
+    loop {
+        if vehicles(&state(&sb).await) >= 300 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    daemon.signal("KILL");
+    daemon.exit(Duration::from_secs(5)).await;
+    assert!(vehicles(&state(&sb).await) < 1500, "killed before the end");
+
+    let daemon = site.start();
+    let mut outcomes = Vec::new();
+    while reports(&inbox, "archive").is_empty() {
+        let st = status(&site).await;
+        if let Some(o) = st["feeds"][0]["last_file"]["outcome"].as_str() {
+            outcomes.push(o.to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !outcomes.iter().any(|o| o == "already_applied"),
+        "status while it is delivered: {outcomes:?}"
+    );
+    let report = &reports(&inbox, "archive")[0];
+    assert_eq!(report["outcome"], "resumed", "{report:#}");
+    assert_eq!(report["records"], 1502, "{report:#}");
+    assert_eq!(report["counts"]["create"], 1500, "{report:#}");
+    assert_eq!(
+        report["rejected_records"].as_array().unwrap().len(),
+        2,
+        "{report:#}"
+    );
+    let after = state(&sb).await;
+    assert_eq!(count(&after, "POST /v1/inventory", "201"), 1500);
+    let notes = after["notifications"].to_string();
+    assert!(
+        notes.contains("big.csv"),
+        "the rejected records are told: {notes}"
+    );
+
+    // The same bytes again: already applied, and said so.
+    drop_file(&inbox, "big-again.csv", body.as_bytes());
+    site.wait_until(Duration::from_secs(20), "big-again archived", || {
+        reports(&inbox, "archive").len() == 2
+    })
+    .await;
+    let again = reports(&inbox, "archive")
+        .into_iter()
+        .find(|r| r["file"] == "big-again.csv")
+        .unwrap();
+    assert_eq!(again["outcome"], "already_applied", "{again:#}");
+    let log = site.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("big-again.csv") && l.contains("file done"))
+        .unwrap();
+    assert!(
+        line.contains("already applied") && !line.contains("resumed"),
+        "{line}"
+    );
+
+    // An outage: every request fails; after 2 s delivery gives up and the file is filed with
+    // what the service acknowledged (nothing) and what stays queued (20 creates).
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                http_503: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let more: Vec<Car> = (2000..2020).map(Car::new).collect();
+    drop_file(&inbox, "outage.csv", export(&more).as_bytes());
+    site.wait_until(Duration::from_secs(60), "outage.csv archived", || {
+        reports(&inbox, "archive")
+            .iter()
+            .any(|r| r["file"] == "outage.csv")
+    })
+    .await;
+    let outage = reports(&inbox, "archive")
+        .into_iter()
+        .find(|r| r["file"] == "outage.csv")
+        .unwrap();
+    assert_eq!(outage["counts"]["create"], 0, "{outage:#}");
+    assert_eq!(outage["planned"]["create"], 20, "{outage:#}");
+    assert_eq!(outage["still_queued"]["create"], 20, "{outage:#}");
+    let log = site.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("outage.csv") && l.contains("file done"))
+        .unwrap();
+    assert!(
+        line.contains("0 created") && line.contains("still queued"),
+        "{line}"
+    );
+    set_behaviour(&sb, &Behaviour::default()).await;
+    daemon.signal("HUP");
+    let mut depth = Value::Null;
+    for _ in 0..200 {
+        depth = status(&site).await["outbox_depth"].clone();
+        if depth == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(depth, 0, "delivered once the service is back");
+    assert_eq!(vehicles(&state(&sb).await), 1520);
+}
