@@ -226,7 +226,7 @@ async fn status_in_a_loop_never_keeps_the_daemon_from_starting() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let runs = statuses.join().unwrap();
-    assert!(runs >= 10, "status ran meanwhile ({runs} times)");
+    assert!(runs >= 3, "status ran meanwhile ({runs} times)");
 }
 
 /// A new state beside a service that already holds the lot (a new install, a state rebuilt

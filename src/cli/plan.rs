@@ -135,7 +135,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     for (path, feed) in args.files.iter().zip(feeds) {
         let planned = plan_one(&outbox, &config, feed, path, false, false, listed.clone())?;
         held |= matches!(planned.plan.verdict, Verdict::Held { .. });
-        let shown = path.display().to_string();
+        let shown = crate::text::shown_path(path);
         match args.format {
             OutputFormat::Text => write_text(&mut out, &shown, &planned)?,
             OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned)?,

@@ -51,7 +51,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let mut unreadable = false;
     let mut synced = Vec::new();
     for (path, feed) in args.files.iter().zip(feeds) {
-        let shown = path.display().to_string();
+        let shown = crate::text::shown_path(path);
         // Read again for each file until the state knows the organization (the first file
         // taken makes it known).
         let listed = service_list(&config, &outbox, &client)?;

@@ -45,7 +45,7 @@ pub enum DaemonError {
         #[source]
         source: ProfileError,
     },
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", crate::text::shown_path(.path))]
     Folder {
         path: PathBuf,
         #[source]

@@ -441,7 +441,7 @@ impl Daemon {
                             retry_in = Duration::from_secs(1);
                         }
                     }
-                    tracing::error!(feed = %feed.name, file = %name, error = %e, retry_in_secs = retry_in.as_secs(), "file not finished; it stays in processing/ and is tried again");
+                    tracing::error!(feed = %feed.name, file = %name, error = %Escaped(&e.to_string()), retry_in_secs = retry_in.as_secs(), "file not finished; it stays in processing/ and is tried again");
                     self.feed_live(&feed.name, |l| l.last_error = Some(e.to_string()));
                     tokio::select! {
                         _ = stop.changed() => break false,

@@ -553,7 +553,7 @@ impl<'o> Differ<'o> {
             Verdict::Held { reasons }
         };
         if let Verdict::Apply { forced: true } = self.plan.verdict {
-            tracing::warn!(file = %self.file.name, "the safety guard was overridden");
+            tracing::warn!(file = %crate::text::Escaped(&self.file.name), "the safety guard was overridden");
         }
     }
 }

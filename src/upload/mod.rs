@@ -352,7 +352,7 @@ impl Uploader {
                     tracing::warn!(
                         vin = %entry.vin,
                         op = entry.op.name(),
-                        file = %entry.file,
+                        file = %crate::text::Escaped(&entry.file),
                         status,
                         reason = %messages.join(" "),
                         "the service refused the operation"
