@@ -86,17 +86,19 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
     })
     .await;
 
-    // Day 2 (every price cut by 100) written in place, pausing 1.5 s (the settle time is
-    // 0.3 s) inside record 20.
+    // Day 2 (every price cut by 100, the model in the last column) written in place,
+    // pausing 1.5 s (the settle time is 0.3 s) inside the model of record 38 of 40: taken
+    // then, the cut model would be sent and the two vehicles after it sold (5%, under the
+    // safety guard).
     let mut cars = cars;
     for car in &mut cars {
         car.price -= 100;
     }
-    let body = export(&cars);
-    let line = cars[19].line();
-    let model = line.split(',').nth(4).unwrap().to_owned();
-    let cut_at = body.find(&line).unwrap() + line.find(&model).unwrap() + 3;
-    let cut_vin = common::feedgen::vin(19);
+    let body = model_last(&cars);
+    let line = model_last(&cars[37..38]).lines().nth(1).unwrap().to_owned();
+    let model = line.rsplit(',').next().unwrap().to_owned();
+    let cut_at = body.find(&line).unwrap() + line.len() - model.len() + 3;
+    let cut_vin = common::feedgen::vin(37);
     let path = inbox.join("day2.csv");
     let mut file = std::fs::File::create(&path).unwrap();
     file.write_all(&body.as_bytes()[..cut_at]).unwrap();
@@ -343,6 +345,19 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     assert_eq!(vehicles(&state(&sb).await), 31);
 }
 
+/// An export of `cars` with the model in the last column.
+fn model_last(cars: &[Car]) -> String {
+    let mut text = String::from("VIN,Stock,Year,Make,Price,Miles,Status,Model\n");
+    for car in cars {
+        let line = car.line();
+        let f: Vec<&str> = line.trim_end().split(',').collect();
+        // VIN,Stock,Year,Make,Model,"$Price",Miles,Status,Lot
+        text.push_str(&[f[0], f[1], f[2], f[3], f[5], f[6], f[7], f[4]].join(","));
+        text.push('\n');
+    }
+    text
+}
+
 fn write_token(path: &Path, token: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, token).unwrap();
@@ -382,10 +397,13 @@ async fn reports_say_what_truly_happened() {
         common::feedgen::vin(5000)
     ));
     drop_file(&inbox, "big.csv", body.as_bytes());
-    loop {
-        if vehicles(&state(&sb).await) >= 300 {
-            break;
-        }
+    let started = std::time::Instant::now();
+    while vehicles(&state(&sb).await) < 300 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{}",
+            site.log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     daemon.signal("KILL");
@@ -394,7 +412,13 @@ async fn reports_say_what_truly_happened() {
 
     let daemon = site.start();
     let mut outcomes = Vec::new();
+    let started = std::time::Instant::now();
     while reports(&inbox, "archive").is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{}",
+            site.log()
+        );
         let st = status(&site).await;
         if let Some(o) = st["feeds"][0]["last_file"]["outcome"].as_str() {
             outcomes.push(o.to_owned());
