@@ -111,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
 /// The daemon with `feeds` delta feeds, its log in `dir/daemon.log`.
 fn start(lotsync: &Path, dir: &Path, base_url: &str, feeds: usize) -> anyhow::Result<Child> {
     std::fs::create_dir_all(dir)?;
-    write_private(&dir.join("token"), "sandbox-token\n")?;
+    lotsync::config::write_token_file(&dir.join("token"), "sandbox-token\n")?;
     let mut config = format!(
         "[api]\nbase_url = \"{base_url}\"\norganization_id = 100\ntoken_file = \"token\"\n\
          max_requests_per_second = 100\n[state]\ndir = \"state\"\n\
@@ -210,18 +210,3 @@ fn status_kib(pid: u32, key: &str) -> anyhow::Result<u64> {
 #[path = "../benches/feedgen.rs"]
 #[allow(dead_code)]
 mod feedgen;
-
-/// Writes a file only its owner may read (0600), as lotsync requires of a token file.
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    // A file left from an earlier run keeps its mode: set it.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    file.write_all(text.as_bytes())
-}

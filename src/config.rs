@@ -513,6 +513,21 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Writes a token file as lotsync requires one: readable by its owner only (0600), also when
+/// it was there before with another mode (the demo, the benchmarks and tests write theirs so).
+pub fn write_token_file(path: &Path, token: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(token.as_bytes())
+}
+
 /// Every problem of a config file, at once: syntax, unknown keys, values, and what it points
 /// to on this machine (inboxes, profiles, the token, folders). Empty: the config is usable.
 /// The messages never hold the token.

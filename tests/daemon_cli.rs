@@ -7,196 +7,37 @@
 mod common;
 
 use common::fleet::{export, Car, Expected};
-use common::{sandbox_with, state, stats, TempDir};
+use common::site::{drop_file, reports, text, Daemon, Site};
+use common::{sandbox_with, state, stats};
 use lotsync::mapper::Profile;
 use lotsync::sandbox::{Behaviour, Faults, RunningSandbox};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/feeds/samples/demo");
-
-/// A dealership with a config, a state dir and inboxes in a temp folder.
-struct Site {
-    dir: TempDir,
-    config: PathBuf,
-}
-
-impl Site {
-    /// `feeds` is the `[[feed]]` part; `daemon` is added to `[daemon]`.
-    fn new(name: &str, base_url: &str, rate: u32, daemon: &str, feeds: &str) -> Site {
-        let dir = TempDir::new(name);
-        let config = dir.path().join("lotsync.toml");
-        let site = Site { dir, config };
-        site.write_config(base_url, rate, daemon, feeds);
-        site
-    }
-
-    fn write_config(&self, base_url: &str, rate: u32, daemon: &str, feeds: &str) {
-        std::fs::write(
-            &self.config,
-            format!(
-                "{}[daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.3\n{daemon}\n{feeds}\n",
-                common::site_config(base_url, rate, "")
-            ),
-        )
-        .unwrap();
-    }
-
-    fn inbox(&self, feed: &str) -> PathBuf {
-        let inbox = self.dir.path().join(feed);
-        std::fs::create_dir_all(&inbox).unwrap();
-        inbox
-    }
-
-    fn start(&self) -> Running {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("daemon.log"))
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_lotsync"))
-            .args(["run", "--config"])
-            .arg(&self.config)
-            .env("LOTSYNC_TEST_TOKEN", "sandbox-token")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("lotsync runs");
-        Running { child }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    /// A `lotsync` command against this site's config.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotsync"));
-        cmd.args(args)
-            .arg("--config")
-            .arg(&self.config)
-            .env("LOTSYNC_TEST_TOKEN", "sandbox-token");
-        cmd
-    }
-
-    async fn lotsync(&self, args: &[&str]) -> Output {
-        let mut cmd = self.command(args);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap()
-    }
-
-    async fn status(&self) -> Value {
-        let out = self.lotsync(&["status", "--format", "json"]).await;
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-/// Drops a complete file the way export tools do: written aside, renamed in.
-fn drop_file(inbox: &Path, name: &str, contents: &[u8]) -> PathBuf {
-    let tmp = inbox.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, contents).unwrap();
-    let to = inbox.join(name);
-    std::fs::rename(&tmp, &to).unwrap();
-    to
-}
 
 fn demo(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(DEMO).join(name)).unwrap()
 }
 
-/// The reports under a feed's folder (`archive`, `held` or `failed`), parsed.
-fn reports(inbox: &Path, folder: &str) -> Vec<Value> {
-    let mut found = Vec::new();
-    let mut dirs = vec![inbox.join(folder)];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.to_string_lossy().ends_with(".report.json") {
-                // A report is written before its file is moved; read it whole.
-                if let Ok(v) = serde_json::from_slice(&std::fs::read(&path).unwrap()) {
-                    found.push(v);
-                }
-            }
-        }
-    }
-    found
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Polls `done` until it holds or `within` passes.
-async fn wait_until(within: Duration, what: &str, site: &Site, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < within,
-            "{what}: not within {within:?}\nlog:\n{}",
-            site.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A daemon process, killed if the test ends first.
-struct Running {
-    child: Child,
-}
-
-impl Running {
-    fn signal(&self, signal: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{signal}");
-    }
-
-    /// Waits for the process to end; its exit code and how long it took.
-    async fn exit(mut self, within: Duration) -> (Option<i32>, Duration) {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status.code(), start.elapsed());
-            }
-            assert!(start.elapsed() < within, "still running after {within:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A daemon with one feed at location 10 (`mode`: "full" or "delta") that has applied the
 /// demo's Monday export.
-async fn monday_applied(sb: &RunningSandbox, name: &str, mode: &str) -> (Site, PathBuf, Running) {
-    let site = Site::new(
+async fn monday_applied(sb: &RunningSandbox, name: &str, mode: &str) -> (Site, PathBuf, Daemon) {
+    let site = Site::with(
         name,
         &sb.base_url(),
         200,
+        "",
         "",
         &format!(
             "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\nmode = \"{mode}\"\n"
         ),
     );
-    let inbox = site.inbox("main");
+    let inbox = site.feed_inbox("main");
     let daemon = site.start();
     drop_file(&inbox, "monday.csv", &demo("1-monday-full.csv"));
-    wait_until(Duration::from_secs(20), "monday archived", &site, || {
+    site.wait_until(Duration::from_secs(20), "monday archived", || {
         reports(&inbox, "archive").len() == 1
     })
     .await;
@@ -232,7 +73,7 @@ async fn a_dropped_file_reaches_the_service_and_a_slow_write_is_taken_once_whole
             tokio::time::sleep(Duration::from_millis(150)).await;
         }
     }
-    wait_until(Duration::from_secs(20), "slow.csv archived", &site, || {
+    site.wait_until(Duration::from_secs(20), "slow.csv archived", || {
         reports(&inbox, "archive").len() == 2
     })
     .await;
@@ -268,14 +109,15 @@ async fn sigkill_in_the_middle_of_2000_vehicles_and_a_restart_converge_exactly()
         ..Behaviour::default()
     })
     .await;
-    let site = Site::new(
+    let site = Site::with(
         "daemon-sigkill",
         &sb.base_url(),
         300,
         "",
+        "",
         "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
     );
-    let inbox = site.inbox("main");
+    let inbox = site.feed_inbox("main");
     let mut expected = Expected::default();
     let daemon = site.start();
     let cars: Vec<Car> = (0..2000).map(Car::new).collect();
@@ -311,7 +153,7 @@ async fn sigkill_in_the_middle_of_2000_vehicles_and_a_restart_converge_exactly()
     );
 
     let daemon = site.start();
-    wait_until(Duration::from_secs(60), "day1 archived", &site, || {
+    site.wait_until(Duration::from_secs(60), "day1 archived", || {
         !reports(&inbox, "archive").is_empty()
     })
     .await;
@@ -328,7 +170,7 @@ async fn sigkill_in_the_middle_of_2000_vehicles_and_a_restart_converge_exactly()
     std::fs::write(&day2, export(&cars)).unwrap();
     expected.full(&day2, &Profile::auto());
     drop_file(&inbox, "day2.csv", &std::fs::read(&day2).unwrap());
-    wait_until(Duration::from_secs(60), "day2 archived", &site, || {
+    site.wait_until(Duration::from_secs(60), "day2 archived", || {
         reports(&inbox, "archive").len() == 2
     })
     .await;
@@ -339,14 +181,15 @@ async fn sigkill_in_the_middle_of_2000_vehicles_and_a_restart_converge_exactly()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_within_ten_seconds_and_the_next_start_finishes() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new(
+    let site = Site::with(
         "daemon-sigterm",
         &sb.base_url(),
         100,
         "",
+        "",
         "[[feed]]\nname = \"main\"\ninbox = \"main\"\nlocation_id = 10\n",
     );
-    let inbox = site.inbox("main");
+    let inbox = site.feed_inbox("main");
     let daemon = site.start();
     let cars: Vec<Car> = (0..1500).map(Car::new).collect();
     drop_file(&inbox, "big.csv", export(&cars).as_bytes());
@@ -368,7 +211,7 @@ async fn sigterm_stops_within_ten_seconds_and_the_next_start_finishes() {
     assert!(!std::path::Path::new(&site.dir.path().join("run/lotsync.sock")).exists());
 
     let daemon = site.start();
-    wait_until(Duration::from_secs(60), "big.csv archived", &site, || {
+    site.wait_until(Duration::from_secs(60), "big.csv archived", || {
         !reports(&inbox, "archive").is_empty()
     })
     .await;
@@ -383,7 +226,7 @@ async fn a_truncated_snapshot_is_held_and_released_through_the_daemon() {
     let sb = sandbox_with(Behaviour::default()).await;
     let (site, inbox, _daemon) = monday_applied(&sb, "daemon-held", "full").await;
     drop_file(&inbox, "thursday.csv", &demo("4-thursday-truncated.csv"));
-    wait_until(Duration::from_secs(20), "thursday held", &site, || {
+    site.wait_until(Duration::from_secs(20), "thursday held", || {
         reports(&inbox, "held").len() == 1
     })
     .await;
@@ -439,16 +282,17 @@ async fn a_truncated_snapshot_is_held_and_released_through_the_daemon() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_200_files_is_each_processed_once() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new(
+    let site = Site::with(
         "daemon-burst",
         &sb.base_url(),
         1000,
         "",
+        "",
         "[[feed]]\nname = \"deltas\"\ninbox = \"deltas\"\nlocation_id = 10\nmode = \"delta\"\n",
     );
-    let inbox = site.inbox("deltas");
+    let inbox = site.feed_inbox("deltas");
     let _daemon = site.start();
-    wait_until(Duration::from_secs(10), "socket", &site, || {
+    site.wait_until(Duration::from_secs(10), "socket", || {
         site.dir.path().join("run/lotsync.sock").exists()
     })
     .await;
@@ -460,12 +304,9 @@ async fn a_burst_of_200_files_is_each_processed_once() {
             export(&cars).as_bytes(),
         );
     }
-    wait_until(
-        Duration::from_secs(120),
-        "200 files archived",
-        &site,
-        || reports(&inbox, "archive").len() >= 200,
-    )
+    site.wait_until(Duration::from_secs(120), "200 files archived", || {
+        reports(&inbox, "archive").len() >= 200
+    })
     .await;
     let done = reports(&inbox, "archive");
     assert_eq!(done.len(), 200);
@@ -578,25 +419,26 @@ fn find(st: &Value, vin: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_polled_inbox_is_processed_without_events() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new(
+    let site = Site::with(
         "daemon-poll",
         &sb.base_url(),
         200,
         "",
+        "",
         "[[feed]]\nname = \"share\"\ninbox = \"share\"\nlocation_id = 10\n\
          watch = \"poll\"\npoll_interval_secs = 0.2\n",
     );
-    let inbox = site.inbox("share");
+    let inbox = site.feed_inbox("share");
     // Already there before the start: found by the first look.
     drop_file(&inbox, "early.csv", export(&[Car::new(1)]).as_bytes());
     let _daemon = site.start();
-    wait_until(Duration::from_secs(20), "early archived", &site, || {
+    site.wait_until(Duration::from_secs(20), "early archived", || {
         reports(&inbox, "archive").len() == 1
     })
     .await;
     // Written in place while polled: taken after it settles.
     std::fs::write(inbox.join("later.csv"), export(&[Car::new(1), Car::new(2)])).unwrap();
-    wait_until(Duration::from_secs(20), "later archived", &site, || {
+    site.wait_until(Duration::from_secs(20), "later archived", || {
         reports(&inbox, "archive").len() == 2
     })
     .await;
@@ -609,30 +451,30 @@ async fn sighup_starts_a_new_feed_and_stops_a_removed_one() {
     let sb = sandbox_with(Behaviour::default()).await;
     let one = "[[feed]]\nname = \"a\"\ninbox = \"a\"\nlocation_id = 10\nmode = \"delta\"\n";
     let two = "[[feed]]\nname = \"b\"\ninbox = \"b\"\nlocation_id = 11\nmode = \"delta\"\n";
-    let site = Site::new("daemon-reload", &sb.base_url(), 200, "", one);
-    let (a, b) = (site.inbox("a"), site.inbox("b"));
+    let site = Site::with("daemon-reload", &sb.base_url(), 200, "", "", one);
+    let (a, b) = (site.feed_inbox("a"), site.feed_inbox("b"));
     let daemon = site.start();
-    wait_until(Duration::from_secs(10), "socket", &site, || {
+    site.wait_until(Duration::from_secs(10), "socket", || {
         site.dir.path().join("run/lotsync.sock").exists()
     })
     .await;
-    site.write_config(&sb.base_url(), 200, "", &format!("{one}{two}"));
+    site.write_config(&sb.base_url(), 200, "", "", &format!("{one}{two}"));
     daemon.signal("HUP");
-    wait_until(Duration::from_secs(10), "reloaded", &site, || {
+    site.wait_until(Duration::from_secs(10), "reloaded", || {
         site.log().contains("config reloaded")
     })
     .await;
     drop_file(&b, "b1.csv", export(&[Car::new(1)]).as_bytes());
-    wait_until(Duration::from_secs(20), "b1 archived", &site, || {
+    site.wait_until(Duration::from_secs(20), "b1 archived", || {
         reports(&b, "archive").len() == 1
     })
     .await;
     assert_eq!(site.status().await["feeds"].as_array().unwrap().len(), 2);
 
     // Feed a removed: its inbox is no longer watched.
-    site.write_config(&sb.base_url(), 200, "", two);
+    site.write_config(&sb.base_url(), 200, "", "", two);
     daemon.signal("HUP");
-    wait_until(Duration::from_secs(10), "reloaded twice", &site, || {
+    site.wait_until(Duration::from_secs(10), "reloaded twice", || {
         site.log().matches("config reloaded").count() == 2
     })
     .await;

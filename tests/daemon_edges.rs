@@ -15,35 +15,15 @@ mod common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, reports, text, Site};
-use common::{count, sandbox_with, set_behaviour, state};
+use common::{count, sandbox_with, set_behaviour, set_faults, sold, state, vehicles};
 use lotsync::sandbox::{Behaviour, Faults};
 use serde_json::Value;
 use std::io::Write;
-use std::path::Path;
 use std::time::Duration;
 
 const FULL: &str = "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n";
 const DELTA: &str =
     "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\nmode = \"delta\"\n";
-
-async fn status(site: &Site) -> Value {
-    let out = site.lotsync(&["status", "--format", "json"]).await;
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn vehicles(st: &Value) -> usize {
-    st["vehicles"].as_array().map_or(0, Vec::len)
-}
-
-fn sold(st: &Value) -> usize {
-    st["vehicles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["vehicle"]["status"] == "sold")
-        .count()
-}
 
 fn model_of(st: &Value, vin: &str) -> String {
     st["vehicles"]
@@ -73,6 +53,7 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
     let site = Site::with(
         "edges-incomplete",
         &sb.base_url(),
+        1000,
         "",
         "incomplete_wait_secs = 2\n",
         FULL,
@@ -110,7 +91,7 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
         during["total_requests"], before["total_requests"],
         "nothing sent of a cut file"
     );
-    let st = status(&site).await;
+    let st = site.status().await;
     let waiting = st["feeds"][0]["waiting_incomplete"].as_str().unwrap_or("");
     assert!(waiting.contains("day2.csv"), "{st:#}");
     file.write_all(&body.as_bytes()[cut_at..]).unwrap();
@@ -186,7 +167,7 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::with("edges-names", &sb.base_url(), "", "", DELTA);
+    let site = Site::with("edges-names", &sb.base_url(), 1000, "", "", DELTA);
     let inbox = site.inbox();
     std::fs::create_dir_all(inbox.join("a folder")).unwrap();
     let outside = site.path().join("outside.csv");
@@ -214,9 +195,9 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
     })
     .await;
     for _ in 0..3 {
-        status(&site).await;
+        site.status().await;
     }
-    let st = status(&site).await;
+    let st = site.status().await;
     assert_eq!(st["feeds"][0]["failed"], 2, "{st:#}");
     assert_eq!(
         vehicles(&state(&sb).await),
@@ -260,14 +241,14 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::with("edges-token", &sb.base_url(), "", "", DELTA);
+    let site = Site::with("edges-token", &sb.base_url(), 1000, "", "", DELTA);
     let config = std::fs::read_to_string(&site.config).unwrap().replace(
         "token_env = \"LOTSYNC_TEST_TOKEN\"",
         "token_file = \"token\"",
     );
     std::fs::write(&site.config, config).unwrap();
     let token = site.path().join("token");
-    write_token(&token, "sandbox-token");
+    lotsync::config::write_token_file(&token, "sandbox-token").unwrap();
     let inbox = site.inbox();
     let daemon = site.start();
     socket_up(&site).await;
@@ -277,13 +258,13 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     })
     .await;
     // The token is revoked (and lotsync told of a new file, which is the old one).
-    write_token(&token, "revoked-token");
+    lotsync::config::write_token_file(&token, "revoked-token").unwrap();
     daemon.signal("HUP");
     let cars: Vec<Car> = (0..20).map(Car::new).collect();
     drop_file(&inbox, "a.csv", export(&cars).as_bytes());
     let mut st = Value::Null;
     for _ in 0..200 {
-        st = status(&site).await;
+        st = site.status().await;
         if st["last_error"].as_str().is_some_and(|e| e.contains("401")) {
             break;
         }
@@ -298,7 +279,7 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     );
     assert_eq!(st["outbox_depth"], 20, "{st:#}");
 
-    write_token(&token, "sandbox-token");
+    lotsync::config::write_token_file(&token, "sandbox-token").unwrap();
     daemon.signal("HUP");
     site.wait_until(Duration::from_secs(20), "a.csv archived", || {
         reports(&inbox, "archive").len() == 2
@@ -317,14 +298,11 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     );
 
     // A portal answering 200 with an HTML page: fatal; the service back: all delivered.
-    set_behaviour(
+    set_faults(
         &sb,
-        &Behaviour {
-            faults: Faults {
-                html_200: 1.0,
-                ..Faults::default()
-            },
-            ..Behaviour::default()
+        Faults {
+            html_200: 1.0,
+            ..Faults::default()
         },
     )
     .await;
@@ -340,7 +318,7 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
         reports(&inbox, "archive").len() == 3
     })
     .await;
-    let st = status(&site).await;
+    let st = site.status().await;
     assert_eq!(st["outbox_depth"], 0, "nothing stays queued: {st:#}");
     assert_eq!(vehicles(&state(&sb).await), 31);
 }
@@ -356,12 +334,6 @@ fn model_last(cars: &[Car]) -> String {
         text.push('\n');
     }
     text
-}
-
-fn write_token(path: &Path, token: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, token).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// (9) Reports that are true: a re-dropped applied file is "already applied" (not
@@ -381,6 +353,7 @@ async fn reports_say_what_truly_happened() {
     let site = Site::with(
         "edges-reports",
         &sb.base_url(),
+        1000,
         "give_up_after_secs = 2\nmax_attempts = 2\n",
         "\n[notifications]\napplication_slug = \"inventory\"\n",
         DELTA,
@@ -419,7 +392,7 @@ async fn reports_say_what_truly_happened() {
             "{}",
             site.log()
         );
-        let st = status(&site).await;
+        let st = site.status().await;
         if let Some(o) = st["feeds"][0]["last_file"]["outcome"].as_str() {
             outcomes.push(o.to_owned());
         }
@@ -469,14 +442,11 @@ async fn reports_say_what_truly_happened() {
 
     // An outage: every request fails; after 2 s delivery gives up and the file is filed with
     // what the service acknowledged (nothing) and what stays queued (20 creates).
-    set_behaviour(
+    set_faults(
         &sb,
-        &Behaviour {
-            faults: Faults {
-                http_503: 1.0,
-                ..Faults::default()
-            },
-            ..Behaviour::default()
+        Faults {
+            http_503: 1.0,
+            ..Faults::default()
         },
     )
     .await;
@@ -508,7 +478,7 @@ async fn reports_say_what_truly_happened() {
     daemon.signal("HUP");
     let mut depth = Value::Null;
     for _ in 0..200 {
-        depth = status(&site).await["outbox_depth"].clone();
+        depth = site.status().await["outbox_depth"].clone();
         if depth == 0 {
             break;
         }

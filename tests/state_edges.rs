@@ -60,7 +60,7 @@ async fn a_state_that_lost_its_data_is_refused_and_rebuilt() {
     })
     .await;
     daemon.signal("TERM");
-    assert_eq!(daemon.exit(Duration::from_secs(15)).await, Some(0));
+    assert_eq!(daemon.exit(Duration::from_secs(15)).await.0, Some(0));
     expected.assert_matches(&state(&sb).await);
 
     let state_dir = site.state_dir();
@@ -166,12 +166,7 @@ async fn a_state_that_lost_its_data_is_refused_and_rebuilt() {
     let after = state(&sb).await;
     expected.assert_matches(&after);
     assert_eq!(count(&after, "POST /v1/inventory", "201"), 1510);
-    let sold = after["vehicles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["vehicle"]["status"] == "sold")
-        .count();
+    let sold = common::sold(&after);
     assert_eq!(sold, gone, "the vehicles gone are sold, no more");
 }
 
@@ -222,7 +217,7 @@ async fn status_in_a_loop_never_keeps_the_daemon_from_starting() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         daemon.signal("TERM");
-        assert_eq!(daemon.exit(Duration::from_secs(15)).await, Some(0));
+        assert_eq!(daemon.exit(Duration::from_secs(15)).await.0, Some(0));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let runs = statuses.join().unwrap();
@@ -278,12 +273,7 @@ async fn an_empty_state_reads_the_service_list_before_its_first_file() {
         repriced,
         "only the repriced ones sent again"
     );
-    let sold = after["vehicles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["vehicle"]["status"] == "sold")
-        .count();
+    let sold = common::sold(&after);
     assert_eq!(sold, gone, "the vehicles gone are sold");
     // The state learned every id.
     let out = site.lotsync(&["state", "export"]).await;

@@ -4,65 +4,13 @@
 
 mod common;
 
-use common::{client, sandbox_with, state, TempDir};
-use lotsync::api::VehiclePayload;
-use lotsync::diff::{Differ, FileId, Mode, Rules};
-use lotsync::mapper::Accepted;
+use common::{client, lot, sandbox_with, state, TempDir};
+use lotsync::diff::Mode;
 use lotsync::outbox::{Answer, Outbox};
 use lotsync::sandbox::Behaviour;
 use lotsync::state::State;
-use lotsync::upload::{UploadSettings, Uploader};
-use std::collections::BTreeSet;
+use lotsync::upload::Uploader;
 use std::sync::Arc;
-use std::time::Duration;
-
-fn rules() -> Rules {
-    Rules {
-        organization_id: 100,
-        feed: "main".into(),
-        mode: Mode::Full,
-        sold_after_absent: 1,
-        max_sold_fraction: 1.0,
-        locations: BTreeSet::from([10]),
-        force: false,
-    }
-}
-
-fn car(n: u32) -> VehiclePayload {
-    let mut p = VehiclePayload::new(10, format!("S{n}"), format!("TESTVIN{n:010}"));
-    p.make = Some("Honda".into());
-    p
-}
-
-/// Plans and commits a full snapshot of `cars`.
-fn snapshot(outbox: &Outbox, name: &str, cars: &[VehiclePayload]) {
-    let file = FileId {
-        name: name.into(),
-        sha256: lotsync::state::Digest::of(name.as_bytes()).to_string(),
-    };
-    let mut differ = Differ::new(outbox, rules(), file).unwrap();
-    for (i, payload) in cars.iter().enumerate() {
-        differ
-            .accepted(&Accepted {
-                line: i as u64 + 2,
-                payload: payload.clone(),
-                sold: None,
-                warnings: Vec::new(),
-            })
-            .unwrap();
-    }
-    differ.commit().unwrap();
-}
-
-fn settings() -> UploadSettings {
-    UploadSettings {
-        max_requests_per_second: 500.0,
-        burst: 1,
-        max_in_flight: 4,
-        retry: Default::default(),
-        give_up_after: Duration::from_secs(30),
-    }
-}
 
 /// A vehicle created on the service whose create answer never reached the state with an id
 /// (a state rebuilt, or an answer that carried none): its sale first repeats its last payload
@@ -75,8 +23,8 @@ async fn a_sale_without_a_known_id_learns_it_first() {
     let outbox = Arc::new(Outbox::new(State::open(&dir.path().join("state")).unwrap()));
 
     // Day 1: both vehicles exist on the service; the state records them without ids.
-    let cars = [car(1), car(2)];
-    snapshot(&outbox, "day1.csv", &cars);
+    let cars = [lot::car(1), lot::car(2)];
+    lot::commit(&outbox, "day1.csv", Mode::Full, &cars);
     for entry in outbox.take(10).unwrap() {
         let created = api
             .upsert_vehicle(entry.op.payload().unwrap())
@@ -93,8 +41,8 @@ async fn a_sale_without_a_known_id_learns_it_first() {
     assert_eq!(record.service_id, None);
 
     // Day 2: vehicle 1 is gone.
-    snapshot(&outbox, "day2.csv", &cars[1..]);
-    let uploader = Uploader::new(api.clone(), outbox.clone(), settings()).unwrap();
+    lot::commit(&outbox, "day2.csv", Mode::Full, &cars[1..]);
+    let uploader = Uploader::new(api.clone(), outbox.clone(), lot::upload_settings(500.0)).unwrap();
     let report = uploader.drain().await.unwrap();
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
     assert_eq!(report.undelivered, 0);

@@ -5,65 +5,15 @@
 
 mod common;
 
-use common::{client, sandbox_with, state, TempDir};
+use common::{client, lot, sandbox_with, state, TempDir};
 use lotsync::api::VehiclePayload;
-use lotsync::diff::{Differ, FileId, Mode, Rules};
-use lotsync::mapper::Accepted;
+use lotsync::diff::Mode;
 use lotsync::outbox::Outbox;
 use lotsync::sandbox::{Behaviour, Faults};
 use lotsync::state::State;
-use lotsync::upload::{UploadSettings, Uploader};
-use std::collections::{BTreeSet, HashMap};
+use lotsync::upload::Uploader;
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
-
-fn rules() -> Rules {
-    Rules {
-        organization_id: 100,
-        feed: "main".into(),
-        mode: Mode::Full,
-        sold_after_absent: 1,
-        max_sold_fraction: 1.0,
-        locations: BTreeSet::from([10]),
-        force: false,
-    }
-}
-
-fn car(n: u32) -> VehiclePayload {
-    let mut p = VehiclePayload::new(10, format!("S{n}"), format!("TESTVIN{n:010}"));
-    p.make = Some("Honda".into());
-    p
-}
-
-/// Plans and commits a full snapshot of `cars`.
-fn snapshot(outbox: &Outbox, name: &str, cars: &[VehiclePayload]) {
-    let file = FileId {
-        name: name.into(),
-        sha256: lotsync::state::Digest::of(name.as_bytes()).to_string(),
-    };
-    let mut differ = Differ::new(outbox, rules(), file).unwrap();
-    for (i, payload) in cars.iter().enumerate() {
-        differ
-            .accepted(&Accepted {
-                line: i as u64 + 2,
-                payload: payload.clone(),
-                sold: None,
-                warnings: Vec::new(),
-            })
-            .unwrap();
-    }
-    differ.commit().unwrap();
-}
-
-fn settings() -> UploadSettings {
-    UploadSettings {
-        max_requests_per_second: 1000.0,
-        burst: 1,
-        max_in_flight: 4,
-        retry: Default::default(),
-        give_up_after: Duration::from_secs(30),
-    }
-}
 
 /// VIN → (id, sold) as the service holds them; panics on a VIN held twice.
 async fn held(sb: &lotsync::sandbox::RunningSandbox) -> HashMap<String, (u64, bool)> {
@@ -95,10 +45,11 @@ async fn answers_about_another_vehicle_never_reach_the_state() {
     .await;
     let dir = TempDir::new("wrong-answers");
     let outbox = Arc::new(Outbox::new(State::open(&dir.path().join("state")).unwrap()));
-    let cars: Vec<VehiclePayload> = (1..=20).map(car).collect();
+    let cars: Vec<VehiclePayload> = (1..=20).map(lot::car).collect();
 
-    snapshot(&outbox, "day1.csv", &cars);
-    let uploader = Uploader::new(client(&sb), outbox.clone(), settings()).unwrap();
+    lot::commit(&outbox, "day1.csv", Mode::Full, &cars);
+    let uploader =
+        Uploader::new(client(&sb), outbox.clone(), lot::upload_settings(1000.0)).unwrap();
     let report = uploader.drain().await.unwrap();
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
     assert_eq!(report.undelivered, 0);
@@ -122,8 +73,9 @@ async fn answers_about_another_vehicle_never_reach_the_state() {
         .filter(|(i, _)| i % 4 != 0)
         .map(|(_, c)| c.clone())
         .collect();
-    snapshot(&outbox, "day2.csv", &kept);
-    let uploader = Uploader::new(client(&sb), outbox.clone(), settings()).unwrap();
+    lot::commit(&outbox, "day2.csv", Mode::Full, &kept);
+    let uploader =
+        Uploader::new(client(&sb), outbox.clone(), lot::upload_settings(1000.0)).unwrap();
     let report = uploader.drain().await.unwrap();
     assert!(report.rejected.is_empty(), "{:?}", report.rejected);
     assert_eq!(report.undelivered, 0);

@@ -70,7 +70,7 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let config_path = dir.join("lotsync.toml");
     // The sandbox's well-known token, not a secret; still private, as lotsync requires of a
     // token file.
-    write_private(&dir.join("token"), "sandbox-token\n")?;
+    crate::config::write_token_file(&dir.join("token"), "sandbox-token\n")?;
     std::fs::write(
         &config_path,
         format!(
@@ -202,19 +202,4 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
         println!("(`lotsync demo --keep` keeps the folder with the archive and the reports.)");
     }
     Ok(0)
-}
-
-/// Writes a file only its owner may read (0600), as lotsync requires of a token file.
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    // A file left from an earlier run keeps its mode: set it.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    file.write_all(text.as_bytes())
 }

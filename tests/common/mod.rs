@@ -5,6 +5,7 @@
 #[path = "../../benches/feedgen.rs"]
 pub mod feedgen;
 pub mod fleet;
+pub mod lot;
 pub mod site;
 
 use lotsync::api::{ApiClient, ApiToken, ClientSettings, VehiclePayload};
@@ -86,6 +87,32 @@ pub async fn set_behaviour(sb: &RunningSandbox, behaviour: &Behaviour) {
         .await
         .expect("behaviour answers");
     assert!(response.status().is_success(), "{}", response.status());
+}
+
+/// `PUT /__sandbox/behaviour` with the default behaviour but `faults`.
+pub async fn set_faults(sb: &RunningSandbox, faults: lotsync::sandbox::Faults) {
+    set_behaviour(
+        sb,
+        &Behaviour {
+            faults,
+            ..Behaviour::default()
+        },
+    )
+    .await;
+}
+
+/// Vehicles the sandbox holds.
+pub fn vehicles(sandbox_state: &Value) -> usize {
+    sandbox_state["vehicles"].as_array().map_or(0, Vec::len)
+}
+
+/// Vehicles the sandbox holds as sold.
+pub fn sold(sandbox_state: &Value) -> usize {
+    sandbox_state["vehicles"].as_array().map_or(0, |v| {
+        v.iter()
+            .filter(|v| v["vehicle"]["status"] == "sold")
+            .count()
+    })
 }
 
 /// `POST /__sandbox/reset`: back to the config's world and behaviour.

@@ -14,27 +14,35 @@ pub struct Site {
 }
 
 impl Site {
-    /// `api` is appended to `[api]`, `daemon` to `[daemon]`; `feeds` replaces the one feed.
-    pub fn with(name: &str, base_url: &str, api: &str, daemon: &str, feeds: &str) -> Site {
+    /// `rate` requests/s at most; `api` is appended to `[api]`, `daemon` to `[daemon]`;
+    /// `feeds` replaces the one feed.
+    pub fn with(
+        name: &str,
+        base_url: &str,
+        rate: u32,
+        api: &str,
+        daemon: &str,
+        feeds: &str,
+    ) -> Site {
         let dir = TempDir::new(name);
         let config = dir.path().join("lotsync.toml");
         let site = Site { dir, config };
-        site.write_config(base_url, api, daemon, feeds);
+        site.write_config(base_url, rate, api, daemon, feeds);
         site
     }
 
-    /// The usual site: one full feed `main` on `inbox/`, location 10.
+    /// The usual site: one full feed `main` on `inbox/`, location 10, 1,000 requests/s.
     pub fn new(name: &str, base_url: &str) -> Site {
-        Site::with(name, base_url, "", "", super::MAIN_FEED)
+        Site::with(name, base_url, 1000, "", "", super::MAIN_FEED)
     }
 
-    pub fn write_config(&self, base_url: &str, api: &str, daemon: &str, feeds: &str) {
+    pub fn write_config(&self, base_url: &str, rate: u32, api: &str, daemon: &str, feeds: &str) {
         std::fs::create_dir_all(self.inbox()).unwrap();
         std::fs::write(
             &self.config,
             format!(
                 "{}[daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.3\n{daemon}\n{feeds}\n",
-                super::site_config(base_url, 1000, api)
+                super::site_config(base_url, rate, api)
             ),
         )
         .unwrap();
@@ -50,6 +58,13 @@ impl Site {
 
     pub fn inbox(&self) -> PathBuf {
         self.dir.path().join("inbox")
+    }
+
+    /// The inbox folder `name` (created).
+    pub fn feed_inbox(&self, name: &str) -> PathBuf {
+        let inbox = self.dir.path().join(name);
+        std::fs::create_dir_all(&inbox).unwrap();
+        inbox
     }
 
     /// An export of `cars` beside the config (not in the inbox).
@@ -113,6 +128,13 @@ impl Site {
         Daemon { child }
     }
 
+    /// `lotsync status --format json`.
+    pub async fn status(&self) -> serde_json::Value {
+        let out = self.lotsync(&["status", "--format", "json"]).await;
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
     }
@@ -146,12 +168,12 @@ impl Daemon {
         assert!(ok, "kill -{signal}");
     }
 
-    /// Waits for the process to end; its exit code.
-    pub async fn exit(mut self, within: Duration) -> Option<i32> {
+    /// Waits for the process to end; its exit code and how long it took.
+    pub async fn exit(mut self, within: Duration) -> (Option<i32>, Duration) {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
+                return (status.code(), start.elapsed());
             }
             assert!(start.elapsed() < within, "still running after {within:?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
