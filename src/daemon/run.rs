@@ -187,7 +187,7 @@ impl Daemon {
         let outbox = self.pipeline.outbox().clone();
         let flushed = tokio::task::spawn_blocking(move || {
             outbox.flush()?;
-            outbox.state().write_markers();
+            outbox.state().write_markers_answered(Duration::ZERO);
             Ok::<_, crate::outbox::OutboxError>(())
         })
         .await;

@@ -95,9 +95,16 @@ pub fn collect(
     let state = outbox.state();
     // The last file of each feed as the state recorded it (newest record wins).
     let mut last: BTreeMap<String, LastFile> = BTreeMap::new();
-    for item in state.trees.files.iter() {
+    // Newest first, until every feed has its last file.
+    for item in state.trees.files.iter().rev() {
+        if config.feeds.iter().all(|f| last.contains_key(&f.name)) {
+            break;
+        }
         let (key, value) = item?;
         let r: crate::state::FileRecord = crate::state::records::decode(&value, "file record")?;
+        if last.contains_key(&r.feed) {
+            continue;
+        }
         let (outcome, summary) = match &r.outcome {
             FileOutcome::Queued {
                 ops,

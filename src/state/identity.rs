@@ -96,7 +96,7 @@ impl Progress {
 pub fn verify(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> {
     let id = state.id()?;
     let now = Progress::of(state)?;
-    let blank = now.plans == 0 && state.vehicle_count() == 0 && state.trees.outbox.is_empty();
+    let blank = now.plans == 0 && state.trees.vehicles.is_empty() && state.trees.outbox.is_empty();
     let mut places = vec![(state.dir().join(STATE_MARKER), None)];
     places.extend(
         inboxes
@@ -143,8 +143,9 @@ pub fn verify(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> 
 }
 
 /// Writes the markers (the state's, and each inbox's whose folder exists), each fsynced and
-/// replaced atomically. An inbox marker names only its feed's last applied file.
-pub fn write(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> {
+/// replaced atomically. An inbox marker names only its feed's last applied file. `vehicles`:
+/// the count to write (counting them reads every record, so it is done after commits only).
+pub fn write(state: &State, inboxes: &[MarkedInbox], vehicles: u64) -> Result<(), StateError> {
     let now = Progress::of(state)?;
     let mut last_applied = BTreeMap::new();
     for item in state.trees.feeds.iter() {
@@ -166,7 +167,7 @@ pub fn write(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> {
         plans: now.plans,
         operations: now.operations,
         answered: now.answered,
-        vehicles: state.vehicle_count() as u64,
+        vehicles,
         last_applied,
         written_at: crate::clock::utc_datetime(std::time::SystemTime::now()),
     };

@@ -138,8 +138,8 @@ pub struct State {
     pub(crate) trees: Trees,
     /// Inboxes whose markers are written after each commit; None: no markers.
     markers: Option<Vec<MarkedInbox>>,
-    /// When the markers were last written.
-    markers_written: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the markers were last written, and the vehicle count they said.
+    markers_written: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
     _lock: StateLock,
 }
 
@@ -224,25 +224,43 @@ impl State {
         let Some(inboxes) = &self.markers else {
             return;
         };
-        if let Err(e) = identity::write(self, inboxes) {
+        // Counting reads every record (sled keeps no count): after commits, which change it.
+        let vehicles = self.vehicle_count() as u64;
+        self.write_markers_counting(inboxes, vehicles);
+    }
+
+    fn write_markers_counting(&self, inboxes: &[MarkedInbox], vehicles: u64) {
+        if let Err(e) = identity::write(self, inboxes, vehicles) {
             tracing::warn!(error = %e, "cannot write the state's markers");
         }
         *self
             .markers_written
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((std::time::Instant::now(), vehicles));
     }
 
     /// Writes the markers unless they were written less than a second ago (after answers
-    /// are flushed, which happens many times a second).
+    /// are flushed, which happens many times a second), with the vehicle count last counted
+    /// (answers do not change it).
     pub fn write_markers_now_and_then(&self) {
-        let recent = self
+        self.write_markers_answered(std::time::Duration::from_secs(1));
+    }
+
+    /// Writes the markers after answers (the end of a delivery), with the vehicle count last
+    /// counted, unless they were written less than `unless_within` ago.
+    pub fn write_markers_answered(&self, unless_within: std::time::Duration) {
+        let Some(inboxes) = &self.markers else {
+            return;
+        };
+        let last = *self
             .markers_written
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_some_and(|at| at.elapsed() < std::time::Duration::from_secs(1));
-        if !recent {
-            self.write_markers();
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match last {
+            Some((at, _)) if at.elapsed() < unless_within => {}
+            Some((_, vehicles)) => self.write_markers_counting(inboxes, vehicles),
+            None => self.write_markers(),
         }
     }
 

@@ -421,7 +421,9 @@ impl Uploader {
         }
         drop(taken);
         self.outbox.flush()?;
-        self.outbox.state().write_markers();
+        self.outbox
+            .state()
+            .write_markers_answered(std::time::Duration::ZERO);
         self.remember_rate()?;
         if answered_any {
             if let Some(notices) = &self.notices {
