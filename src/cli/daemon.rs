@@ -158,7 +158,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
 fn starting_daemon(error: &anyhow::Error) -> bool {
     matches!(
         error.downcast_ref::<crate::state::StateError>(),
-        Some(crate::state::StateError::InUse { holder, .. }) if holder == "lotsync run"
+        Some(crate::state::StateError::InUse { command: Some(c), .. }) if c == "run"
     )
 }
 

@@ -100,34 +100,47 @@ pub(super) fn plan_one(
         .with_context(|| path.display().to_string())
 }
 
-/// The service's list when the state knows no vehicle of the organization, so that its first
-/// file is planned against what the service already holds (see [`crate::diff::Listed`]).
-pub(super) fn service_list(
-    config: &Config,
-    outbox: &Outbox,
-    client: &ApiClient,
-) -> anyhow::Result<Option<Listed>> {
-    if outbox
-        .state()
-        .knows_organization(client.organization_id())?
-    {
-        return Ok(None);
-    }
+/// The service's list, for the first file of an organization the state knows no vehicle of
+/// (see [`crate::diff::Listed`]); the caller checks that.
+pub(super) fn service_list(config: &Config, client: &ApiClient) -> anyhow::Result<Listed> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    Ok(runtime.block_on(crate::daemon::listed_if_state_is_empty(
-        client, outbox, config,
-    ))?)
+    Ok(runtime.block_on(crate::daemon::read_service_list(client, config))?)
+}
+
+/// The service's list when `outbox`'s state knows no vehicle of the organization.
+pub(super) fn service_list_if_needed(
+    config: &Config,
+    outbox: &Outbox,
+    client: impl FnOnce() -> anyhow::Result<ApiClient>,
+) -> anyhow::Result<Option<Listed>> {
+    if outbox
+        .state()
+        .knows_organization(config.api.organization_id)?
+    {
+        return Ok(None);
+    }
+    Ok(Some(service_list(config, &client()?)?))
 }
 
 /// `lotsync plan`: exit 0, or 3 when a file would be held by the safety guard.
 pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
-    let outbox = open(&config, Holder::Reader("plan"))?;
-    let listed = plan_listed(&config, &outbox);
+    let mut outbox = open(&config, Holder::Reader("plan"))?;
+    let mut listed = None;
+    if !outbox
+        .state()
+        .knows_organization(config.api.organization_id)?
+    {
+        // Reading the list takes a while: not while holding the state, which a daemon
+        // starting meanwhile would wait for.
+        drop(outbox);
+        listed = plan_listed(&config);
+        outbox = open(&config, Holder::Reader("plan"))?;
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = std::io::stderr().lock();
@@ -145,21 +158,12 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     Ok(if held { EXIT_HELD } else { 0 })
 }
 
-/// For `plan`, which may run without a token or the service: the service's list when the state
-/// is empty and it can be read; otherwise the plan says loudly that it could not be.
-fn plan_listed(config: &Config, outbox: &Outbox) -> Option<Listed> {
+/// For `plan` of an empty state, which may run without a token or the service: the service's
+/// list when it can be read; otherwise the plan says loudly that it could not be.
+fn plan_listed(config: &Config) -> Option<Listed> {
     let org = config.api.organization_id;
-    if outbox.state().knows_organization(org).unwrap_or(true) {
-        return None;
-    }
-    let listed = config
-        .api
-        .load_token()
-        .map_err(anyhow::Error::from)
-        .and_then(|token| Ok(ApiClient::new(config.api.client_settings(token))?))
-        .and_then(|client| service_list(config, outbox, &client));
-    match listed {
-        Ok(listed) => listed,
+    match client_of(config).and_then(|client| service_list(config, &client)) {
+        Ok(listed) => Some(listed),
         Err(e) => {
             eprintln!(
                 "lotsync: note: the state knows no vehicle of organization {org}, and the \
@@ -169,6 +173,12 @@ fn plan_listed(config: &Config, outbox: &Outbox) -> Option<Listed> {
             None
         }
     }
+}
+
+/// The service client the config names, with its token.
+pub(super) fn client_of(config: &Config) -> anyhow::Result<ApiClient> {
+    let token = config.api.load_token()?;
+    Ok(ApiClient::new(config.api.client_settings(token))?)
 }
 
 /// `lotsync release FILE`: queues a held file's plan past the safety guard.
@@ -194,16 +204,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
             feed.name
         );
     }
-    let listed = if outbox
-        .state()
-        .knows_organization(config.api.organization_id)?
-    {
-        None
-    } else {
-        let token = config.api.load_token()?;
-        let client = ApiClient::new(config.api.client_settings(token))?;
-        service_list(&config, &outbox, &client)?
-    };
+    let listed = service_list_if_needed(&config, &outbox, || client_of(&config))?;
     let planned = plan_one(&outbox, &config, feed, &args.file, true, true, listed)?;
     let mut out = std::io::stdout().lock();
     write_text(&mut out, &args.file.display().to_string(), &planned)?;

@@ -4,7 +4,6 @@
 use super::deliver::deliver;
 use super::plan::ConfigArg;
 use super::{EXIT_BAD_INPUT, EXIT_INCOMPLETE};
-use crate::api::ApiClient;
 use crate::config::Config;
 use crate::daemon::ReconcileReport;
 use crate::outbox::Outbox;
@@ -60,8 +59,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
 pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let config = Config::load(&args.config.config)?;
-    let token = config.api.load_token()?;
-    let client = ApiClient::new(config.api.client_settings(token))?;
+    let client = super::plan::client_of(&config)?;
     let mut opening = crate::daemon::state_opening(&config, Holder::Writer("reconcile"));
     // A rebuild is the way out of a lost state: it fills it, then writes the markers anew.
     opening.verify = !args.rebuild;

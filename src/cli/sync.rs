@@ -2,9 +2,8 @@
 //! the outbox is drained, with a summary.
 
 use super::deliver::deliver;
-use super::plan::{open, plan_one, service_list, ConfigArg};
+use super::plan::{client_of, open, plan_one, service_list_if_needed, ConfigArg};
 use super::EXIT_BAD_INPUT;
-use crate::api::ApiClient;
 use crate::config::Config;
 use crate::diff::{FilePlan, Verdict};
 use crate::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
@@ -43,8 +42,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let config = Config::load(&args.config.config)?;
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
-    let token = config.api.load_token()?;
-    let client = ApiClient::new(config.api.client_settings(token))?;
+    let client = client_of(&config)?;
     let outbox = Arc::new(open(&config, crate::state::Holder::Writer("sync"))?);
 
     let mut out = std::io::stdout().lock();
@@ -54,7 +52,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         let shown = crate::text::shown_path(path);
         // Read again for each file until the state knows the organization (the first file
         // taken makes it known).
-        let listed = service_list(&config, &outbox, &client)?;
+        let listed = service_list_if_needed(&config, &outbox, || Ok(client.clone()))?;
         match plan_one(&outbox, &config, feed, path, false, true, listed) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned)?;

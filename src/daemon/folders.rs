@@ -152,8 +152,11 @@ impl FeedFolders {
     /// Moves a file whose name lotsync cannot file to `failed/`, under a name that fits
     /// (printable, shortened, with a hash of the original), with its report.
     pub fn fail_name(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
-        let fitting = self.inbox.join(FAILED).join(fitting_name(file));
-        self.settle(file, &fitting, report)
+        self.settle_as(
+            file,
+            &self.inbox.join(FAILED).join(fitting_name(file)),
+            report,
+        )
     }
 
     /// Deletes archive day folders older than `days` days. The newest folder is always kept,
@@ -206,7 +209,7 @@ impl FeedFolders {
         let mut found: Vec<PathBuf> = std::fs::read_dir(self.inbox.join(PROCESSING))?
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.is_file() && !is_report(p))
+            .filter(|p| p.is_file() && is_export_name(p))
             .collect();
         found.sort();
         Ok(found
@@ -241,19 +244,11 @@ impl FeedFolders {
         self.inbox.join(FAILED)
     }
 
-    /// The draft of a claimed file's report, written once its plan is made (before it is
-    /// committed), whole or not at all.
+    /// The draft of a claimed file's report, written once its plan is made (durably, before
+    /// the plan is committed), whole or not at all.
     pub fn write_draft(&self, claimed: &Claimed, report: &FileReport) -> io::Result<()> {
-        let path = report_beside(&claimed.path);
-        let tmp = path.with_extension("json.tmp");
         let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-        {
-            use std::io::Write;
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&json)?;
-            file.sync_all()?;
-        }
-        std::fs::rename(&tmp, &path)
+        crate::state::write_durably(&report_beside(&claimed.path), &json)
     }
 
     /// The draft of a claimed file's report, if its plan was made.
@@ -265,32 +260,41 @@ impl FeedFolders {
     /// Moves a processed file to `archive/YYYY-MM-DD/` with its report.
     pub fn archive(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
         let day = &crate::clock::utc_datetime(std::time::SystemTime::now())[..10];
-        let to = unique(&self.inbox.join(ARCHIVE).join(day), file)?;
-        self.settle(file, &to, report)
+        self.settle(file, &self.inbox.join(ARCHIVE).join(day), report)
     }
 
     /// Moves a held file to `held/` with its report.
     pub fn hold(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
-        let to = unique(&self.inbox.join(HELD), file)?;
-        self.settle(file, &to, report)
+        self.settle(file, &self.inbox.join(HELD), report)
     }
 
     /// Moves an unreadable file to `failed/` with its report (which says why).
     pub fn fail(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
-        let to = unique(&self.inbox.join(FAILED), file)?;
-        self.settle(file, &to, report)
+        self.settle(file, &self.inbox.join(FAILED), report)
     }
 
-    /// Moves `file` to `to` (a free name) with its report beside it, and drops its draft.
-    fn settle(&self, file: &Path, to: &Path, report: &FileReport) -> io::Result<PathBuf> {
+    /// Moves `file` into `dir` under its name (or a free one beside it) with its report.
+    fn settle(&self, file: &Path, dir: &Path, report: &FileReport) -> io::Result<PathBuf> {
+        let name = file.file_name().ok_or_else(|| {
+            io::Error::other(format!(
+                "{} has no file name",
+                crate::text::shown_path(file)
+            ))
+        })?;
+        self.settle_as(file, &dir.join(name), report)
+    }
+
+    /// Moves `file` to `to` (or a free name beside it) with its report beside it, and drops
+    /// its draft.
+    fn settle_as(&self, file: &Path, to: &Path, report: &FileReport) -> io::Result<PathBuf> {
         if let Some(dir) = to.parent() {
             std::fs::create_dir_all(dir)?;
         }
         let to = unique_path(to)?;
-        // The report first: a crash between the two leaves the file in processing/ to be
-        // resumed, never an archived file without its report.
+        // The report first, durably: a crash between the two leaves the file in processing/
+        // to be resumed, never an archived file without its report.
         let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-        std::fs::write(report_beside(&to), json)?;
+        crate::state::write_durably(&report_beside(&to), &json)?;
         std::fs::rename(file, &to)?;
         let draft = report_beside(file);
         if draft.parent() == Some(self.inbox.join(PROCESSING).as_path()) {

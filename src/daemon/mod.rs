@@ -23,7 +23,7 @@ pub use reconcile::{
 };
 pub use report::{FileReport, Outcome, RecordProblem};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
-pub use service_list::{listed_if_state_is_empty, ServiceListError};
+pub use service_list::{read_service_list, ServiceListError};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
 
 use crate::config::{Config, FeedConfig};
@@ -275,31 +275,34 @@ impl FilePipeline {
         }
     }
 
-    /// The draft of a resumed file whose plan was committed before the interruption, with the
-    /// number its plan is filed under. None when its plan was never committed (the crash came
-    /// first) or it has no draft (a re-dropped copy of an applied file).
+    /// The draft of a claimed file whose plan was committed (by a run an interruption
+    /// stopped, or before a fatal answer), with the number its plan is filed under: the draft
+    /// names it, and the state has a queued plan of this content under it. None when the plan
+    /// was never committed (the crash came first) or there is no draft (a re-dropped copy of
+    /// an applied file).
     fn committed_draft(
         &self,
         feed: &FeedConfig,
         folders: &FeedFolders,
         claimed: &Claimed,
     ) -> Result<Option<(FileReport, u64)>, DaemonError> {
-        let Some(draft) = folders.draft(claimed) else {
+        let Some((draft, file_no)) = folders
+            .draft(claimed)
+            .and_then(|d| d.file_no.map(|n| (d, n)))
+        else {
             return Ok(None);
         };
-        let state = self.outbox.state();
-        let state_error = |e: crate::state::StateError| DaemonError::Diff(e.to_string());
-        let last = state.feed(&feed.name).map_err(state_error)?;
-        let committed = last
-            .and_then(|f| f.last_applied)
-            .is_some_and(|a| a.sha256 == draft.sha256);
-        if !committed {
-            return Ok(None);
-        }
-        let filed = state
-            .queued_file(&feed.name, &draft.sha256)
-            .map_err(state_error)?;
-        Ok(filed.map(|(file_no, _)| (draft, file_no)))
+        let filed = self
+            .outbox
+            .state()
+            .file(file_no)
+            .map_err(|e| DaemonError::Diff(e.to_string()))?;
+        let committed = filed.is_some_and(|f| {
+            f.feed == feed.name
+                && f.sha256 == draft.sha256
+                && matches!(f.outcome, crate::state::FileOutcome::Queued { .. })
+        });
+        Ok(committed.then_some((draft, file_no)))
     }
 
     /// Delivers what is queued and archives the file with its report: the counts are what
@@ -456,8 +459,17 @@ impl FilePipeline {
         })?;
         let lots: Vec<u64> = profile.locations.values().copied().collect();
         let rules = feed.rules(config.api.organization_id, &lots, force);
-        let listed =
-            listed_if_state_is_empty(self.uploader.client(), &self.outbox, &config).await?;
+        let org = config.api.organization_id;
+        let listed = if self
+            .outbox
+            .state()
+            .knows_organization(org)
+            .map_err(ServiceListError::from)?
+        {
+            None
+        } else {
+            Some(read_service_list(self.uploader.client(), &config).await?)
+        };
         let options = DiffOptions {
             commit: true,
             listed,
@@ -473,9 +485,11 @@ impl FilePipeline {
                 location_id,
                 &path,
                 options,
-                |plan, found| match &drafting {
+                |plan, found, file_no| match &drafting {
                     Some((folders, claimed)) => {
-                        folders.write_draft(claimed, &FileReport::from_parts(plan, found))
+                        let mut draft = FileReport::from_parts(plan, found);
+                        draft.file_no = Some(file_no);
+                        folders.write_draft(claimed, &draft)
                     }
                     None => Ok(()),
                 },

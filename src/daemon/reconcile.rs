@@ -244,16 +244,9 @@ pub async fn reconcile(
         move || versions(&outbox, org, rebuild)
     })
     .await?;
-    let listed: Vec<Vehicle> = list_vehicles(client, &config.api)
-        .await?
-        .into_iter()
-        .filter(|v| {
-            v.organization
-                .as_ref()
-                .and_then(|o| o.id)
-                .is_none_or(|id| id == org as f64)
-        })
-        .collect();
+    let listed = organization_vehicles(client, &config.api)
+        .await
+        .map_err(|e| ReconcileError::List(Box::new(e)))?;
     let archive = blocking({
         let config = config.clone();
         move || read_archive(&config, rebuild)
@@ -282,6 +275,8 @@ pub async fn reconcile(
                 let plan = comparison.plan(org, plan_file);
                 outbox.commit(&plan, &in_flight)?;
             }
+            drop(in_flight);
+            outbox.state().write_markers();
             Ok((comparison, state_vehicles))
         }
     })
@@ -402,12 +397,14 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ReconcileError::Task(e.to_string()))?
 }
 
-/// The service's whole list, retried as the uploader retries a call (a 429 or a 503 on the
-/// 40th page should not cost the night's reconciliation).
-pub(super) async fn list_vehicles(
+/// The organization's vehicles in the service's whole list (a service may list others'),
+/// retried as the uploader retries a call (a 429 or a 503 on the 40th page should not cost the
+/// night's reconciliation).
+pub(super) async fn organization_vehicles(
     client: &ApiClient,
     api: &ApiConfig,
-) -> Result<Vec<Vehicle>, ReconcileError> {
+) -> Result<Vec<Vehicle>, ApiError> {
+    let org = client.organization_id();
     let backoff = backon::ExponentialBuilder::default()
         .with_jitter()
         .with_min_delay(Duration::from_millis(500))
@@ -420,9 +417,27 @@ pub(super) async fn list_vehicles(
         .notify(|e: &ApiError, wait| {
             tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "listing the service's vehicles again");
         })
-        .await
-        .map_err(|e| ReconcileError::List(Box::new(e)))?;
-    Ok(answer.value)
+        .await?;
+    Ok(answer
+        .value
+        .into_iter()
+        .filter(|v| {
+            v.organization
+                .as_ref()
+                .and_then(|o| o.id)
+                .is_none_or(|id| id == org as f64)
+        })
+        .collect())
+}
+
+/// A listed vehicle's VIN as the state keys it (trimmed, upper-cased); None without one.
+pub(super) fn listed_vin(vehicle: &Vehicle) -> Option<String> {
+    vehicle
+        .vin
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_ascii_uppercase)
 }
 
 /// What each record of the organization looked like before the list was read: (last answered
@@ -781,8 +796,8 @@ fn compare(
     };
     let mut by_vin: HashMap<String, Vec<&Vehicle>> = HashMap::new();
     for v in service {
-        match v.vin.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-            Some(vin) => by_vin.entry(vin.to_ascii_uppercase()).or_default().push(v),
+        match listed_vin(v) {
+            Some(vin) => by_vin.entry(vin).or_default().push(v),
             None => out.repairs.foreign.push(ForeignVehicle {
                 vin: String::new(),
                 id: v.id,

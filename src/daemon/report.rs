@@ -118,6 +118,9 @@ pub struct FileReport {
     pub refused: Vec<RejectedOp>,
     /// Operations of this file still queued when the report was written (delivered later).
     pub undelivered: u64,
+    /// The number the state files its plan under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_no: Option<u64>,
 }
 
 impl FileReport {
@@ -138,6 +141,7 @@ impl FileReport {
             operations: 0,
             refused: Vec::new(),
             undelivered: 0,
+            file_no: None,
         }
     }
 
@@ -175,6 +179,7 @@ impl FileReport {
         report.warnings = problems(&planned.warnings);
         report.notes = planned.notes.clone();
         report.operations = plan.ops.len() as u64;
+        report.file_no = plan.file_no;
         report
     }
 
@@ -188,6 +193,16 @@ impl FileReport {
         self.counts.in_stock = done.in_stock;
         self.still_queued = progress.queued;
         self.undelivered = progress.queued.total();
+        let before = progress
+            .delivered
+            .refused
+            .saturating_sub(refused.len() as u64);
+        if before > 0 {
+            self.notes.push(format!(
+                "{before} more operations of this file were refused before an interruption; \
+                 the vehicles' records keep the service's reasons (`lotsync state export`)"
+            ));
+        }
         self.refused = refused;
         self.finished_at = crate::clock::utc_datetime(std::time::SystemTime::now());
     }

@@ -185,12 +185,7 @@ impl Daemon {
         let config = self.pipeline.config();
         let _ = std::fs::remove_file(&config.daemon.socket);
         let outbox = self.pipeline.outbox().clone();
-        let flushed = tokio::task::spawn_blocking(move || {
-            outbox.flush()?;
-            outbox.state().write_markers_answered(Duration::ZERO);
-            Ok::<_, crate::outbox::OutboxError>(())
-        })
-        .await;
+        let flushed = tokio::task::spawn_blocking(move || outbox.flush_marked()).await;
         if let Ok(Err(e)) = flushed {
             tracing::error!(error = %e, "cannot flush the state");
         }

@@ -2,11 +2,10 @@
 //! vehicle of (a new install beside a service that already holds the lot, or a state rebuilt
 //! from nothing), so that an empty state never plans blind: see [`crate::diff::Listed`].
 
-use crate::api::{ApiClient, ApiError};
+use crate::api::{ApiClient, ApiError, Vehicle};
 use crate::config::Config;
 use crate::diff::Listed;
 use crate::mapper::Profile;
-use crate::outbox::Outbox;
 use crate::state::StateError;
 use std::collections::{BTreeSet, HashMap};
 
@@ -23,53 +22,38 @@ pub enum ServiceListError {
     },
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("{0}")]
-    Other(String),
 }
 
-/// The service's list when the state knows no vehicle of the organization; None otherwise.
-pub async fn listed_if_state_is_empty(
+/// The service's list for the first file of an organization the state knows no vehicle of
+/// (the caller checks that with [`crate::state::State::knows_organization`], and holds no
+/// state lock meanwhile if it can: this reads every page). A VIN listed more than once is left
+/// alone, as the reconciliation does: a person sorts it out.
+pub async fn read_service_list(
     client: &ApiClient,
-    outbox: &Outbox,
     config: &Config,
-) -> Result<Option<Listed>, ServiceListError> {
+) -> Result<Listed, ServiceListError> {
     let org = client.organization_id();
-    // One key looked up: quick enough for an async thread.
-    if outbox.state().knows_organization(org)? {
-        return Ok(None);
-    }
-    let vehicles = super::reconcile::list_vehicles(client, &config.api)
+    let vehicles = super::reconcile::organization_vehicles(client, &config.api)
         .await
-        .map_err(|e| match e {
-            super::ReconcileError::List(error) => ServiceListError::List {
-                organization_id: org,
-                error,
-            },
-            other => ServiceListError::Other(other.to_string()),
+        .map_err(|e| ServiceListError::List {
+            organization_id: org,
+            error: Box::new(e),
         })?;
-    let mut by_vin = HashMap::new();
-    let mut doubled = 0;
+    let mut listed: HashMap<String, Vec<Vehicle>> = HashMap::new();
     for vehicle in vehicles {
-        let of_org = vehicle
-            .organization
-            .as_ref()
-            .and_then(|o| o.id)
-            .is_none_or(|id| id == org as f64);
-        let Some(vin) = vehicle
-            .vin
-            .as_deref()
-            .map(|v| v.trim().to_ascii_uppercase())
-        else {
-            continue;
-        };
-        if !of_org || vin.is_empty() {
-            continue;
+        if let Some(vin) = super::reconcile::listed_vin(&vehicle) {
+            listed.entry(vin).or_default().push(vehicle);
         }
-        if by_vin.contains_key(&vin) {
-            doubled += 1;
-            continue;
+    }
+    let mut doubled = Vec::new();
+    let mut by_vin = HashMap::with_capacity(listed.len());
+    for (vin, mut found) in listed {
+        match found.pop() {
+            Some(vehicle) if found.is_empty() => {
+                by_vin.insert(vin, vehicle);
+            }
+            _ => doubled.push(vin),
         }
-        by_vin.insert(vin, vehicle);
     }
     let locations = organization_locations(config);
     let sole_location = (locations.len() == 1)
@@ -81,16 +65,17 @@ pub async fn listed_if_state_is_empty(
         sole_location = ?sole_location,
         "the state knows no vehicle of the organization: read the service's list before its first file"
     );
-    if doubled > 0 {
+    if !doubled.is_empty() {
+        doubled.sort();
         tracing::warn!(
-            vehicles = doubled,
-            "the service lists some VINs more than once; the first of each is adopted"
+            vins = %doubled.join(","),
+            "the service lists these VINs more than once; they are left alone"
         );
     }
-    Ok(Some(Listed {
+    Ok(Listed {
         vehicles: by_vin,
         sole_location,
-    }))
+    })
 }
 
 /// Every location the config's feeds put vehicles at: their own and their profiles' lots.

@@ -72,13 +72,14 @@ pub fn diff_file(
         location_id,
         path,
         options,
-        |_, _| Ok(()),
+        |_, _, _| Ok(()),
     )
 }
 
-/// [`diff_file`], with `draft` told the plan that applies just before it is committed (the
-/// daemon writes the file's report draft there, so a crash after the commit loses nothing of
-/// what the file said). An error of `draft` stops the commit.
+/// [`diff_file`], with `draft` told the plan that applies just before it is committed, with
+/// the number it will be filed under (the daemon writes the file's report draft there, so a
+/// crash after the commit loses nothing of what the file said, and the draft names its plan
+/// exactly). An error of `draft` stops the commit.
 pub fn diff_file_drafted(
     outbox: &Outbox,
     rules: Rules,
@@ -86,7 +87,7 @@ pub fn diff_file_drafted(
     location_id: u64,
     path: &Path,
     options: DiffOptions,
-    draft: impl FnOnce(&Plan, &FilePlan) -> std::io::Result<()>,
+    draft: impl FnOnce(&Plan, &FilePlan, u64) -> std::io::Result<()>,
 ) -> Result<FilePlan, FileDiffError> {
     let file = FileId::of_path(path)?;
     let full = rules.mode == super::Mode::Full;
@@ -143,7 +144,14 @@ pub fn diff_file_drafted(
     }
     out.plan = if options.commit {
         if differ.judge().applies() {
-            draft(differ.judge(), &out)?;
+            // Every commit of a plan holds the lock the differ holds: this is the number the
+            // commit below takes.
+            let file_no = outbox
+                .state()
+                .meta_u64(crate::state::PLANS_KEY)
+                .map_err(DiffError::from)?
+                .max(1);
+            draft(differ.judge(), &out, file_no)?;
         }
         differ.commit()?
     } else {

@@ -460,8 +460,17 @@ impl<'o> Differ<'o> {
     /// under the same lock, and makes it durable.
     pub fn commit(mut self) -> Result<Plan, DiffError> {
         self.judge();
-        self.plan.file_no = Some(self.outbox.commit(&self.plan, &self.in_flight)?);
-        Ok(self.plan)
+        let Differ {
+            outbox,
+            in_flight,
+            mut plan,
+            ..
+        } = self;
+        plan.file_no = Some(outbox.commit(&plan, &in_flight)?);
+        // The markers count every vehicle: not while the uploader waits for the lock.
+        drop(in_flight);
+        outbox.state().write_markers();
+        Ok(plan)
     }
 
     /// Judges absence and the guard (once) and shows the plan as it would be committed.

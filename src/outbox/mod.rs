@@ -231,7 +231,8 @@ impl Outbox {
     /// Commits a plan: its operations, the replaced pending ones, the vehicles' records, the
     /// file's record and the feed's last applied file, in one transaction; then flushes.
     /// A held or already applied plan records only the file. Returns the number the file is
-    /// filed under.
+    /// filed under. The caller writes the state's markers once it let go of the in-flight lock
+    /// (they count every vehicle).
     pub(crate) fn commit(&self, plan: &Plan, in_flight: &InFlight) -> Result<u64, OutboxError> {
         let t = &self.state.trees;
         let org = plan.organization_id;
@@ -396,8 +397,6 @@ impl Outbox {
                 },
             )?;
         self.state.flush()?;
-        // After the flush: a marker never says more than the database holds.
-        self.state.write_markers();
         Ok(filed)
     }
 
@@ -420,13 +419,17 @@ impl Outbox {
                 reason: reason.to_owned(),
             },
         };
-        (&t.meta, &t.files).transaction(|(meta, files)| {
-            let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
-            files.insert(&file_no.to_be_bytes(), state::records::encode(&record))?;
-            meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
-            Ok(())
-        })?;
-        self.state.flush()?;
+        {
+            // Under the lock of every plan's commit: the number a plan will be filed under
+            // can be known before its commit (see `diff::diff_file_drafted`).
+            let _in_flight = self.lock();
+            (&t.meta, &t.files).transaction(|(meta, files)| {
+                let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
+                files.insert(&file_no.to_be_bytes(), state::records::encode(&record))?;
+                meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
+                Ok(())
+            })?;
+        }
         self.state.write_markers();
         Ok(())
     }
@@ -546,7 +549,6 @@ impl Outbox {
             },
         )?;
         self.state.flush()?;
-        self.state.write_markers();
         Ok(())
     }
 
@@ -696,13 +698,19 @@ impl Outbox {
         Ok(())
     }
 
-    /// Makes every answer recorded so far durable.
+    /// Makes every answer recorded so far durable, and counts them in the state's markers at
+    /// most once a second (a marker that lags only says less).
     pub fn flush(&self) -> Result<(), OutboxError> {
         self.answers_since_flush.store(0, Ordering::Release);
-        self.state.flush()?;
-        // The answers made durable are counted in the markers too (at most once a second:
-        // a marker that lags only says less).
-        self.state.write_markers_now_and_then();
+        self.state.flush_marked(std::time::Duration::from_secs(1))?;
+        Ok(())
+    }
+
+    /// [`Outbox::flush`], with the markers written whenever they were last (the end of a
+    /// delivery, a stop).
+    pub fn flush_marked(&self) -> Result<(), OutboxError> {
+        self.answers_since_flush.store(0, Ordering::Release);
+        self.state.flush_marked(std::time::Duration::ZERO)?;
         Ok(())
     }
 

@@ -16,7 +16,6 @@
 use super::{State, StateError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The marker beside the database.
@@ -63,16 +62,16 @@ pub struct MarkedInbox {
     pub applied_export: Option<PathBuf>,
 }
 
-/// What the state holds now, to compare with a marker.
+/// What the state holds now, to compare with a marker or to write in one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Progress {
+pub(super) struct Progress {
     plans: u64,
     operations: u64,
     answered: u64,
 }
 
 impl Progress {
-    fn of(state: &State) -> Result<Progress, StateError> {
+    pub(super) fn of(state: &State) -> Result<Progress, StateError> {
         let counters = state.counters()?;
         Ok(Progress {
             plans: state.meta_u64(super::PLANS_KEY)?.saturating_sub(1),
@@ -142,11 +141,15 @@ pub fn verify(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> 
     Ok(())
 }
 
-/// Writes the markers (the state's, and each inbox's whose folder exists), each fsynced and
-/// replaced atomically. An inbox marker names only its feed's last applied file. `vehicles`:
-/// the count to write (counting them reads every record, so it is done after commits only).
-pub fn write(state: &State, inboxes: &[MarkedInbox], vehicles: u64) -> Result<(), StateError> {
-    let now = Progress::of(state)?;
+/// Writes the markers (the state's, and each inbox's whose folder exists), each durably and
+/// whole. An inbox marker names only its feed's last applied file. `now` was read before the
+/// database was last flushed (see [`State::flush_marked`]).
+pub(super) fn write(
+    state: &State,
+    inboxes: &[MarkedInbox],
+    now: Progress,
+    vehicles: u64,
+) -> Result<(), StateError> {
     let mut last_applied = BTreeMap::new();
     for item in state.trees.feeds.iter() {
         let (k, v) = item?;
@@ -171,18 +174,14 @@ pub fn write(state: &State, inboxes: &[MarkedInbox], vehicles: u64) -> Result<()
         last_applied,
         written_at: crate::clock::utc_datetime(std::time::SystemTime::now()),
     };
-    let dir_error = |dir: &Path| {
-        let dir = dir.to_owned();
-        move |source| StateError::Dir { dir, source }
-    };
-    write_atomic(&state.dir().join(STATE_MARKER), &marker).map_err(dir_error(state.dir()))?;
+    write_marker(&state.dir().join(STATE_MARKER), &marker)?;
     for inbox in inboxes {
         if !inbox.inbox.is_dir() {
             continue;
         }
         let mut own = marker.clone();
         own.last_applied.retain(|feed, _| *feed == inbox.feed);
-        write_atomic(&inbox.inbox.join(INBOX_MARKER), &own).map_err(dir_error(&inbox.inbox))?;
+        write_marker(&inbox.inbox.join(INBOX_MARKER), &own)?;
     }
     Ok(())
 }
@@ -192,8 +191,8 @@ fn read(path: &Path) -> Result<Option<Marker>, StateError> {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
-            return Err(StateError::Dir {
-                dir: path.to_owned(),
+            return Err(StateError::Marker {
+                path: path.to_owned(),
                 source,
             })
         }
@@ -206,21 +205,17 @@ fn read(path: &Path) -> Result<Option<Marker>, StateError> {
         })
 }
 
-/// Written aside, fsynced, renamed over, and the folder fsynced: the marker is whole or absent.
-fn write_atomic(path: &Path, marker: &Marker) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let json = serde_json::to_vec_pretty(marker).map_err(std::io::Error::other)?;
-    {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&json)?;
-        file.write_all(b"\n")?;
-        file.sync_all()?;
+/// The marker, whole or absent.
+fn write_marker(path: &Path, marker: &Marker) -> Result<(), StateError> {
+    let mut json = serde_json::to_vec_pretty(marker).map_err(std::io::Error::other);
+    if let Ok(json) = &mut json {
+        json.push(b'\n');
     }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    json.and_then(|json| super::write_durably(path, &json))
+        .map_err(|source| StateError::Marker {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 fn evidence(
@@ -307,7 +302,7 @@ mod tests {
         drop(state);
         marker.plans = 5;
         marker.operations = 300;
-        write_atomic(&marker_path, &marker).unwrap();
+        write_marker(&marker_path, &marker).unwrap();
         let err = State::open_with(&dir.join("state"), &opening(&dir))
             .unwrap_err()
             .to_string();

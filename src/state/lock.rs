@@ -45,6 +45,7 @@ impl StateLock {
                         return Err(StateError::InUse {
                             pid: owner.pid,
                             holder,
+                            command: owner.command,
                         });
                     }
                     std::thread::sleep(POLL);
@@ -60,6 +61,14 @@ impl StateLock {
         file.rewind().map_err(dir_error)?;
         writeln!(file, "{} {role} {command}", std::process::id()).map_err(dir_error)?;
         Ok(StateLock { _file: file })
+    }
+}
+
+impl Drop for StateLock {
+    /// Says nobody holds it any more before the kernel lets go of the lock, so that the next
+    /// one to find it taken never reads a name that left.
+    fn drop(&mut self) {
+        let _ = self._file.set_len(0);
     }
 }
 

@@ -53,7 +53,13 @@ const NOTICE_PREFIX: &str = "notice/";
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("state is in use by pid {pid} ({holder}); stop it or use its control commands")]
-    InUse { pid: String, holder: String },
+    InUse {
+        pid: String,
+        /// As said to people: `lotsync run`, or `lotsync run?` for an older lotsync.
+        holder: String,
+        /// The holder's command (`run`, `status`, …), when it said.
+        command: Option<String>,
+    },
     #[error("cannot create or lock the state dir {dir}: {source}")]
     Dir {
         dir: PathBuf,
@@ -95,6 +101,11 @@ pub enum StateError {
          edited by hand: restore it, or remove it if the state next to it is the right one"
     )]
     BadMarker { path: PathBuf, reason: String },
+    #[error("the state marker {path} cannot be read or written: {source}")]
+    Marker {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Who opens the state, written in its lock so that others know whom they wait for.
@@ -138,7 +149,8 @@ pub struct State {
     pub(crate) trees: Trees,
     /// Inboxes whose markers are written after each commit; None: no markers.
     markers: Option<Vec<MarkedInbox>>,
-    /// When the markers were last written, and the vehicle count they said.
+    /// When the markers were last written and the vehicle count they said; locked while they
+    /// are written.
     markers_written: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
     _lock: StateLock,
 }
@@ -218,50 +230,54 @@ impl State {
         }
     }
 
-    /// Writes the markers, when this state keeps them. A marker that cannot be written is
-    /// logged: the commit before it stands, and a marker that lags never accuses the state.
+    /// Flushes, then writes the markers with the vehicles counted (reading every record:
+    /// sled keeps no count), after a commit that may have changed them. A marker that cannot
+    /// be written is logged: the commit before it stands, and a marker that lags never accuses
+    /// the state.
     pub fn write_markers(&self) {
-        let Some(inboxes) = &self.markers else {
-            return;
-        };
-        // Counting reads every record (sled keeps no count): after commits, which change it.
-        let vehicles = self.vehicle_count() as u64;
-        self.write_markers_counting(inboxes, vehicles);
-    }
-
-    fn write_markers_counting(&self, inboxes: &[MarkedInbox], vehicles: u64) {
-        if let Err(e) = identity::write(self, inboxes, vehicles) {
-            tracing::warn!(error = %e, "cannot write the state's markers");
+        if let Err(e) = self.flush_and_mark(true, std::time::Duration::ZERO) {
+            tracing::warn!(error = %e, "cannot flush the state to write its markers");
         }
-        *self
-            .markers_written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some((std::time::Instant::now(), vehicles));
     }
 
-    /// Writes the markers unless they were written less than a second ago (after answers
-    /// are flushed, which happens many times a second), with the vehicle count last counted
-    /// (answers do not change it).
-    pub fn write_markers_now_and_then(&self) {
-        self.write_markers_answered(std::time::Duration::from_secs(1));
+    /// Flushes, and writes the markers with the vehicle count last counted (answers do not
+    /// change it) unless they were written less than `unless_within` ago: after answers are
+    /// flushed (many times a second: `unless_within` one second) and at the end of a delivery
+    /// (zero).
+    pub fn flush_marked(&self, unless_within: std::time::Duration) -> Result<(), StateError> {
+        self.flush_and_mark(false, unless_within)
     }
 
-    /// Writes the markers after answers (the end of a delivery), with the vehicle count last
-    /// counted, unless they were written less than `unless_within` ago.
-    pub fn write_markers_answered(&self, unless_within: std::time::Duration) {
+    /// One writer of the markers at a time (the lock is held throughout). What they say is
+    /// read before the flush, so a marker never says more than the database holds, whatever
+    /// other threads commit meanwhile.
+    fn flush_and_mark(
+        &self,
+        count: bool,
+        unless_within: std::time::Duration,
+    ) -> Result<(), StateError> {
         let Some(inboxes) = &self.markers else {
-            return;
+            return self.flush();
         };
-        let last = *self
+        let mut last = self
             .markers_written
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match last {
-            Some((at, _)) if at.elapsed() < unless_within => {}
-            Some((_, vehicles)) => self.write_markers_counting(inboxes, vehicles),
-            None => self.write_markers(),
+        if last.is_some_and(|(at, _)| at.elapsed() < unless_within) {
+            drop(last);
+            return self.flush();
         }
+        let progress = identity::Progress::of(self)?;
+        let vehicles = match *last {
+            Some((_, vehicles)) if !count => vehicles,
+            _ => self.vehicle_count() as u64,
+        };
+        self.flush()?;
+        if let Err(e) = identity::write(self, inboxes, progress, vehicles) {
+            tracing::warn!(error = %e, "cannot write the state's markers");
+        }
+        *last = Some((std::time::Instant::now(), vehicles));
+        Ok(())
     }
 
     pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<u64, StateError> {
@@ -441,26 +457,6 @@ impl State {
             .transpose()
     }
 
-    /// The newest record of a file of `feed` with this content whose operations were queued,
-    /// with the number it is filed under.
-    pub fn queued_file(
-        &self,
-        feed: &str,
-        sha256: &str,
-    ) -> Result<Option<(u64, FileRecord)>, StateError> {
-        for item in self.trees.files.iter().rev() {
-            let (k, v) = item?;
-            let record: FileRecord = records::decode(&v, "file record")?;
-            if record.feed == feed
-                && record.sha256 == sha256
-                && matches!(record.outcome, FileOutcome::Queued { .. })
-            {
-                return Ok(Some((decode_u64(&k, "file number")?, record)));
-            }
-        }
-        Ok(None)
-    }
-
     /// What the service answered so far to the operations of the file filed as `file_no`.
     pub fn delivered(&self, file_no: u64) -> Result<Delivered, StateError> {
         self.trees
@@ -562,6 +558,12 @@ fn open_db(db_dir: &Path) -> Result<sled::Db, StateError> {
     let config = sled::Config::new().path(db_dir);
     // sled's panic would print its own line and a backtrace before our message: silenced while
     // the database opens (the panic is caught and reported below).
+    // The hook is the process's: one opening at a time swaps it, or two at once could leave
+    // it silent for good.
+    static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _swapping = HOOK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let previous_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     // Nothing of ours is observed after a panic: the config is moved in and dropped.
@@ -602,6 +604,30 @@ fn decode_u32(bytes: &[u8], what: &'static str) -> Result<u32, StateError> {
         reason: format!("{} bytes, expected 4", bytes.len()),
     })?;
     Ok(u32::from_be_bytes(array))
+}
+
+/// Writes a small file durably and whole: written aside (a dot-file ending in `.tmp`, which
+/// the watcher and the resume never take for an export), fsynced, renamed over `path`, and its
+/// folder fsynced. For the state's markers and the daemon's reports.
+pub fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("a file to write has no name"))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Seconds since the Unix epoch, UTC.

@@ -420,10 +420,7 @@ impl Uploader {
             }
         }
         drop(taken);
-        self.outbox.flush()?;
-        self.outbox
-            .state()
-            .write_markers_answered(std::time::Duration::ZERO);
+        self.outbox.flush_marked()?;
         self.remember_rate()?;
         if answered_any {
             if let Some(notices) = &self.notices {
