@@ -165,13 +165,26 @@ impl FilePipeline {
         feed: &FeedConfig,
         file: &Path,
     ) -> Result<(FileReport, PathBuf), DaemonError> {
-        let folders = FeedFolders::new(&feed.inbox);
-        folders.ensure().map_err(folder_error(&feed.inbox))?;
-        if let Some(reason) = FeedFolders::name_problem(file) {
-            return self.fail_name(feed, file, reason);
+        FeedFolders::new(&feed.inbox)
+            .ensure()
+            .map_err(folder_error(&feed.inbox))?;
+        match self.claim(feed, file)? {
+            Taken::Claimed(claimed) => self.process_claimed(feed, &claimed).await,
+            Taken::Filed(report, to) => Ok((*report, to)),
         }
-        let claimed = folders.claim(file).map_err(folder_error(file))?;
-        self.process_claimed(feed, &claimed).await
+    }
+
+    /// Takes an arrived file into `processing/`, or files it in `failed/` when lotsync cannot
+    /// file it under its name.
+    pub fn claim(&self, feed: &FeedConfig, file: &Path) -> Result<Taken, DaemonError> {
+        if let Some(reason) = FeedFolders::name_problem(file) {
+            let (report, to) = self.fail_name(feed, file, reason)?;
+            return Ok(Taken::Filed(Box::new(report), to));
+        }
+        FeedFolders::new(&feed.inbox)
+            .claim(file)
+            .map(Taken::Claimed)
+            .map_err(folder_error(file))
     }
 
     /// A file whose name lotsync cannot file: moved to `failed/` under one it can, with a
@@ -315,6 +328,23 @@ impl FilePipeline {
         file_no: Option<u64>,
         outcome: Outcome,
     ) -> Result<(FileReport, PathBuf), DaemonError> {
+        report.outcome = outcome;
+        self.deliver_reported(&mut report, file_no).await?;
+        let to = FeedFolders::new(&feed.inbox)
+            .archive(&claimed.path, &report)
+            .map_err(folder_error(&claimed.path))?;
+        tracing::info!(feed = %feed.name, file = %Escaped(&report.file), summary = %report.summary(), "file done");
+        Ok((report, to))
+    }
+
+    /// Delivers what is queued, and makes `report`'s counts what the service acknowledged
+    /// for the plan filed as `file_no`, beside what is still queued and refused; tells the
+    /// problems.
+    async fn deliver_reported(
+        &self,
+        report: &mut FileReport,
+        file_no: Option<u64>,
+    ) -> Result<(), DaemonError> {
         let drained = self.deliver(file_no).await?;
         let progress = match file_no {
             Some(n) => {
@@ -326,14 +356,9 @@ impl FilePipeline {
             }
             None => FileProgress::default(),
         };
-        report.outcome = outcome;
         report.delivered(&progress, drained.rejected);
-        self.tell_rejected(&report);
-        let to = FeedFolders::new(&feed.inbox)
-            .archive(&claimed.path, &report)
-            .map_err(folder_error(&claimed.path))?;
-        tracing::info!(feed = %feed.name, file = %Escaped(&report.file), summary = %report.summary(), "file done");
-        Ok((report, to))
+        self.tell_rejected(report);
+        Ok(())
     }
 
     /// A file that stayed incomplete, or was found cut once taken: to `held/` with a report,
@@ -404,14 +429,9 @@ impl FilePipeline {
             DaemonError::Diff(format!("{}: {}", shown_path(file), reason.text()))
         })?;
         tracing::info!(feed = %feed.name, file = %shown_path(file), operations = planned.plan.ops.len(), "released past the safety guard");
-        let drained = self.deliver(planned.plan.file_no).await?;
         let mut report = FileReport::planned(&planned);
-        let progress = match planned.plan.file_no {
-            Some(n) => self.outbox.progress(n).map_err(UploadError::from)?,
-            None => FileProgress::default(),
-        };
-        report.delivered(&progress, drained.rejected);
-        self.tell_rejected(&report);
+        self.deliver_reported(&mut report, planned.plan.file_no)
+            .await?;
         let folders = FeedFolders::new(&feed.inbox);
         let to = if folders.is_held(file) {
             folders.archive(file, &report).map_err(folder_error(file))?
@@ -507,6 +527,15 @@ impl FilePipeline {
             Err(e @ FileDiffError::Diff(_)) => Err(DaemonError::Diff(e.to_string())),
         }
     }
+}
+
+/// What became of an arrived file that was taken.
+#[derive(Debug)]
+pub enum Taken {
+    /// In `processing/`, to plan.
+    Claimed(Claimed),
+    /// In `failed/` (its name cannot be filed), with its report.
+    Filed(Box<FileReport>, PathBuf),
 }
 
 /// Why a file was not planned.

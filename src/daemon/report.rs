@@ -172,7 +172,7 @@ impl FileReport {
         report.counts = plan.counts;
         let mut ops = OpCounts::default();
         for op in &plan.ops {
-            ops.bump(op.op.name());
+            op.op.count_in(&mut ops);
         }
         report.planned = ops;
         report.rejected_records = problems(&planned.rejected);

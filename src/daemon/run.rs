@@ -11,8 +11,8 @@ use super::control::{self, Reply, Request};
 use super::folders::Claimed;
 use super::folders::FeedFolders;
 use super::status::{self, FeedLive, LastFile, Live};
-use super::watch::{watch_inbox, WatchSettings};
-use super::{DaemonError, FilePipeline, FileReport};
+use super::watch::{watch_inbox, FileStamp, WatchSettings};
+use super::{DaemonError, FilePipeline, FileReport, Taken};
 use crate::api::ApiClient;
 use crate::config::{Config, FeedConfig};
 use crate::mapper::{ExportFile, Profile};
@@ -279,19 +279,17 @@ impl Daemon {
         parked: &mut HashMap<PathBuf, Parked>,
         stop: &mut watch::Receiver<bool>,
     ) -> bool {
-        let folders = FeedFolders::new(&feed.inbox);
         let shown = shown_path(file);
         // Handed over again: it changed since it was parked.
         let was_parked = parked.remove(file).is_some();
-        if let Some(reason) = FeedFolders::name_problem(file) {
-            match self.pipeline.fail_name(feed, file, reason) {
-                Ok((report, to)) => self.file_done(feed, &report, &to),
-                Err(e) => self.file_error(feed, &shown, &e.to_string()),
-            }
-            return true;
-        }
-        if let Some(reason) = self.incomplete(feed, file).await {
-            let Some(stamp) = Stamp::of(file) else {
+        // A name lotsync cannot file goes to failed/ at once, whole or not.
+        let named = FeedFolders::name_problem(file).is_none();
+        let cut = match named {
+            true => self.incomplete(feed, file).await,
+            false => None,
+        };
+        if let Some(reason) = cut {
+            let Some(stamp) = FileStamp::of(file) else {
                 return true; // gone meanwhile
             };
             let wait = self.pipeline.config().daemon.incomplete_wait();
@@ -320,10 +318,18 @@ impl Daemon {
         if parked.is_empty() {
             self.feed_live(&feed.name, |l| l.waiting_incomplete = None);
         }
-        let claimed = match folders.claim(file) {
-            Ok(claimed) => claimed,
+        let claimed = match self.pipeline.claim(feed, file) {
+            Ok(Taken::Claimed(claimed)) => claimed,
+            Ok(Taken::Filed(report, to)) => {
+                self.file_done(feed, &report, &to);
+                return true;
+            }
             // Gone before its turn (replaced, or moved away by hand): nothing to do.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(DaemonError::Folder { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return true
+            }
             Err(e) => {
                 self.file_error(
                     feed,
@@ -342,11 +348,9 @@ impl Daemon {
         // A profile that cannot be read is said when the file is planned.
         let profile = Profile::find(&feed.profile, &config.profiles_dir).ok()?;
         let path = file.to_owned();
-        tokio::task::spawn_blocking(move || ExportFile::check_complete(&path, &profile))
+        tokio::task::spawn_blocking(move || ExportFile::looks_cut(&path, &profile))
             .await
             .ok()?
-            .err()
-            .map(|e| e.to_string())
     }
 
     /// Parked files that stayed unchanged for `wait`: held, with the reason. One that changed
@@ -367,7 +371,7 @@ impl Daemon {
             let Some(p) = parked.remove(&path) else {
                 continue;
             };
-            if Stamp::of(&path) != Some(p.stamp) {
+            if FileStamp::of(&path) != Some(p.stamp) {
                 continue;
             }
             let reason = super::incomplete_reason(&format!(
@@ -847,28 +851,8 @@ fn notify_systemd(states: &[sd_notify::NotifyState]) {
 struct Parked {
     /// When it was found so (or last changed).
     since: Instant,
-    stamp: Stamp,
+    stamp: FileStamp,
     reason: String,
-}
-
-/// What tells a file changed: its inode, size and modification time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    inode: u64,
-    size: u64,
-    modified: Option<std::time::SystemTime>,
-}
-
-impl Stamp {
-    fn of(path: &Path) -> Option<Stamp> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Stamp {
-            inode: meta.ino(),
-            size: meta.len(),
-            modified: meta.modified().ok(),
-        })
-    }
 }
 
 /// Sleeps until `at` (for ever without one: the branch is disabled then).

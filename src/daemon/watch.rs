@@ -34,12 +34,34 @@ pub struct WatchSettings {
     pub settle: Duration,
 }
 
-/// A file seen in the inbox and not handed out yet.
-#[derive(Debug, Clone)]
-struct Pending {
+/// What tells a file changed: its inode (a file replaced under its name is another), size
+/// and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
     inode: u64,
     size: u64,
     modified: Option<SystemTime>,
+}
+
+impl FileStamp {
+    pub fn of_meta(meta: &std::fs::Metadata) -> FileStamp {
+        FileStamp {
+            inode: meta.ino(),
+            size: meta.len(),
+            modified: meta.modified().ok(),
+        }
+    }
+
+    /// The file's stamp, None when it is gone.
+    pub fn of(path: &Path) -> Option<FileStamp> {
+        std::fs::metadata(path).ok().map(|m| FileStamp::of_meta(&m))
+    }
+}
+
+/// A file seen in the inbox and not handed out yet.
+#[derive(Debug, Clone)]
+struct Pending {
+    stamp: FileStamp,
     stable_since: Instant,
     renamed_in: bool,
     /// Order of first sight, so files go out in order of arrival.
@@ -54,7 +76,7 @@ pub struct Settler {
     /// Handed out: path → (inode, size, modification time). The same file unchanged at the
     /// same path is not handed out again; changed (a DMS finishing a file the worker found
     /// cut), it settles and is handed out again.
-    handed: HashMap<PathBuf, (u64, u64, Option<SystemTime>)>,
+    handed: HashMap<PathBuf, FileStamp>,
     /// Folders and links to outside the inbox already told about (once each, while they
     /// stay).
     warned: HashSet<PathBuf>,
@@ -104,21 +126,18 @@ impl Settler {
                 return;
             }
         };
-        let inode = meta.ino();
-        let (size, modified) = (meta.len(), meta.modified().ok());
-        if self.handed.get(path) == Some(&(inode, size, modified)) {
+        let stamp = FileStamp::of_meta(&meta);
+        if self.handed.get(path) == Some(&stamp) {
             return;
         }
         self.handed.remove(path);
         match self.pending.get_mut(path) {
-            Some(p) if p.inode == inode && p.size == size && p.modified == modified => {
+            Some(p) if p.stamp == stamp => {
                 p.renamed_in |= renamed_in;
             }
             Some(p) => {
                 // Still being written, or replaced: it settles again from now.
-                p.inode = inode;
-                p.size = size;
-                p.modified = modified;
+                p.stamp = stamp;
                 p.stable_since = now;
                 p.renamed_in = renamed_in;
             }
@@ -127,9 +146,7 @@ impl Settler {
                 self.pending.insert(
                     path.to_owned(),
                     Pending {
-                        inode,
-                        size,
-                        modified,
+                        stamp,
                         stable_since: now,
                         renamed_in,
                         order: self.next_order,
@@ -170,8 +187,7 @@ impl Settler {
             .into_iter()
             .map(|(_, path)| {
                 if let Some(p) = self.pending.remove(&path) {
-                    self.handed
-                        .insert(path.clone(), (p.inode, p.size, p.modified));
+                    self.handed.insert(path.clone(), p.stamp);
                 }
                 path
             })

@@ -104,7 +104,6 @@ pub fn diff_file_drafted(
         let mut export =
             ExportFile::open_with(path, profile, location_id, options.accept_incomplete)?;
         while let Some(mapped) = export.next_record()? {
-            out.records += 1;
             match mapped {
                 Mapped::Accepted(a) => {
                     out.warnings
@@ -119,6 +118,7 @@ pub fn diff_file_drafted(
             }
         }
         out.notes = export.notes();
+        out.records = differ.records();
         let previous = last.and_then(|f| f.last_applied);
         if let Some(previous) = previous.filter(|p| full && p.records > 0) {
             if (out.records as f64) <= previous.records as f64 * SMALLER_SNAPSHOT {

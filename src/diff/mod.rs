@@ -54,6 +54,16 @@ impl Op {
         }
     }
 
+    /// Counts it in `counts`, by kind.
+    pub fn count_in(&self, counts: &mut crate::state::OpCounts) {
+        match self {
+            Op::Create(_) => counts.create += 1,
+            Op::Update(_) => counts.update += 1,
+            Op::MarkSold => counts.sold += 1,
+            Op::MarkInStock => counts.in_stock += 1,
+        }
+    }
+
     pub fn payload(&self) -> Option<&VehiclePayload> {
         match self {
             Op::Create(p) | Op::Update(p) => Some(p),
@@ -166,7 +176,7 @@ impl Known {
             return None;
         }
         Some(Learned {
-            service_id: self.record.service_id.unwrap_or(0),
+            service_id: self.record.service_id?,
             sold: self.record.sold,
             digest: same.map_or(Digest::UNKNOWN, payload_digest),
             payload: same.map(|p| Box::new(p.clone())),
@@ -317,6 +327,11 @@ impl<'o> Differ<'o> {
             judged: false,
             plan,
         })
+    }
+
+    /// Records diffed so far (accepted and rejected).
+    pub fn records(&self) -> u64 {
+        self.plan.records
     }
 
     /// The file has the same content as the one last applied for its feed: its records need

@@ -395,6 +395,14 @@ fn reader_for<R: BufRead>(
     }
 }
 
+/// The format of a file that starts with `head`, as [`open`] detects it.
+pub fn format_of(head: &[u8]) -> Result<Format, FeedError> {
+    if head.is_empty() {
+        return Err(FeedError::Empty);
+    }
+    sniff(head)
+}
+
 /// Binary data is refused by what it looks like; text starting with `<` is XML, other text CSV.
 fn sniff(head: &[u8]) -> Result<Format, FeedError> {
     let kind = match head {

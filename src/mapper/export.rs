@@ -100,18 +100,56 @@ impl ExportFile {
         Ok(file)
     }
 
-    /// Reads the file to its end without mapping it (about half the cost of a full read):
-    /// `Err` with [`ExportError::is_incomplete`] when its last record is cut, so the daemon
-    /// can wait for a DMS still writing it before taking it. Other problems are left to the
-    /// real read, which reports them.
-    pub fn check_complete(path: &Path, profile: &Profile) -> Result<(), ExportError> {
-        let mut file = ExportFile::open(path, profile, 0)?;
+    /// Why a file looks cut at its end (a DMS still writing it), so the daemon can wait for it
+    /// before taking it; None when it looks whole, or has other problems (the real read
+    /// reports those). Judged from its last bytes, not read twice: a CSV whose last byte is no
+    /// line break, an XML whose last byte that is not blank is no `>`. A CSV of a profile
+    /// whose DMS ends its files without a line break is read to its end instead. A file cut
+    /// just after a line break (inside a quoted field) passes here, and the real read finds it
+    /// incomplete.
+    pub fn looks_cut(path: &Path, profile: &Profile) -> Option<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = std::fs::File::open(path).ok()?;
+        let mut head = [0u8; 512];
+        let n = file.read(&mut head).ok()?;
+        let format = match profile.format {
+            Some(format) => format,
+            None => feed::format_of(&head[..n]).ok()?,
+        };
+        if format == feed::Format::Csv && profile.ends_without_newline {
+            return Self::read_to_end_cut(path, profile);
+        }
+        let len = file.metadata().ok()?.len();
+        let from = len.saturating_sub(64);
+        file.seek(SeekFrom::Start(from)).ok()?;
+        let mut tail = Vec::with_capacity(64);
+        file.read_to_end(&mut tail).ok()?;
+        match format {
+            feed::Format::Csv => (!matches!(tail.last(), None | Some(b'\n' | b'\r'))).then(|| {
+                "the file ends without a line break after its last record: it is incomplete, \
+                 perhaps still being written"
+                    .to_owned()
+            }),
+            feed::Format::Xml => {
+                let last = tail.iter().rev().find(|b| !b.is_ascii_whitespace());
+                (last.is_some_and(|b| *b != b'>')).then(|| {
+                    "the file ends inside an element: it is incomplete, perhaps still being \
+                     written"
+                        .to_owned()
+                })
+            }
+        }
+    }
+
+    /// [`ExportFile::looks_cut`] by reading the whole file (without mapping it).
+    fn read_to_end_cut(path: &Path, profile: &Profile) -> Option<String> {
+        let mut file = ExportFile::open(path, profile, 0).ok()?;
         loop {
             match file.reader.next(&mut file.record) {
-                Ok(Item::End) => return Ok(()),
+                Ok(Item::End) => return None,
                 Ok(_) => {}
-                Err(e) if e.is_incomplete() => return Err(e.into()),
-                Err(_) => return Ok(()),
+                Err(e) if e.is_incomplete() => return Some(e.to_string()),
+                Err(_) => return None,
             }
         }
     }
@@ -348,5 +386,35 @@ mod tests {
         let mut named = Profile::auto();
         named.fields.insert(Target::Vin, "VIN".into());
         assert_eq!(read(ExportFile::open(&path, &named, 10)).unwrap(), 2);
+    }
+
+    /// A file cut at its end looks cut from its last bytes; a whole one, or one whose other
+    /// problems (no VIN column, binary data) the real read reports, does not.
+    #[test]
+    fn a_file_looks_cut_from_its_last_bytes() {
+        let auto = Profile::auto();
+        let cut = |name: &str, text: &str| ExportFile::looks_cut(&temp_file(name, text), &auto);
+        assert!(cut("cut.csv", "VIN,Stock\n1HGCM82633A004352,A1")
+            .is_some_and(|r| r.contains("without a line break")));
+        assert_eq!(
+            cut("whole.csv", "VIN,Stock\n1HGCM82633A004352,A1\r\n"),
+            None
+        );
+        assert_eq!(cut("nokeys.csv", "Make,Model\nFord,F-150\n"), None);
+        assert_eq!(cut("empty.csv", ""), None);
+        assert!(cut("cut.xml", "<Inventory><Vehicle><VIN>1HG").is_some());
+        assert_eq!(
+            cut("whole.xml", "<Inventory><Vehicle/></Inventory>\n"),
+            None
+        );
+        let mut lenient = Profile::auto();
+        lenient.ends_without_newline = true;
+        let path = temp_file("unterminated.csv", "VIN,Stock\n1HGCM82633A004352,A1");
+        assert_eq!(ExportFile::looks_cut(&path, &lenient), None);
+        let path = temp_file("short.csv", "VIN,Stock,Make\n1HGCM82633A004352,A1");
+        assert!(
+            ExportFile::looks_cut(&path, &lenient).is_some(),
+            "fewer fields: still cut"
+        );
     }
 }

@@ -28,7 +28,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// Answers recorded between two flushes.
 pub const FLUSH_EVERY: u32 = 16;
 
-use crate::state::{NEXT_SEQ_KEY, PLANS_KEY as NEXT_FILE_KEY};
+use crate::state::{NEXT_SEQ_KEY, PLANS_KEY};
 
 /// The outbox cannot do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -282,7 +282,7 @@ impl Outbox {
                 |(meta, vehicles, payloads, vins, files, feeds, outbox, queue)| -> TxResult<u64> {
                     let mut counters = read_counters(meta)?;
                     let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
-                    let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
+                    let file_no = read_u64(meta, PLANS_KEY)?.max(1);
                     let (mut first_seq, mut last_seq) = (None, None);
                     if applies {
                         let mut removed: HashMap<&str, u32> = HashMap::new();
@@ -387,7 +387,7 @@ impl Outbox {
                         outcome: outcome(first_seq, last_seq),
                     };
                     files.insert(&file_no.to_be_bytes(), state::records::encode(&file))?;
-                    meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
+                    meta.insert(PLANS_KEY, &(file_no + 1).to_be_bytes())?;
                     meta.insert(NEXT_SEQ_KEY, &next_seq.to_be_bytes())?;
                     meta.insert(
                         state::records::COUNTERS_KEY,
@@ -424,9 +424,9 @@ impl Outbox {
             // can be known before its commit (see `diff::diff_file_drafted`).
             let _in_flight = self.lock();
             (&t.meta, &t.files).transaction(|(meta, files)| {
-                let file_no = read_u64(meta, NEXT_FILE_KEY)?.max(1);
+                let file_no = read_u64(meta, PLANS_KEY)?.max(1);
                 files.insert(&file_no.to_be_bytes(), state::records::encode(&record))?;
-                meta.insert(NEXT_FILE_KEY, &(file_no + 1).to_be_bytes())?;
+                meta.insert(PLANS_KEY, &(file_no + 1).to_be_bytes())?;
                 Ok(())
             })?;
         }
@@ -457,7 +457,7 @@ impl Outbox {
             {
                 let (_, v) = item?;
                 let entry: Entry = state::records::decode(&v, "outbox entry")?;
-                queued.bump(entry.op.name());
+                entry.op.count_in(&mut queued);
             }
         }
         Ok(FileProgress { delivered, queued })
@@ -673,7 +673,7 @@ impl Outbox {
                             None => Delivered::default(),
                         };
                         match answer {
-                            Answer::Applied { .. } => counted.applied.bump(entry.op.name()),
+                            Answer::Applied { .. } => entry.op.count_in(&mut counted.applied),
                             Answer::Rejected { .. } => counted.refused += 1,
                         }
                         delivered

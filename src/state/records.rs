@@ -183,16 +183,6 @@ impl OpCounts {
     pub fn total(&self) -> u64 {
         self.create + self.update + self.sold + self.in_stock
     }
-
-    /// The counter of an operation named as [`crate::diff::Op::name`] says.
-    pub fn bump(&mut self, op: &str) {
-        match op {
-            "create" => self.create += 1,
-            "update" => self.update += 1,
-            "sold" => self.sold += 1,
-            _ => self.in_stock += 1,
-        }
-    }
 }
 
 /// What the service answered to one planned file's operations so far: written in the same
