@@ -6,6 +6,7 @@
 
 use super::tracked::Tracked;
 use super::{FeedError, FieldId, Item, ReadOptions, Record, RowProblem, Schema, RECORD_LIMIT};
+use crate::text::shown_bytes;
 use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::path::PathBuf;
@@ -121,18 +122,6 @@ fn has_multibyte_utf8(mut input: impl Read) -> io::Result<bool> {
     }
 }
 
-/// Bytes as text, each byte that is not UTF-8 written `\xNN`.
-fn shown_bytes(raw: &[u8]) -> String {
-    let mut out = String::with_capacity(raw.len() + 8);
-    for chunk in raw.utf8_chunks() {
-        out.push_str(chunk.valid());
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
-}
-
 /// Where the last row that was not blank lies, for the look at the end of the file.
 #[derive(Debug, Clone, Copy)]
 struct LastRow {
@@ -245,7 +234,8 @@ impl<R: BufRead> CsvReader<R> {
                     encoding_rs::WINDOWS_1252.decode_without_bom_handling(raw).0
                 }
                 (Ok(name), _) => name.into(),
-                (Err(_), _) => shown_bytes(raw).into(),
+                // Blanks around are trimmed before control characters are escaped.
+                (Err(_), _) => shown_bytes(raw.trim_ascii()).into(),
             };
             let name = name.trim_start_matches('\u{feff}').trim();
             let name = if name.is_empty() {
