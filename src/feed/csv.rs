@@ -39,7 +39,7 @@ pub struct CsvReader<R: BufRead> {
     finished: bool,
     /// Added to the csv crate's line numbers: 1 for CRLF files (below).
     line_offset: u64,
-    /// The line of the last record read (the header's is 1).
+    /// The line of the last record read (the header's until a record is; 0 before that).
     last_line: u64,
     double_space: memchr::memmem::Finder<'static>,
 }
@@ -179,7 +179,7 @@ impl<R: BufRead> CsvReader<R> {
             warnings: Vec::new(),
             finished: false,
             line_offset: u64::from(crlf),
-            last_line: 1,
+            last_line: 0,
             double_space: memchr::memmem::Finder::new(b"  "),
         };
         this.read_header()?;
@@ -214,8 +214,10 @@ impl<R: BufRead> CsvReader<R> {
                 break;
             }
         }
+        let line = self.header_line();
+        self.last_line = line;
         self.last = Some(LastRow {
-            line: 1,
+            line,
             start: self.row.position().map_or(0, csv::Position::byte),
             fields: self.row.len(),
             short: false,
@@ -225,7 +227,7 @@ impl<R: BufRead> CsvReader<R> {
         // Two columns of one name are the mapper's to compare, when it reads them.
         self.schema.numbered = true;
         if std::str::from_utf8(self.row.as_slice()).is_err() {
-            self.decide_encoding(1)?;
+            self.decide_encoding(line)?;
         }
         for i in 0..self.row.len() {
             let raw = self.row.get(i).unwrap_or_default();
@@ -246,6 +248,30 @@ impl<R: BufRead> CsvReader<R> {
             self.schema.push(name);
         }
         Ok(())
+    }
+
+    /// The line the header row (just read) starts on. The csv crate gives a row the position
+    /// its read began at, before the empty lines it skips, so the line is counted back from
+    /// where the read ended: less the line breaks inside the header, and less the one that
+    /// ended it when that was an LF (a CRLF's LF is counted with the next row, and a header
+    /// that ends the file may have none).
+    fn header_line(&self) -> u64 {
+        let end = self.reader.position();
+        let inside = memchr::memchr_iter(b'\n', self.row.as_slice()).count() as u64;
+        // The byte that ended the header is kept when the file is small enough for its start
+        // to be in the tail kept; a larger file's header is not its last row, and its line
+        // breaks are those of its first line.
+        let ended_by_lf = match end
+            .byte()
+            .checked_sub(1)
+            .and_then(|at| self.reader.get_ref().tail_from(at))
+        {
+            Some(tail) => tail.first() == Some(&b'\n'),
+            None => self.line_offset == 0,
+        };
+        end.line()
+            .saturating_sub(inside + u64::from(ended_by_lf))
+            .max(1)
     }
 
     /// Reads the next record into `record`.
@@ -744,6 +770,43 @@ mod tests {
                  line break, set ends_without_newline = true in the profile"
             )
         );
+    }
+
+    /// Blank lines before the header (empty, or only blanks and delimiters) move it down: its
+    /// errors and notes say its own line.
+    #[test]
+    fn the_header_line_counts_the_blank_lines_before_it() {
+        for (data, line) in [
+            (&b"\n\na,b,c"[..], 3),
+            (b"\r\n\r\na,b,c", 3),
+            (b",,\n \n\na,b,c", 4),
+            (b"\r\n,,\r\n\"a\nx\",b,c", 3),
+        ] {
+            let err = cut(data, ReadOptions::default()).unwrap_or_default();
+            assert!(
+                err.starts_with(&format!("line {line}: the file ends inside its header row")),
+                "{:?}: {err}",
+                String::from_utf8_lossy(data)
+            );
+        }
+        for (data, name, line) in [
+            (&b"\n\nMak\xe9,b\n1,2\n"[..], "Maké", 3),
+            (b"\r\n\r\nMak\xe9,b\r\n1,2\r\n", "Maké", 3),
+            (b"\n,\n\"Ma\nk\xe9\",b\r1,2\n", "Ma\nké", 3),
+        ] {
+            let (schema, rows, notes) = read_all(data).unwrap();
+            assert_eq!(schema.name(0), name);
+            assert_eq!(rows.len(), 1);
+            assert_eq!(
+                notes,
+                [format!(
+                    "not UTF-8 (first at line {line}): read as Windows-1252"
+                )]
+            );
+        }
+        // Lines after the header keep their numbers.
+        let (_, rows, _) = read_all(b"\n\na,b\n1\n").unwrap();
+        assert_eq!(rows[0].as_ref().unwrap_err().line, 4);
     }
 
     #[test]
