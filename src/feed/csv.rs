@@ -50,11 +50,9 @@ pub(super) enum Encoding {
     /// Not needed yet: every row so far was UTF-8. At the first that is not, this file is read
     /// once more to decide (most files never need it).
     Undecided(PathBuf),
-    /// UTF-8 throughout.
+    /// UTF-8: nothing but UTF-8, or valid multi-byte UTF-8 beside bytes that are not, whose
+    /// fields are left out of their records for the mapper to reject.
     Utf8,
-    /// Valid multi-byte UTF-8 and bytes that are not: the file is UTF-8, and the fields
-    /// holding the other bytes are left out of their records for the mapper to reject.
-    Mixed,
     /// Bytes that are not UTF-8 and no valid multi-byte UTF-8 anywhere: Windows-1252.
     Windows1252,
 }
@@ -62,16 +60,15 @@ pub(super) enum Encoding {
 impl Encoding {
     /// Decided from the whole input at once, when it is in memory.
     pub(super) fn of_bytes(bytes: &[u8]) -> Encoding {
-        if std::str::from_utf8(bytes).is_ok() {
-            Encoding::Utf8
-        } else {
-            Encoding::of_mixed(has_multibyte_utf8(bytes).unwrap_or(false))
-        }
+        // Reading a slice cannot fail.
+        let utf8 = std::str::from_utf8(bytes).is_ok() || has_multibyte_utf8(bytes).unwrap_or(false);
+        Encoding::utf8_if(utf8)
     }
 
-    fn of_mixed(multibyte: bool) -> Encoding {
+    /// For a file that is not all UTF-8: UTF-8 still when it holds valid multi-byte UTF-8.
+    fn utf8_if(multibyte: bool) -> Encoding {
         if multibyte {
-            Encoding::Mixed
+            Encoding::Utf8
         } else {
             Encoding::Windows1252
         }
@@ -424,7 +421,7 @@ impl<R: BufRead> CsvReader<R> {
         if let Encoding::Undecided(path) = &self.encoding {
             let file = File::open(path).map_err(FeedError::Open)?;
             let multibyte = has_multibyte_utf8(file).map_err(FeedError::Io)?;
-            self.encoding = Encoding::of_mixed(multibyte);
+            self.encoding = Encoding::utf8_if(multibyte);
         }
         if !self.encoding_noted {
             self.encoding_noted = true;
