@@ -158,10 +158,7 @@ impl<R: BufRead> CsvReader<R> {
             // Reads as large as the file's BufReader skip its buffer (once it is drained)
             // instead of copying every byte through it.
             .buffer_capacity(READ_AHEAD as usize)
-            .from_reader(
-                Tracked::new(input, RECORD_LIMIT + READ_AHEAD)
-                    .keeping_tail(size.saturating_sub(TAIL as u64), TAIL),
-            );
+            .from_reader(Tracked::new(input, RECORD_LIMIT + READ_AHEAD).keeping_tail(size, TAIL));
         let mut this = CsvReader {
             reader,
             schema: Schema::default(),
