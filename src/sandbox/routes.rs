@@ -437,7 +437,7 @@ fn padded(response: Response, kib: u64) -> Response {
     parts.headers.remove(header::CONTENT_LENGTH);
     let padding = PaddedBody {
         inner: Some(body),
-        // Behaviour::problems keeps kib at most 4 GiB, which a u64 holds in bytes.
+        // Behaviour::problems keeps kib at most MAX_PAD_KIB, whose bytes a u64 holds.
         left: kib.saturating_mul(1024),
     };
     Response::from_parts(parts, axum::body::Body::new(padding))
