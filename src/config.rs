@@ -45,7 +45,7 @@ fn read_token_file(file: &Path) -> Result<String, ConfigError> {
             (true, true) => Some("other users read and change it"),
             (true, false) => Some("other users read it"),
             (false, true) => Some("other users change it"),
-            (false, false) => (mode & 0o001 != 0).then_some("other users open it"),
+            (false, false) => (mode & 0o001 != 0).then_some("other users execute it"),
         };
         let group = (mode & 0o020 != 0).then_some("its group change it");
         let who = [others, group]
@@ -53,15 +53,30 @@ fn read_token_file(file: &Path) -> Result<String, ConfigError> {
             .flatten()
             .collect::<Vec<_>>()
             .join(" and ");
+        let quoted = shell_quoted(&shown);
         return Err(ConfigError::Token(format!(
             "api.token_file {shown}: mode {mode:04o} lets {who}, and the token must stay \
-             private; run `chmod 600 {shown}` (or `chmod 640 {shown}` when the file's group is \
-             lotsync's and lotsync reads it through the group)"
+             private; run `chmod 600 {quoted}` (or `chmod 640 {quoted}` when the file's group \
+             is lotsync's and lotsync reads it through the group)"
         )));
     }
     let mut token = String::new();
     opened.read_to_string(&mut token).map_err(cannot_read)?;
     Ok(token)
+}
+
+/// `text` as one word of a POSIX shell command: as it is when it holds nothing the shell reads
+/// specially, otherwise in single quotes (a quote inside written `'\''`).
+fn shell_quoted(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:=@%".contains(&b));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 /// Where the config is read from when no `--config` is given.
@@ -1112,8 +1127,12 @@ mod tests {
                 err.contains(&format!("api.token_file {shown}: mode {mode:04o}")),
                 "{err}"
             );
-            assert!(err.contains(&format!("chmod 600 {shown}")), "{err}");
+            // Quoted: the name holds a space.
+            assert!(err.contains(&format!("chmod 600 '{shown}'")), "{err}");
             assert!(!err.contains("s3cret"), "{err}");
+            if mode == 0o601 {
+                assert!(err.contains("lets other users execute it,"), "{err}");
+            }
         }
         for mode in [0o600, 0o640, 0o400, 0o440] {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -1124,6 +1143,21 @@ mod tests {
             );
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn advice_quotes_what_the_shell_would_split() {
+        assert_eq!(
+            shell_quoted("/etc/lotsync/api-token"),
+            "/etc/lotsync/api-token"
+        );
+        assert_eq!(shell_quoted("/srv/api token"), "'/srv/api token'");
+        assert_eq!(
+            shell_quoted("/srv/dealer's token"),
+            "'/srv/dealer'\\''s token'"
+        );
+        assert_eq!(shell_quoted("$HOME/t"), "'$HOME/t'");
+        assert_eq!(shell_quoted(""), "''");
     }
 
     #[test]
