@@ -1088,19 +1088,6 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A token file written as the tests and the demo write theirs: private to its owner.
-    fn private_file(path: &Path, text: &str) {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .unwrap();
-        file.write_all(text.as_bytes()).unwrap();
-    }
-
     fn api_with_token_file(file: PathBuf) -> ApiConfig {
         let mut api: Config =
             toml::from_str("[api]\nbase_url = \"https://x\"\norganization_id = 1\n").unwrap();
@@ -1117,7 +1104,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("api token");
-        private_file(&file, "s3cret\n");
+        write_token_file(&file, "s3cret\n").unwrap();
         let api = api_with_token_file(file.clone());
         for mode in [0o644, 0o666, 0o604, 0o620, 0o777, 0o601] {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -1166,7 +1153,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("token");
-        private_file(&file, "s3cret\n");
+        write_token_file(&file, "s3cret\n").unwrap();
         let api = ApiConfig {
             base_url: "https://x".into(),
             version: default_version(),
