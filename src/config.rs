@@ -45,7 +45,7 @@ fn read_token_file(file: &Path) -> Result<String, ConfigError> {
             (true, true) => Some("other users read and change it"),
             (true, false) => Some("other users read it"),
             (false, true) => Some("other users change it"),
-            (false, false) => (mode & 0o001 != 0).then_some("other users open it"),
+            (false, false) => (mode & 0o001 != 0).then_some("other users execute it"),
         };
         let group = (mode & 0o020 != 0).then_some("its group change it");
         let who = [others, group]
@@ -53,15 +53,30 @@ fn read_token_file(file: &Path) -> Result<String, ConfigError> {
             .flatten()
             .collect::<Vec<_>>()
             .join(" and ");
+        let quoted = shell_quoted(&shown);
         return Err(ConfigError::Token(format!(
             "api.token_file {shown}: mode {mode:04o} lets {who}, and the token must stay \
-             private; run `chmod 600 {shown}` (or `chmod 640 {shown}` when the file's group is \
-             lotsync's and lotsync reads it through the group)"
+             private; run `chmod 600 {quoted}` (or `chmod 640 {quoted}` when the file's group \
+             is lotsync's and lotsync reads it through the group)"
         )));
     }
     let mut token = String::new();
     opened.read_to_string(&mut token).map_err(cannot_read)?;
     Ok(token)
+}
+
+/// `text` as one word of a POSIX shell command: as it is when it holds nothing the shell reads
+/// specially, otherwise in single quotes (a quote inside written `'\''`).
+fn shell_quoted(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:=@%".contains(&b));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 /// Where the config is read from when no `--config` is given.
@@ -1073,19 +1088,6 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A token file written as the tests and the demo write theirs: private to its owner.
-    fn private_file(path: &Path, text: &str) {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .unwrap();
-        file.write_all(text.as_bytes()).unwrap();
-    }
-
     fn api_with_token_file(file: PathBuf) -> ApiConfig {
         let mut api: Config =
             toml::from_str("[api]\nbase_url = \"https://x\"\norganization_id = 1\n").unwrap();
@@ -1102,7 +1104,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("api token");
-        private_file(&file, "s3cret\n");
+        write_token_file(&file, "s3cret\n").unwrap();
         let api = api_with_token_file(file.clone());
         for mode in [0o644, 0o666, 0o604, 0o620, 0o777, 0o601] {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -1112,8 +1114,12 @@ mod tests {
                 err.contains(&format!("api.token_file {shown}: mode {mode:04o}")),
                 "{err}"
             );
-            assert!(err.contains(&format!("chmod 600 {shown}")), "{err}");
+            // Quoted: the name holds a space.
+            assert!(err.contains(&format!("chmod 600 '{shown}'")), "{err}");
             assert!(!err.contains("s3cret"), "{err}");
+            if mode == 0o601 {
+                assert!(err.contains("lets other users execute it,"), "{err}");
+            }
         }
         for mode in [0o600, 0o640, 0o400, 0o440] {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -1127,12 +1133,27 @@ mod tests {
     }
 
     #[test]
+    fn advice_quotes_what_the_shell_would_split() {
+        assert_eq!(
+            shell_quoted("/etc/lotsync/api-token"),
+            "/etc/lotsync/api-token"
+        );
+        assert_eq!(shell_quoted("/srv/api token"), "'/srv/api token'");
+        assert_eq!(
+            shell_quoted("/srv/dealer's token"),
+            "'/srv/dealer'\\''s token'"
+        );
+        assert_eq!(shell_quoted("$HOME/t"), "'$HOME/t'");
+        assert_eq!(shell_quoted(""), "''");
+    }
+
+    #[test]
     fn token_file_is_trimmed_and_never_echoed() {
         let dir = std::env::temp_dir().join(format!("lotsync-config-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("token");
-        private_file(&file, "s3cret\n");
+        write_token_file(&file, "s3cret\n").unwrap();
         let api = ApiConfig {
             base_url: "https://x".into(),
             version: default_version(),

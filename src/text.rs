@@ -1,16 +1,19 @@
 //! Text that comes from outside (file names, values read from exports, the service's messages)
-//! made safe to print: one line, no terminal control codes, nothing lost.
+//! made safe to print: one line, no terminal control codes, no character left out.
 //!
 //! A file name holding a newline would split one log event into two lines, and an escape code
 //! would drive the terminal of whoever reads the log. [`Escaped`] writes such characters as
-//! Rust-style escapes (`\n`, `\u{1b}`); [`shown_path`] also writes the bytes of a name that is
-//! not UTF-8 as `\xNN`. Plain text passes through unchanged, so ordinary names read as they are.
+//! Rust-style escapes (`\n`, `\u{1b}`); [`shown_bytes`] and [`shown_path`] also write bytes that
+//! are not UTF-8 as `\xNN`. Control characters never appear raw. Everything else passes through
+//! unchanged, backslashes included, so ordinary names (a Windows share's `\\srv\in`) read as
+//! they are; the price is that a name holding the two characters `\n` reads like one holding a
+//! line break. The output is for people, never parsed back.
 
 use std::fmt;
 use std::path::Path;
 
-/// Displays a string with control characters escaped (`\n`, `\r`, `\t`, `\u{1b}`, …) and
-/// backslashes doubled only where that keeps an escape unambiguous.
+/// Displays a string with control characters escaped (`\n`, `\r`, `\t`, `\u{1b}`, …) and every
+/// other character, backslashes included, as it is.
 #[derive(Debug, Clone, Copy)]
 pub struct Escaped<'a>(pub &'a str);
 
@@ -37,19 +40,25 @@ fn needs_escape(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
-/// A path as one printable line: UTF-8 names with control characters escaped, other bytes as
-/// `\xNN`.
-pub fn shown_path(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let bytes = path.as_os_str().as_bytes();
+/// Bytes as one printable line: UTF-8 text with control characters escaped (as [`Escaped`]),
+/// each byte that is not UTF-8 as `\xNN`.
+pub fn shown_bytes(bytes: &[u8]) -> String {
+    use fmt::Write;
     let mut out = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
-        out.push_str(&Escaped(chunk.valid()).to_string());
+        // Writing to a String cannot fail: the results are always Ok.
+        let _ = write!(out, "{}", Escaped(chunk.valid()));
         for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
+            let _ = write!(out, "\\x{b:02x}");
         }
     }
     out
+}
+
+/// A path as one printable line, as [`shown_bytes`] shows its bytes.
+pub fn shown_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    shown_bytes(path.as_os_str().as_bytes())
 }
 
 /// The last component of a path, shown as [`shown_path`] does.
@@ -87,5 +96,13 @@ mod tests {
             "inv\\xff\\xfe\\n.csv"
         );
         assert_eq!(shown_path(Path::new("/srv/in/a b.csv")), "/srv/in/a b.csv");
+    }
+
+    #[test]
+    fn bytes_show_what_is_not_utf8_and_leave_backslashes() {
+        assert_eq!(shown_bytes(b"Citro\xebn"), "Citro\\xebn");
+        assert_eq!(shown_bytes(b"\xff\ta\\b\xc3"), "\\xff\\ta\\b\\xc3");
+        assert_eq!(shown_bytes("Citroën".as_bytes()), "Citroën");
+        assert_eq!(Escaped("C:\\in\\new.csv").to_string(), "C:\\in\\new.csv");
     }
 }

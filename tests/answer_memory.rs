@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{client, payload, sandbox_with, set_behaviour};
+use common::{client, payload, sandbox_with, set_faults};
 use lotsync::api::ErrorClass;
 use lotsync::sandbox::{Behaviour, Faults};
 
@@ -30,14 +30,11 @@ fn a_50_mb_answer_is_refused_without_being_read_whole() {
         let id = api.upsert_vehicle(&payload(1)).await.unwrap().value.id;
         api.get_vehicle(id).await.unwrap();
         api.list_vehicles().await.unwrap();
-        set_behaviour(
+        set_faults(
             &sb,
-            &Behaviour {
-                faults: Faults {
-                    pad_answer_kib: 50 * 1024,
-                    ..Faults::default()
-                },
-                ..Behaviour::default()
+            Faults {
+                pad_answer_kib: 50 * 1024,
+                ..Faults::default()
             },
         )
         .await;

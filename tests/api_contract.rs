@@ -2,7 +2,10 @@
 
 mod common;
 
-use common::{client, client_for, count, payload, sandbox, sandbox_with, set_behaviour, state};
+use common::{
+    client, client_for, count, payload, sandbox, sandbox_with, set_behaviour, set_faults, state,
+    vehicles,
+};
 use lotsync::api::{
     Amount, ApiToken, Color, DriveType, ErrorClass, Fuel, NewNotification, NotificationLevel,
     Price, PriceSet, TransmissionSpeed, TransmissionType, VehicleType,
@@ -70,7 +73,7 @@ async fn create_then_modify_answers_201_then_200_with_the_same_id() {
     assert_eq!(fetched.price.as_ref().unwrap().selling, Some(35_000.0));
 
     let st = state(&sb).await;
-    assert_eq!(st["vehicles"].as_array().unwrap().len(), 1);
+    assert_eq!(vehicles(&st), 1);
     assert_eq!(st["vehicles"][0]["writes"], 2);
     assert_eq!(st["vehicles"][0]["location_id"], 10);
     assert_eq!(st["vehicles"][0]["payload"]["fuel"], "Gas");
@@ -440,24 +443,14 @@ async fn server_errors_are_retryable_and_503_carries_retry_after() {
             Some(Duration::from_secs(1)),
         ),
     ] {
-        set_behaviour(
-            &sb,
-            &Behaviour {
-                faults,
-                ..Behaviour::default()
-            },
-        )
-        .await;
+        set_faults(&sb, faults).await;
         let err = api.upsert_vehicle(&payload(8)).await.unwrap_err();
         assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
         assert_eq!(err.status(), Some(status));
         assert_eq!(err.retry_after(), retry_after, "{status}");
     }
     let st = state(&sb).await;
-    assert!(
-        st["vehicles"].as_array().unwrap().is_empty(),
-        "nothing applied"
-    );
+    assert_eq!(vehicles(&st), 0, "nothing applied");
     for fault in ["http_500", "http_503", "http_504", "http_429"] {
         assert_eq!(st["faults"][fault], 1, "{fault}");
     }
@@ -478,7 +471,7 @@ async fn a_dropped_connection_is_retryable_and_applies_nothing() {
     assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
     assert_eq!(err.status(), None);
     let st = state(&sb).await;
-    assert!(st["vehicles"].as_array().unwrap().is_empty());
+    assert_eq!(vehicles(&st), 0);
     assert_eq!(count(&st, "POST /v1/inventory", "dropped"), 1);
 }
 
@@ -498,11 +491,7 @@ async fn a_write_whose_answer_was_lost_is_applied_and_safe_to_repeat() {
     assert_eq!(err.status(), None, "no answer arrived");
 
     let st = state(&sb).await;
-    assert_eq!(
-        st["vehicles"].as_array().unwrap().len(),
-        1,
-        "the write happened"
-    );
+    assert_eq!(vehicles(&st), 1, "the write happened");
     assert_eq!(st["vehicles"][0]["writes"], 1);
     assert_eq!(count(&st, "POST /v1/inventory", "ack_lost"), 1);
     let id = st["vehicles"][0]["vehicle"]["id"].as_u64().unwrap();
@@ -512,7 +501,7 @@ async fn a_write_whose_answer_was_lost_is_applied_and_safe_to_repeat() {
     let again = api.upsert_vehicle(&payload(10)).await.unwrap();
     assert!(!again.created());
     assert_eq!(again.value.id, id);
-    assert_eq!(state(&sb).await["vehicles"].as_array().unwrap().len(), 1);
+    assert_eq!(vehicles(&state(&sb).await), 1);
 }
 
 #[tokio::test]
@@ -586,7 +575,7 @@ async fn reset_clears_vehicles_and_counters() {
         .status();
     assert_eq!(status, 204);
     let st = state(&sb).await;
-    assert!(st["vehicles"].as_array().unwrap().is_empty());
+    assert_eq!(vehicles(&st), 0);
     assert_eq!(st["total_requests"], 0);
     // Ids restart too: the service is as new.
     assert_eq!(api.upsert_vehicle(&payload(11)).await.unwrap().value.id, 1);
@@ -792,11 +781,7 @@ async fn a_portal_page_with_200_applies_nothing_and_is_fatal() {
     assert!(line.contains("not JSON"), "{line}");
     assert!(line.contains("api.base_url"), "{line}");
     let st = state(&sb).await;
-    assert_eq!(
-        st["vehicles"].as_array().unwrap().len(),
-        0,
-        "nothing applied"
-    );
+    assert_eq!(vehicles(&st), 0, "nothing applied");
     assert_eq!(st["faults"]["html_200"], 1);
     assert_eq!(count(&st, "POST /v1/inventory", "200"), 1);
 }
@@ -808,14 +793,14 @@ async fn a_wrong_vehicle_answer_names_another_vehicle_of_the_organization() {
     let sb = sandbox(SandboxConfig::default()).await;
     let api = client(&sb);
     let first = api.upsert_vehicle(&payload(1)).await.unwrap().value;
-    let wrong = Behaviour {
-        faults: Faults {
+    set_faults(
+        &sb,
+        Faults {
             wrong_vehicle: 1.0,
             ..Faults::default()
         },
-        ..Behaviour::default()
-    };
-    set_behaviour(&sb, &wrong).await;
+    )
+    .await;
     // The only vehicle of the organization: it has no other to answer with.
     let again = api.upsert_vehicle(&payload(1)).await.unwrap();
     assert_eq!(again.value.vin.as_deref(), Some(payload(1).vin.as_str()));
@@ -849,14 +834,11 @@ async fn padded_answers_are_the_same_json_followed_by_whitespace() {
     let sb = sandbox(SandboxConfig::default()).await;
     let api = client(&sb);
     let id = api.upsert_vehicle(&payload(1)).await.unwrap().value.id;
-    set_behaviour(
+    set_faults(
         &sb,
-        &Behaviour {
-            faults: Faults {
-                pad_answer_kib: 100,
-                ..Faults::default()
-            },
-            ..Behaviour::default()
+        Faults {
+            pad_answer_kib: 100,
+            ..Faults::default()
         },
     )
     .await;
@@ -936,14 +918,11 @@ async fn answers_over_their_limit_are_refused_naming_the_setting() {
     assert!(err.to_string().contains("api.max_list_page_kib"), "{err}");
 
     // Padded answers come in chunks, without a Content-Length.
-    set_behaviour(
+    set_faults(
         &sb,
-        &Behaviour {
-            faults: Faults {
-                pad_answer_kib: 32,
-                ..Faults::default()
-            },
-            ..Behaviour::default()
+        Faults {
+            pad_answer_kib: 32,
+            ..Faults::default()
         },
     )
     .await;
@@ -978,14 +957,11 @@ async fn error_answers_are_bounded_and_keep_their_class() {
     assert_eq!(err.class(), ErrorClass::Rejected, "{err}");
     assert_eq!(err.status(), Some(404));
     assert!(err.messages().is_empty(), "{err}");
-    set_behaviour(
+    set_faults(
         &sb,
-        &Behaviour {
-            faults: Faults {
-                http_503: 1.0,
-                ..Faults::default()
-            },
-            ..Behaviour::default()
+        Faults {
+            http_503: 1.0,
+            ..Faults::default()
         },
     )
     .await;

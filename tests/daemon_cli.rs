@@ -8,7 +8,7 @@ mod common;
 
 use common::fleet::{export, Car, Expected};
 use common::site::{drop_file, reports, text, Daemon, Site};
-use common::{sandbox_with, state, stats};
+use common::{sandbox_with, state, stats, vehicles};
 use lotsync::mapper::Profile;
 use lotsync::sandbox::{Behaviour, Faults, RunningSandbox};
 use serde_json::Value;
@@ -42,10 +42,6 @@ async fn monday_applied(sb: &RunningSandbox, name: &str, mode: &str) -> (Site, P
     })
     .await;
     (site, inbox, daemon)
-}
-
-fn vehicles(st: &Value) -> usize {
-    st["vehicles"].as_array().map_or(0, Vec::len)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,7 +204,7 @@ async fn sigterm_stops_within_ten_seconds_and_the_next_start_finishes() {
     let status = site.status().await;
     let left = status["outbox_depth"].as_u64().unwrap();
     assert!(left > 0 && left < 1500, "{status:#}");
-    assert!(!std::path::Path::new(&site.dir.path().join("run/lotsync.sock")).exists());
+    assert!(!site.socket().exists());
 
     let daemon = site.start();
     site.wait_until(Duration::from_secs(60), "big.csv archived", || {
@@ -291,11 +287,8 @@ async fn a_burst_of_200_files_is_each_processed_once() {
         "[[feed]]\nname = \"deltas\"\ninbox = \"deltas\"\nlocation_id = 10\nmode = \"delta\"\n",
     );
     let inbox = site.feed_inbox("deltas");
-    let _daemon = site.start();
-    site.wait_until(Duration::from_secs(10), "socket", || {
-        site.dir.path().join("run/lotsync.sock").exists()
-    })
-    .await;
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
     for i in 0..200u64 {
         let cars = [Car::new(i * 2), Car::new(i * 2 + 1)];
         drop_file(
@@ -453,11 +446,8 @@ async fn sighup_starts_a_new_feed_and_stops_a_removed_one() {
     let two = "[[feed]]\nname = \"b\"\ninbox = \"b\"\nlocation_id = 11\nmode = \"delta\"\n";
     let site = Site::with("daemon-reload", &sb.base_url(), 200, "", "", one);
     let (a, b) = (site.feed_inbox("a"), site.feed_inbox("b"));
-    let daemon = site.start();
-    site.wait_until(Duration::from_secs(10), "socket", || {
-        site.dir.path().join("run/lotsync.sock").exists()
-    })
-    .await;
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
     site.write_config(&sb.base_url(), 200, "", "", &format!("{one}{two}"));
     daemon.signal("HUP");
     site.wait_until(Duration::from_secs(10), "reloaded", || {

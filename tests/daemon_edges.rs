@@ -15,15 +15,16 @@ mod common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, reports, text, Site};
-use common::{count, sandbox_with, set_behaviour, set_faults, sold, state, vehicles};
+use common::{count, sandbox_with, set_behaviour, set_faults, sold, state, vehicles, MAIN_FEED};
 use lotsync::sandbox::{Behaviour, Faults};
 use serde_json::Value;
 use std::io::Write;
 use std::time::Duration;
 
-const FULL: &str = "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n";
-const DELTA: &str =
-    "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\nmode = \"delta\"\n";
+/// The feed `main` of [`MAIN_FEED`], reading deltas.
+fn delta() -> String {
+    format!("{MAIN_FEED}mode = \"delta\"\n")
+}
 
 fn model_of(st: &Value, vin: &str) -> String {
     st["vehicles"]
@@ -33,14 +34,6 @@ fn model_of(st: &Value, vin: &str) -> String {
         .find(|v| v["vehicle"]["vin"] == vin)
         .map(|v| v["vehicle"]["model"].as_str().unwrap_or("").to_owned())
         .unwrap_or_default()
-}
-
-async fn socket_up(site: &Site) {
-    let socket = site.path().join("run/lotsync.sock");
-    site.wait_until(Duration::from_secs(15), "the daemon listens", || {
-        socket.exists()
-    })
-    .await;
 }
 
 /// (3) A DMS writing in place that pauses longer than the settle time in the middle of a
@@ -56,7 +49,7 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
         1000,
         "",
         "incomplete_wait_secs = 2\n",
-        FULL,
+        MAIN_FEED,
     );
     let inbox = site.inbox();
     let _daemon = site.start();
@@ -167,14 +160,14 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::with("edges-names", &sb.base_url(), 1000, "", "", DELTA);
+    let site = Site::with("edges-names", &sb.base_url(), 1000, "", "", &delta());
     let inbox = site.inbox();
     std::fs::create_dir_all(inbox.join("a folder")).unwrap();
     let outside = site.path().join("outside.csv");
     std::fs::write(&outside, export(&[Car::new(99)])).unwrap();
     std::os::unix::fs::symlink(&outside, inbox.join("link.csv")).unwrap();
-    let _daemon = site.start();
-    socket_up(&site).await;
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
 
     let long = format!("{}.csv", "x".repeat(250));
     std::fs::write(inbox.join(&long), export(&[Car::new(1)])).unwrap();
@@ -241,7 +234,7 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::with("edges-token", &sb.base_url(), 1000, "", "", DELTA);
+    let site = Site::with("edges-token", &sb.base_url(), 1000, "", "", &delta());
     let config = std::fs::read_to_string(&site.config).unwrap().replace(
         "token_env = \"LOTSYNC_TEST_TOKEN\"",
         "token_file = \"token\"",
@@ -250,8 +243,8 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     let token = site.path().join("token");
     lotsync::config::write_token_file(&token, "sandbox-token").unwrap();
     let inbox = site.inbox();
-    let daemon = site.start();
-    socket_up(&site).await;
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
     drop_file(&inbox, "first.csv", export(&[Car::new(100)]).as_bytes());
     site.wait_until(Duration::from_secs(20), "first.csv archived", || {
         reports(&inbox, "archive").len() == 1
@@ -356,7 +349,7 @@ async fn reports_say_what_truly_happened() {
         1000,
         "give_up_after_secs = 2\nmax_attempts = 2\n",
         "\n[notifications]\napplication_slug = \"inventory\"\n",
-        DELTA,
+        &delta(),
     );
     let inbox = site.inbox();
     let daemon = site.start();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{client, client_for, lot, sandbox_with, state, TempDir};
+use common::{client, client_for, lot, sandbox_with, state, vehicles, TempDir};
 use lotsync::diff::Mode;
 use lotsync::outbox::Outbox;
 use lotsync::sandbox::Behaviour;
@@ -41,5 +41,5 @@ async fn after_a_fatal_stop_every_operation_is_delivered() {
     assert_eq!(report.undelivered, 0, "nothing stays queued");
     assert!(outbox.is_empty());
     assert_eq!(fixed.stats().snapshot().created, 20);
-    assert_eq!(state(&sb).await["vehicles"].as_array().unwrap().len(), 20);
+    assert_eq!(vehicles(&state(&sb).await), 20);
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::site::{code, text};
 use common::{
     client, count, delete_vehicle, edit_vehicle, feedgen, sandbox_with, state, stats, TempDir,
 };
@@ -103,14 +104,6 @@ impl Site {
         );
         report.outcome
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
 }
 
 /// The sandbox's vehicles by VIN; fails on a VIN held twice.

@@ -195,27 +195,10 @@ async fn status_in_a_loop_never_keeps_the_daemon_from_starting() {
             runs
         }
     });
-    let socket = site.path().join("run/lotsync.sock");
-    for start in 0..10 {
-        let daemon = site.start();
-        let mut daemon = daemon;
-        let begun = std::time::Instant::now();
-        loop {
-            if socket.exists() {
-                break;
-            }
-            if let Some(status) = daemon.child.try_wait().unwrap() {
-                panic!(
-                    "start {start}: the daemon exited ({status}) while status ran\n{}",
-                    site.log()
-                );
-            }
-            assert!(
-                begun.elapsed() < Duration::from_secs(20),
-                "start {start}: no socket"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    for _ in 0..10 {
+        let mut daemon = site.start();
+        // Fails if the daemon exits while status runs, or never listens.
+        site.wait_listening(&mut daemon).await;
         daemon.signal("TERM");
         assert_eq!(daemon.exit(Duration::from_secs(15)).await.0, Some(0));
     }

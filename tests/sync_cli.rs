@@ -5,74 +5,40 @@
 mod common;
 
 use common::fleet::{Car, Expected};
-use common::{feedgen, sandbox, sandbox_with, state, TempDir};
+use common::site::{code, text, Site};
+use common::{feedgen, sandbox, sandbox_with, sold, state, vehicles, MAIN_FEED};
 use lotsync::mapper::Profile;
 use lotsync::outbox::Outbox;
 use lotsync::sandbox::{Behaviour, Faults, RateLimitConfig, SandboxConfig, TokenEntry};
 use lotsync::state::State;
-use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// A dealership: a config, a state dir and an inbox in a temp folder.
-struct Site {
-    dir: TempDir,
-    config: PathBuf,
+/// A dealership with notifications on (application `inventory`): the one full feed `main`.
+fn site(name: &str, base_url: &str) -> Site {
+    let feeds = format!("{MAIN_FEED}\n[notifications]\napplication_slug = \"inventory\"\n");
+    Site::with(name, base_url, 1000, "", "", &feeds)
 }
 
-impl Site {
-    /// `api` is appended to the `[api]` section; `tail` after the feed.
-    fn new(name: &str, base_url: &str, api: &str, tail: &str) -> Site {
-        let dir = TempDir::new(name);
-        std::fs::create_dir_all(dir.path().join("inbox")).unwrap();
-        let config = dir.path().join("lotsync.toml");
-        let text = format!(
-            "{}{}{tail}\n[notifications]\napplication_slug = \"inventory\"\n",
-            common::site_config(base_url, 1000, api),
-            common::MAIN_FEED
-        );
-        std::fs::write(&config, text).unwrap();
-        Site { dir, config }
-    }
-
-    fn feed(&self, name: &str, cars: &[Car]) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, common::fleet::export(cars)).unwrap();
-        path
-    }
-
-    fn command(&self, token: &str, files: &[&Path]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lotsync"));
-        cmd.arg("sync")
-            .arg("--config")
-            .arg(&self.config)
-            .args(files)
-            .env("LOTSYNC_TEST_TOKEN", token)
-            .env("RUST_LOG", "info");
-        cmd
-    }
-
-    /// Runs `lotsync sync` to the end (off the runtime that serves the sandbox).
-    async fn sync(&self, token: &str, files: &[&Path]) -> Output {
-        let mut cmd = self.command(token, files);
-        tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
-            .await
-            .unwrap()
-    }
-
-    /// Operations waiting in the outbox (the state is free once the process ended).
-    fn queued(&self) -> usize {
-        Outbox::new(State::open(&self.dir.path().join("state")).unwrap()).len()
-    }
+/// `lotsync sync FILES` with `token` in `LOTSYNC_TEST_TOKEN`.
+fn sync_command(site: &Site, token: &str, files: &[&Path]) -> Command {
+    let mut cmd = site.command(&["sync"]);
+    cmd.args(files).env("LOTSYNC_TEST_TOKEN", token);
+    cmd
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// Runs `lotsync sync` to the end (off the runtime that serves the sandbox).
+async fn sync(site: &Site, token: &str, files: &[&Path]) -> Output {
+    let mut cmd = sync_command(site, token, files);
+    tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+        .await
+        .unwrap()
 }
 
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
+/// Operations waiting in the outbox (the state is free once the process ended).
+fn queued(site: &Site) -> usize {
+    Outbox::new(State::open(&site.state_dir()).unwrap()).len()
 }
 
 fn faults(seed: u64) -> Faults {
@@ -100,14 +66,14 @@ async fn converges_exactly_under_faults_and_a_repeat_sends_nothing() {
         ..Behaviour::default()
     })
     .await;
-    let site = Site::new("sync-faults", &sb.base_url(), "", "");
+    let site = site("sync-faults", &sb.base_url());
     let profile = Profile::auto();
     let mut expected = Expected::default();
 
     // Day 1: 2,000 vehicles on the lot.
     let mut cars: Vec<Car> = (0..2000).map(Car::new).collect();
-    let day1 = site.feed("day1.csv", &cars);
-    let out = site.sync("sandbox-token", &[&day1]).await;
+    let day1 = site.export("day1.csv", &cars);
+    let out = sync(&site, "sandbox-token", &[&day1]).await;
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("created 2000,"), "{stdout}");
@@ -133,8 +99,8 @@ async fn converges_exactly_under_faults_and_a_repeat_sends_nothing() {
         }
     }
     cars.extend((2000..2050).map(Car::new));
-    let day2 = site.feed("day2.csv", &cars);
-    let out = site.sync("sandbox-token", &[&day2]).await;
+    let day2 = site.export("day2.csv", &cars);
+    let out = sync(&site, "sandbox-token", &[&day2]).await;
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
     assert!(
@@ -152,18 +118,18 @@ async fn converges_exactly_under_faults_and_a_repeat_sends_nothing() {
             c.miles += 321;
         }
     }
-    let day3 = site.feed("day3.csv", &cars);
-    let out = site.sync("sandbox-token", &[&day3]).await;
+    let day3 = site.export("day3.csv", &cars);
+    let out = sync(&site, "sandbox-token", &[&day3]).await;
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("back in stock 100"), "{stdout}");
     expected.full(&day3, &profile);
     let before = state(&sb).await;
     expected.assert_matches(&before);
-    assert_eq!(site.queued(), 0);
+    assert_eq!(queued(&site), 0);
 
     // (d) The same file again: recognized, nothing sent.
-    let out = site.sync("sandbox-token", &[&day3]).await;
+    let out = sync(&site, "sandbox-token", &[&day3]).await;
     assert_eq!(code(&out), 0);
     assert!(text(&out.stdout).contains("already applied"));
     let after = state(&sb).await;
@@ -185,12 +151,11 @@ async fn adapts_to_an_undisclosed_rate_limit() {
             ..Behaviour::default()
         })
         .await;
-        let site = Site::new("sync-rate", &sb.base_url(), "", "");
+        let site = site("sync-rate", &sb.base_url());
         let cars: Vec<Car> = (0..600).map(Car::new).collect();
-        let file = site.feed("lot.csv", &cars);
+        let file = site.export("lot.csv", &cars);
 
-        let mut child = site
-            .command("sandbox-token", &[&file])
+        let mut child = sync_command(&site, "sandbox-token", &[&file])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -261,40 +226,36 @@ async fn fatal_answers_stop_delivery_and_a_corrected_run_finishes() {
             "the token's user has no access to organization 100 (403)",
         ),
     ] {
-        let site = Site::new("sync-fatal", &sb.base_url(), "", "");
-        let file = site.feed("lot.csv", &cars);
+        let site = site("sync-fatal", &sb.base_url());
+        let file = site.export("lot.csv", &cars);
         // An empty state reads the service's list first: refused there, nothing is planned.
-        let out = site.sync(token, &[&file]).await;
+        let out = sync(&site, token, &[&file]).await;
         let stderr = text(&out.stderr);
         assert_eq!(code(&out), 2, "{stderr}");
         assert!(stderr.contains(said), "{stderr}");
         assert!(stderr.contains("the service's list"), "{stderr}");
-        assert_eq!(site.queued(), 0, "nothing planned blind");
+        assert_eq!(queued(&site), 0, "nothing planned blind");
         // A state that knows the organization plans, then delivery stops.
-        let first = site.feed("first.csv", &cars[..1]);
-        let out = site.sync("sandbox-token", &[&first]).await;
+        let first = site.export("first.csv", &cars[..1]);
+        let out = sync(&site, "sandbox-token", &[&first]).await;
         assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-        let out = site.sync(token, &[&file]).await;
+        let out = sync(&site, token, &[&file]).await;
         let stderr = text(&out.stderr);
         assert_eq!(code(&out), 2, "{stderr}");
         assert!(stderr.contains(said), "{stderr}");
         assert!(stderr.contains("To fix:"), "{stderr}");
         assert!(stderr.contains("39 operations stay queued"), "{stderr}");
         assert!(!stderr.contains(token), "the token is never printed");
-        assert_eq!(site.queued(), 39, "the outbox is intact");
+        assert_eq!(queued(&site), 39, "the outbox is intact");
         let st = state(&sb).await;
-        assert_eq!(
-            st["vehicles"].as_array().unwrap().len(),
-            1,
-            "nothing of it applied"
-        );
+        assert_eq!(vehicles(&st), 1, "nothing of it applied");
 
-        let out = site.sync("sandbox-token", &[&file]).await;
+        let out = sync(&site, "sandbox-token", &[&file]).await;
         assert_eq!(code(&out), 0, "{}", text(&out.stderr));
         assert!(text(&out.stdout).contains("created 39,"));
-        assert_eq!(site.queued(), 0);
+        assert_eq!(queued(&site), 0);
         let st = state(&sb).await;
-        assert_eq!(st["vehicles"].as_array().unwrap().len(), 40);
+        assert_eq!(vehicles(&st), 40);
         common::reset(&sb).await;
     }
 }
@@ -305,7 +266,7 @@ async fn fatal_answers_stop_delivery_and_a_corrected_run_finishes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_vehicle_is_reported_and_the_rest_sync() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new("sync-422", &sb.base_url(), "", "");
+    let site = site("sync-422", &sb.base_url());
     let profile = site.dir.path().join("lots.toml");
     std::fs::write(
         &profile,
@@ -320,9 +281,9 @@ async fn a_refused_vehicle_is_reported_and_the_rest_sync() {
     let mut cars: Vec<Car> = (0..30).map(Car::new).collect();
     cars[7].lot = "GHOST";
     let ghost = feedgen::vin(7);
-    let file = site.feed("two-lots.csv", &cars);
+    let file = site.export("two-lots.csv", &cars);
 
-    let out = site.sync("sandbox-token", &[&file]).await;
+    let out = sync(&site, "sandbox-token", &[&file]).await;
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 3, "{stdout}\n{}", text(&out.stderr));
     assert!(stdout.contains("created 29,"), "{stdout}");
@@ -337,7 +298,7 @@ async fn a_refused_vehicle_is_reported_and_the_rest_sync() {
         "{stdout}"
     );
     let st = state(&sb).await;
-    assert_eq!(st["vehicles"].as_array().unwrap().len(), 29);
+    assert_eq!(vehicles(&st), 29);
     let notes = st["notifications"].as_array().unwrap();
     assert_eq!(notes.len(), 1, "one notification for the file: {notes:#?}");
     let note = notes[0].to_string();
@@ -346,7 +307,7 @@ async fn a_refused_vehicle_is_reported_and_the_rest_sync() {
     assert!(note.contains("location_id 12 is invalid"), "{note}");
 
     // The same content again: nothing re-sent, no second notification.
-    let out = site.sync("sandbox-token", &[&file]).await;
+    let out = sync(&site, "sandbox-token", &[&file]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stdout));
     let again = state(&sb).await;
     assert_eq!(again["total_requests"], st["total_requests"]);
@@ -358,25 +319,17 @@ async fn a_refused_vehicle_is_reported_and_the_rest_sync() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_file_is_told_and_delivered_after_release() {
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new("sync-held", &sb.base_url(), "", "");
+    let site = site("sync-held", &sb.base_url());
     let cars: Vec<Car> = (0..20).map(Car::new).collect();
-    let day1 = site.feed("day1.csv", &cars);
-    assert_eq!(code(&site.sync("sandbox-token", &[&day1]).await), 0);
-    let day2 = site.feed("day2.csv", &cars[..10]);
+    let day1 = site.export("day1.csv", &cars);
+    assert_eq!(code(&sync(&site, "sandbox-token", &[&day1]).await), 0);
+    let day2 = site.export("day2.csv", &cars[..10]);
 
-    let out = site.sync("sandbox-token", &[&day2]).await;
+    let out = sync(&site, "sandbox-token", &[&day2]).await;
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 3, "{stdout}");
     assert!(stdout.contains("HELD by the safety guard"), "{stdout}");
     let st = state(&sb).await;
-    let sold = |st: &Value| {
-        st["vehicles"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|v| v["vehicle"]["status"] == "sold")
-            .count()
-    };
     assert_eq!(sold(&st), 0, "nothing of a held file is sent");
     let notes = st["notifications"].as_array().unwrap();
     assert_eq!(notes.len(), 1, "{notes:#?}");
@@ -385,7 +338,7 @@ async fn a_held_file_is_told_and_delivered_after_release() {
     assert!(note.contains("lotsync release"), "{note}");
 
     // The same file again: still held, not told twice.
-    let out = site.sync("sandbox-token", &[&day2]).await;
+    let out = sync(&site, "sandbox-token", &[&day2]).await;
     assert_eq!(code(&out), 3);
     assert_eq!(
         state(&sb).await["notifications"].as_array().unwrap().len(),
@@ -399,7 +352,7 @@ async fn a_held_file_is_told_and_delivered_after_release() {
         .output()
         .unwrap();
     assert!(released.status.success(), "{}", text(&released.stderr));
-    let out = site.sync("sandbox-token", &[]).await;
+    let out = sync(&site, "sandbox-token", &[]).await;
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 0, "{stdout}");
     assert!(stdout.contains("sold 10,"), "{stdout}");

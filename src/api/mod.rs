@@ -5,7 +5,8 @@
 //! [`ClientSettings::max_answer_bytes`] for one resource or an error, nor more than
 //! [`ClientSettings::max_list_page_bytes`] for one list page), and classing failures into
 //! [`ApiError`]. It does not retry, throttle or remember anything: that is the uploader's job.
-//! Whether an answer is about the vehicle asked for is the caller's to check (the uploader does).
+//! Whether an answer is about the vehicle asked for is the caller's to check (the uploader does);
+//! an answer it will not use becomes a passing failure of its call with [`Answer::unusable`].
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), lotsync::api::ApiError> {
@@ -131,12 +132,28 @@ pub struct Answer<T> {
     pub status: u16,
     /// `X-RateLimit-*` of the (last) answer, when sent.
     pub rate_limit: Option<RateLimit>,
+    /// The call answered (the last page's, for a list).
+    pub call: Call,
 }
 
 impl<T> Answer<T> {
     /// Whether the call created a resource (201) rather than modifying one (200).
     pub fn created(&self) -> bool {
         self.status == 201
+    }
+
+    /// An answer the caller will not use (it is about another vehicle than the one asked
+    /// for): a passing failure of its call, which may be answered rightly when sent again.
+    /// `reason` says why it is not used and what happens next.
+    pub fn unusable(&self, reason: String) -> ApiError {
+        ApiError::Retryable {
+            call: self.call.clone(),
+            status: Some(self.status),
+            messages: vec![],
+            retry_after: None,
+            rate_limit: None,
+            reason,
+        }
     }
 }
 
@@ -248,15 +265,6 @@ impl ApiClient {
         self.root.as_str()
     }
 
-    /// A call as errors name it, `METHOD /{base path}/{version}/{path}`: for a caller's own
-    /// error about an answer it will not use.
-    pub fn call(&self, method: &'static str, path: &str) -> Call {
-        Call {
-            method,
-            path: format!("{}{path}", self.root.path()),
-        }
-    }
-
     /// GET /v1/inventory, every page.
     pub async fn list_vehicles(&self) -> Result<Answer<Vec<Vehicle>>, ApiError> {
         self.list_all("inventory").await
@@ -345,11 +353,10 @@ impl ApiClient {
         body: Option<&Value>,
         resource_call: bool,
     ) -> Result<Answer<T>, ApiError> {
-        let call = call_of(&method, &url);
         let answer = self
             .send(method, url, body, resource_call, Answering::One)
             .await?;
-        read_one(call, answer)
+        read_one(answer)
     }
 
     /// Follows every page of a list, asking for the largest pages the service allows.
@@ -359,14 +366,18 @@ impl ApiClient {
         let mut items = Vec::new();
         let mut seen = HashSet::new();
         loop {
-            let answer = self
+            let Answer {
+                value,
+                status,
+                rate_limit,
+                call,
+            } = self
                 .send(Method::GET, url.clone(), None, false, Answering::ListPage)
                 .await?;
-            let page = list::read_page(answer.value)
-                .map_err(|shape| unexpected(call_of(&Method::GET, &url), shape))?;
+            let page = list::read_page(value).map_err(|shape| unexpected(call.clone(), shape))?;
             for (index, item) in page.items.into_iter().enumerate() {
                 let item = serde_json::from_value(item).map_err(|e| ApiError::Fatal {
-                    call: call_of(&Method::GET, &url),
+                    call: call.clone(),
                     status: None,
                     messages: vec![],
                     reason: format!("item {index} of the list cannot be read ({e})"),
@@ -379,14 +390,15 @@ impl ApiClient {
             let Some(next) = page.next else {
                 return Ok(Answer {
                     value: items,
-                    status: answer.status,
-                    rate_limit: answer.rate_limit,
+                    status,
+                    rate_limit,
+                    call,
                 });
             };
             let next = self.next_page(&url, &next)?;
             if !seen.insert(next.clone()) || seen.len() > MAX_PAGES {
                 return Err(unexpected(
-                    call_of(&Method::GET, &url),
+                    call,
                     format!("the list's pages do not end (next page {next} again)"),
                 ));
             }
@@ -475,6 +487,7 @@ impl ApiClient {
                 value,
                 status,
                 rate_limit,
+                call,
             });
         }
         let retry_after = headers
@@ -578,11 +591,12 @@ fn size(bytes: usize) -> String {
 }
 
 /// Reads one resource from an answer: the object itself, or `{"data": object}`.
-fn read_one<T: DeserializeOwned>(call: Call, answer: Answer<Value>) -> Result<Answer<T>, ApiError> {
+fn read_one<T: DeserializeOwned>(answer: Answer<Value>) -> Result<Answer<T>, ApiError> {
     let Answer {
         value,
         status,
         rate_limit,
+        call,
     } = answer;
     let value = match value {
         Value::Object(mut map) if !map.contains_key("id") && map.contains_key("data") => {
@@ -590,12 +604,15 @@ fn read_one<T: DeserializeOwned>(call: Call, answer: Answer<Value>) -> Result<An
         }
         other => other,
     };
-    let value = serde_json::from_value(value).map_err(|e| unexpected(call, e.to_string()))?;
-    Ok(Answer {
-        value,
-        status,
-        rate_limit,
-    })
+    match serde_json::from_value(value) {
+        Ok(value) => Ok(Answer {
+            value,
+            status,
+            rate_limit,
+            call,
+        }),
+        Err(e) => Err(unexpected(call, e.to_string())),
+    }
 }
 
 /// The messages of an error body: the spec's `{"errors":{"messages":[...]}}`, or the common
@@ -857,21 +874,21 @@ mod tests {
 
     #[test]
     fn one_resource_is_read_bare_or_wrapped_in_data() {
-        let call = || Call {
-            method: "GET",
-            path: "/v1/inventory/1".into(),
-        };
         let answer = |value| Answer {
             value,
             status: 200,
             rate_limit: None,
+            call: Call {
+                method: "GET",
+                path: "/v1/inventory/1".into(),
+            },
         };
-        let bare: Answer<Vehicle> = read_one(call(), answer(serde_json::json!({"id": 4}))).unwrap();
+        let bare: Answer<Vehicle> = read_one(answer(serde_json::json!({"id": 4}))).unwrap();
         assert_eq!(bare.value.id, 4);
         let wrapped: Answer<Vehicle> =
-            read_one(call(), answer(serde_json::json!({"data": {"id": 5}}))).unwrap();
+            read_one(answer(serde_json::json!({"data": {"id": 5}}))).unwrap();
         assert_eq!(wrapped.value.id, 5);
-        assert!(read_one::<Vehicle>(call(), answer(serde_json::json!({"data": 1}))).is_err());
+        assert!(read_one::<Vehicle>(answer(serde_json::json!({"data": 1}))).is_err());
     }
 
     #[test]

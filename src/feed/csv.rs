@@ -6,6 +6,7 @@
 
 use super::tracked::Tracked;
 use super::{FeedError, FieldId, Item, ReadOptions, Record, RowProblem, Schema, RECORD_LIMIT};
+use crate::text::shown_bytes;
 use std::fs::File;
 use std::io::{self, BufRead, Read};
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ pub struct CsvReader<R: BufRead> {
     finished: bool,
     /// Added to the csv crate's line numbers: 1 for CRLF files (below).
     line_offset: u64,
-    /// The line of the last record read (the header's is 1).
+    /// The line of the last record read (the header's until a record is; 0 before that).
     last_line: u64,
     double_space: memchr::memmem::Finder<'static>,
 }
@@ -49,11 +50,9 @@ pub(super) enum Encoding {
     /// Not needed yet: every row so far was UTF-8. At the first that is not, this file is read
     /// once more to decide (most files never need it).
     Undecided(PathBuf),
-    /// UTF-8 throughout.
+    /// UTF-8: nothing but UTF-8, or valid multi-byte UTF-8 beside bytes that are not, whose
+    /// fields are left out of their records for the mapper to reject.
     Utf8,
-    /// Valid multi-byte UTF-8 and bytes that are not: the file is UTF-8, and the fields
-    /// holding the other bytes are left out of their records for the mapper to reject.
-    Mixed,
     /// Bytes that are not UTF-8 and no valid multi-byte UTF-8 anywhere: Windows-1252.
     Windows1252,
 }
@@ -61,16 +60,15 @@ pub(super) enum Encoding {
 impl Encoding {
     /// Decided from the whole input at once, when it is in memory.
     pub(super) fn of_bytes(bytes: &[u8]) -> Encoding {
-        if std::str::from_utf8(bytes).is_ok() {
-            Encoding::Utf8
-        } else {
-            Encoding::of_mixed(has_multibyte_utf8(bytes).unwrap_or(false))
-        }
+        // Reading a slice cannot fail.
+        let utf8 = std::str::from_utf8(bytes).is_ok() || has_multibyte_utf8(bytes).unwrap_or(false);
+        Encoding::utf8_if(utf8)
     }
 
-    fn of_mixed(multibyte: bool) -> Encoding {
+    /// For a file that is not all UTF-8: UTF-8 still when it holds valid multi-byte UTF-8.
+    fn utf8_if(multibyte: bool) -> Encoding {
         if multibyte {
-            Encoding::Mixed
+            Encoding::Utf8
         } else {
             Encoding::Windows1252
         }
@@ -121,18 +119,6 @@ fn has_multibyte_utf8(mut input: impl Read) -> io::Result<bool> {
     }
 }
 
-/// Bytes as text, each byte that is not UTF-8 written `\xNN`.
-fn shown_bytes(raw: &[u8]) -> String {
-    let mut out = String::with_capacity(raw.len() + 8);
-    for chunk in raw.utf8_chunks() {
-        out.push_str(chunk.valid());
-        for b in chunk.invalid() {
-            out.push_str(&format!("\\x{b:02x}"));
-        }
-    }
-    out
-}
-
 /// Where the last row that was not blank lies, for the look at the end of the file.
 #[derive(Debug, Clone, Copy)]
 struct LastRow {
@@ -172,10 +158,7 @@ impl<R: BufRead> CsvReader<R> {
             // Reads as large as the file's BufReader skip its buffer (once it is drained)
             // instead of copying every byte through it.
             .buffer_capacity(READ_AHEAD as usize)
-            .from_reader(
-                Tracked::new(input, RECORD_LIMIT + READ_AHEAD)
-                    .keeping_tail(size.saturating_sub(TAIL as u64), TAIL),
-            );
+            .from_reader(Tracked::new(input, RECORD_LIMIT + READ_AHEAD).keeping_tail(size, TAIL));
         let mut this = CsvReader {
             reader,
             schema: Schema::default(),
@@ -190,7 +173,7 @@ impl<R: BufRead> CsvReader<R> {
             warnings: Vec::new(),
             finished: false,
             line_offset: u64::from(crlf),
-            last_line: 1,
+            last_line: 0,
             double_space: memchr::memmem::Finder::new(b"  "),
         };
         this.read_header()?;
@@ -225,8 +208,10 @@ impl<R: BufRead> CsvReader<R> {
                 break;
             }
         }
+        let line = self.header_line();
+        self.last_line = line;
         self.last = Some(LastRow {
-            line: 1,
+            line,
             start: self.row.position().map_or(0, csv::Position::byte),
             fields: self.row.len(),
             short: false,
@@ -236,7 +221,7 @@ impl<R: BufRead> CsvReader<R> {
         // Two columns of one name are the mapper's to compare, when it reads them.
         self.schema.numbered = true;
         if std::str::from_utf8(self.row.as_slice()).is_err() {
-            self.decide_encoding(1)?;
+            self.decide_encoding(line)?;
         }
         for i in 0..self.row.len() {
             let raw = self.row.get(i).unwrap_or_default();
@@ -245,7 +230,8 @@ impl<R: BufRead> CsvReader<R> {
                     encoding_rs::WINDOWS_1252.decode_without_bom_handling(raw).0
                 }
                 (Ok(name), _) => name.into(),
-                (Err(_), _) => shown_bytes(raw).into(),
+                // Blanks around are trimmed before control characters are escaped.
+                (Err(_), _) => shown_bytes(raw.trim_ascii()).into(),
             };
             let name = name.trim_start_matches('\u{feff}').trim();
             let name = if name.is_empty() {
@@ -256,6 +242,30 @@ impl<R: BufRead> CsvReader<R> {
             self.schema.push(name);
         }
         Ok(())
+    }
+
+    /// The line the header row (just read) starts on. The csv crate gives a row the position
+    /// its read began at, before the empty lines it skips, so the line is counted back from
+    /// where the read ended: less the line breaks inside the header, and less the one that
+    /// ended it when that was an LF (a CRLF's LF is counted with the next row, and a header
+    /// that ends the file may have none).
+    fn header_line(&self) -> u64 {
+        let end = self.reader.position();
+        let inside = memchr::memchr_iter(b'\n', self.row.as_slice()).count() as u64;
+        // The byte that ended the header is kept when the file is small enough for its start
+        // to be in the tail kept; a larger file's header is not its last row, and its line
+        // breaks are those of its first line.
+        let ended_by_lf = match end
+            .byte()
+            .checked_sub(1)
+            .and_then(|at| self.reader.get_ref().tail_from(at))
+        {
+            Some(tail) => tail.first() == Some(&b'\n'),
+            None => self.line_offset == 0,
+        };
+        end.line()
+            .saturating_sub(inside + u64::from(ended_by_lf))
+            .max(1)
     }
 
     /// Reads the next record into `record`.
@@ -408,7 +418,7 @@ impl<R: BufRead> CsvReader<R> {
         if let Encoding::Undecided(path) = &self.encoding {
             let file = File::open(path).map_err(FeedError::Open)?;
             let multibyte = has_multibyte_utf8(file).map_err(FeedError::Io)?;
-            self.encoding = Encoding::of_mixed(multibyte);
+            self.encoding = Encoding::utf8_if(multibyte);
         }
         if !self.encoding_noted {
             self.encoding_noted = true;
@@ -754,6 +764,43 @@ mod tests {
                  line break, set ends_without_newline = true in the profile"
             )
         );
+    }
+
+    /// Blank lines before the header (empty, or only blanks and delimiters) move it down: its
+    /// errors and notes say its own line.
+    #[test]
+    fn the_header_line_counts_the_blank_lines_before_it() {
+        for (data, line) in [
+            (&b"\n\na,b,c"[..], 3),
+            (b"\r\n\r\na,b,c", 3),
+            (b",,\n \n\na,b,c", 4),
+            (b"\r\n,,\r\n\"a\nx\",b,c", 3),
+        ] {
+            let err = cut(data, ReadOptions::default()).unwrap_or_default();
+            assert!(
+                err.starts_with(&format!("line {line}: the file ends inside its header row")),
+                "{:?}: {err}",
+                String::from_utf8_lossy(data)
+            );
+        }
+        for (data, name, line) in [
+            (&b"\n\nMak\xe9,b\n1,2\n"[..], "Maké", 3),
+            (b"\r\n\r\nMak\xe9,b\r\n1,2\r\n", "Maké", 3),
+            (b"\n,\n\"Ma\nk\xe9\",b\r1,2\n", "Ma\nké", 3),
+        ] {
+            let (schema, rows, notes) = read_all(data).unwrap();
+            assert_eq!(schema.name(0), name);
+            assert_eq!(rows.len(), 1);
+            assert_eq!(
+                notes,
+                [format!(
+                    "not UTF-8 (first at line {line}): read as Windows-1252"
+                )]
+            );
+        }
+        // Lines after the header keep their numbers.
+        let (_, rows, _) = read_all(b"\n\na,b\n1\n").unwrap();
+        assert_eq!(rows[0].as_ref().unwrap_err().line, 4);
     }
 
     #[test]

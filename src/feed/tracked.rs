@@ -21,6 +21,8 @@ pub(super) struct Tracked<R> {
     keep_from: u64,
     /// At most about `keep` bytes are kept: the latest.
     keep: usize,
+    /// What a file read to the size it had keeps: at most `keep`, less for a smaller file.
+    expected: usize,
     kept: Vec<u8>,
     /// The offset of `kept[0]`.
     kept_at: u64,
@@ -38,17 +40,20 @@ impl<R: BufRead> Tracked<R> {
             offset: 0,
             keep_from: u64::MAX,
             keep: 0,
+            expected: 0,
             kept: Vec::new(),
             kept_at: 0,
         }
     }
 
-    /// Keeps the last `keep` bytes read through `Read`, starting no earlier than offset `from`
-    /// (for a file of known size, `size - keep`: only its end is copied). A file that grows
-    /// while it is read still has only its latest `keep` bytes kept, give or take `keep`.
-    pub fn keeping_tail(mut self, from: u64, keep: usize) -> Self {
-        self.keep_from = from;
+    /// Keeps the last `keep` bytes read through `Read` of a file of `size` bytes: only its end
+    /// is copied, from offset `size - keep` on. A file that grows while it is read still has
+    /// only its latest `keep` bytes kept, give or take `keep`.
+    pub fn keeping_tail(mut self, size: u64, keep: usize) -> Self {
+        self.keep_from = size.saturating_sub(keep as u64);
         self.keep = keep;
+        // Less than `keep`, so it fits a usize.
+        self.expected = (size - self.keep_from) as usize;
         self
     }
 
@@ -108,9 +113,10 @@ impl<R: BufRead> Read for Tracked<R> {
             let skip = self.keep_from.saturating_sub(self.offset) as usize;
             if self.kept.is_empty() {
                 self.kept_at = self.offset + skip as u64;
-                // The usual file, read to the size it had: `keep` bytes, allocated once
-                // rather than doubled up to twice that.
-                self.kept.reserve_exact(self.keep + read.len());
+                // The usual file, read to the size it had: what it keeps, allocated once
+                // rather than doubled up to twice that (a file that grew is doubled for).
+                self.kept
+                    .reserve_exact(self.expected.max(read.len() - skip));
             }
             self.kept.extend_from_slice(&read[skip..]);
             // Trimmed in halves, so that each byte is moved about once.
@@ -174,18 +180,29 @@ mod tests {
             while t.read(&mut buf).unwrap() > 0 {}
         };
         let mut t = Tracked::new(io::BufReader::with_capacity(16, &data[..]), 10_000)
-            .keeping_tail(900, 100);
+            .keeping_tail(1000, 100);
         read_all(&mut t);
         assert_eq!(t.tail_from(950), Some(&data[950..]));
         assert_eq!(t.tail_from(899), None, "before what was kept");
         // Reading more than expected keeps only the latest bytes.
-        let mut t =
-            Tracked::new(io::BufReader::with_capacity(16, &data[..]), 10_000).keeping_tail(0, 100);
+        let mut t = Tracked::new(io::BufReader::with_capacity(16, &data[..]), 10_000)
+            .keeping_tail(100, 100);
         read_all(&mut t);
         assert_eq!(t.tail_from(900), Some(&data[900..]));
         assert_eq!(t.tail_from(0), None);
         let t = Tracked::new(io::BufReader::new(&data[..]), 10_000);
         assert_eq!(t.tail_from(0), Some(&[][..]), "nothing read, nothing kept");
+    }
+
+    #[test]
+    fn a_small_file_reserves_only_its_size() {
+        let data = b"a,b\n1,2\n";
+        let mut t =
+            Tracked::new(io::BufReader::new(&data[..]), 10_000).keeping_tail(9, 1024 * 1024);
+        let mut buf = [0u8; 64];
+        while t.read(&mut buf).unwrap() > 0 {}
+        assert_eq!(t.tail_from(0), Some(&data[..]));
+        assert!(t.kept.capacity() < 64, "{}", t.kept.capacity());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::tracked::Tracked;
 use super::{FeedError, Item, Record, Schema, DEPTH_LIMIT, RECORD_LIMIT};
+use quick_xml::errors::SyntaxError;
 use quick_xml::events::{BytesRef, BytesStart, Event};
 use std::io::BufRead;
 
@@ -247,10 +248,19 @@ impl<R: BufRead> XmlReader<R> {
             quick_xml::Error::Io(io) => {
                 FeedError::Io(std::io::Error::new(io.kind(), io.to_string()))
             }
-            // Every syntax error is the input ending inside markup (a tag, a comment, CDATA):
-            // a file cut there.
+            // The input ended inside markup (a tag, an attribute value, a comment, CDATA): a file
+            // cut there. Any other syntax error (`<!x`) is a broken file, not a short one.
             quick_xml::Error::IllFormed(quick_xml::errors::IllFormedError::MissingEndTag(_))
-            | quick_xml::Error::Syntax(_) => FeedError::Truncated { line },
+            | quick_xml::Error::Syntax(
+                SyntaxError::UnclosedPI
+                | SyntaxError::UnclosedXmlDecl
+                | SyntaxError::UnclosedComment
+                | SyntaxError::UnclosedDoctype
+                | SyntaxError::UnclosedCData
+                | SyntaxError::UnclosedTag
+                | SyntaxError::UnclosedSingleQuotedAttributeValue
+                | SyntaxError::UnclosedDoubleQuotedAttributeValue,
+            ) => FeedError::Truncated { line },
             other => FeedError::Xml {
                 line,
                 reason: other.to_string(),
@@ -503,5 +513,19 @@ mod tests {
             assert!(matches!(err, FeedError::Truncated { line: 3 }), "{err}");
             assert!(err.is_incomplete());
         }
+    }
+
+    #[test]
+    fn markup_that_is_broken_not_cut_is_an_xml_error() {
+        // `<!` followed by neither `--`, `[CDATA[` nor `DOCTYPE`: a syntax error with the
+        // rest of the file still there, so not a file cut short.
+        let xml = "<Inventory>\n<Vehicle><VIN>A</VIN></Vehicle>\n<!x><Vehicle><VIN>B</VIN></Vehicle>\n</Inventory>";
+        let element = "Vehicle".to_owned();
+        let mut reader = XmlReader::new(xml.as_bytes(), element);
+        let mut record = Record::default();
+        assert!(matches!(reader.next(&mut record), Ok(Item::Record)));
+        let err = reader.next(&mut record).unwrap_err();
+        assert!(matches!(err, FeedError::Xml { line: 3, .. }), "{err}");
+        assert!(!err.is_incomplete());
     }
 }

@@ -91,26 +91,42 @@ pub fn price(s: &str) -> Result<Option<f64>, String> {
 }
 
 /// The lowest price sent: below it a price is a placeholder or a typo ("0.01", "1").
-pub const PRICE_MIN: f64 = 100.0;
+const PRICE_MIN: u32 = 100;
 /// The highest price sent: above it a price is a typo (a stock number in the price column).
-pub const PRICE_MAX: f64 = 10_000_000.0;
+const PRICE_MAX: u32 = 10_000_000;
 
-/// A price as [`price`] reads it, and only when plausible: from 100 to 10,000,000 (0, like
-/// "Call", is no price and no error).
+/// A price as [`price`] reads it, and only when plausible: from [`PRICE_MIN`] to
+/// [`PRICE_MAX`] (0, like "Call", is no price and no error).
 pub fn plausible_price(s: &str) -> Result<Option<f64>, String> {
     let Some(value) = price(s)? else {
         return Ok(None);
     };
-    let side = if value < PRICE_MIN {
-        "below 100"
-    } else if value > PRICE_MAX {
-        "above 10,000,000"
+    let (side, bound) = if value < f64::from(PRICE_MIN) {
+        ("below", PRICE_MIN)
+    } else if value > f64::from(PRICE_MAX) {
+        ("above", PRICE_MAX)
     } else {
         return Ok(Some(value));
     };
     Err(format!(
-        "not a plausible price: {side} (plausible: 100 to 10,000,000)"
+        "not a plausible price: {side} {} (plausible: {} to {})",
+        grouped(bound),
+        grouped(PRICE_MIN),
+        grouped(PRICE_MAX)
     ))
+}
+
+/// A whole number with its thousands grouped as people write prices: `10,000,000`.
+fn grouped(n: u32) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
 
 /// Reads "23,995.50", "23995", and the European "23.995,50" as whole cents: the last `,` or
@@ -561,6 +577,15 @@ pub fn boolean(s: &str) -> Result<Option<bool>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(100), "100");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(10_000_000), "10,000,000");
+        assert_eq!(grouped(123_456_789), "123,456,789");
+    }
 
     #[test]
     fn prices() {

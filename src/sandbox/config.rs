@@ -336,8 +336,9 @@ impl Behaviour {
         }
         if self.faults.pad_answer_kib > MAX_PAD_KIB {
             problems.push(format!(
-                "behaviour.faults.pad_answer_kib is {}; it must be at most {MAX_PAD_KIB} (4 GiB)",
-                self.faults.pad_answer_kib
+                "behaviour.faults.pad_answer_kib is {}; it must be at most {MAX_PAD_KIB} ({} GiB)",
+                self.faults.pad_answer_kib,
+                MAX_PAD_KIB / (1024 * 1024)
             ));
         }
         problems

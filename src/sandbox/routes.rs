@@ -192,11 +192,10 @@ impl Shared {
             .or_default() += 1;
     }
 
-    /// One roll of the RNG per request. `writes_vehicle`: the request is a vehicle write, the
-    /// only kind `wrong_vehicle` applies to (elsewhere its share of the roll is no fault).
-    /// `wrong_vehicle` is counted by the handler, and only when it had another vehicle to
-    /// answer with.
-    fn draw_fault(&self, behaviour: &Behaviour, writes_vehicle: bool) -> Option<Fault> {
+    /// One roll of the RNG per request. `wrong_vehicle` is counted by the handler, and only
+    /// when it used it: a vehicle write that had another vehicle to answer with (other
+    /// requests ignore it, so there its share of the roll is no fault).
+    fn draw_fault(&self, behaviour: &Behaviour) -> Option<Fault> {
         let f = &behaviour.faults;
         let table = [
             (Fault::Http500, f.http_500),
@@ -216,10 +215,9 @@ impl Shared {
         for (fault, p) in table {
             edge += p;
             if roll < edge {
-                if fault == Fault::WrongVehicle {
-                    return writes_vehicle.then_some(fault);
+                if fault != Fault::WrongVehicle {
+                    self.count_fault(fault);
                 }
-                self.count_fault(fault);
                 return Some(fault);
             }
         }
@@ -328,17 +326,13 @@ async fn gate(
     next: Next,
 ) -> Response {
     let route = format!("{} {}", request.method(), matched.as_str());
-    let writes_vehicle = matches!(
-        route.as_str(),
-        "POST /v1/inventory" | "POST /v1/inventory/{id}/sold" | "POST /v1/inventory/{id}/in-stock"
-    );
     let _in_flight = InFlight::enter(&shared.stats);
     let behaviour = shared.behaviour();
     if behaviour.faults.latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(behaviour.faults.latency_ms)).await;
     }
     let kill = request.extensions().get::<ConnectionKill>().cloned();
-    let outcome = admit(&shared, &behaviour, writes_vehicle, &mut request).await;
+    let outcome = admit(&shared, &behaviour, &mut request).await;
     let (response, rate_headers) = match outcome {
         Admission::Refused(response, rate) => (response, rate),
         Admission::Fault(fault @ (Fault::Drop | Fault::AckLost), _) => {
@@ -362,6 +356,7 @@ async fn gate(
             return captive_portal();
         }
         Admission::Fault(Fault::WrongVehicle, rate) => {
+            // Taken by the vehicle writes' handlers; the others ignore it.
             request.extensions_mut().insert(AnswerAnother);
             (next.run(request).await, rate)
         }
@@ -437,7 +432,7 @@ fn padded(response: Response, kib: u64) -> Response {
     parts.headers.remove(header::CONTENT_LENGTH);
     let padding = PaddedBody {
         inner: Some(body),
-        // Behaviour::problems keeps kib at most 4 GiB, which a u64 holds in bytes.
+        // Behaviour::problems keeps kib at most MAX_PAD_KIB, whose bytes a u64 holds.
         left: kib.saturating_mul(1024),
     };
     Response::from_parts(parts, axum::body::Body::new(padding))
@@ -485,12 +480,7 @@ enum Admission {
     Fault(Fault, RateHeaders),
 }
 
-async fn admit(
-    shared: &Shared,
-    behaviour: &Behaviour,
-    writes_vehicle: bool,
-    request: &mut Request,
-) -> Admission {
+async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) -> Admission {
     let unknown_caller = rate_headers_unlimited(behaviour);
     let headers = request.headers();
     let token = headers
@@ -559,7 +549,7 @@ async fn admit(
         user,
         organization_id,
     });
-    match shared.draw_fault(behaviour, writes_vehicle) {
+    match shared.draw_fault(behaviour) {
         Some(fault) => Admission::Fault(fault, rate),
         None => Admission::Admitted(rate),
     }
@@ -894,7 +884,7 @@ mod tests {
         config.behaviour.faults.drop = 0.25;
         let draws = |shared: &Shared| -> Vec<Option<Fault>> {
             let b = shared.behaviour();
-            (0..2000).map(|_| shared.draw_fault(&b, true)).collect()
+            (0..2000).map(|_| shared.draw_fault(&b)).collect()
         };
         let a = draws(&Shared::new(config.clone()));
         let b = draws(&Shared::new(config));

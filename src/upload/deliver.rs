@@ -85,50 +85,46 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
     } else {
         call(shared, || client.mark_in_stock(id)).await
     };
+    let applied = Delivery::Applied {
+        service_id: Some(id),
+        sold: None,
+    };
     match answered {
-        Ok(answer) if answer.value.id != id => {
+        Ok(answer) if answer.value.id == id => Ok(applied),
+        Ok(answer) => {
             warn_another(job, &answer.value);
             // The answer says nothing about this vehicle: the vehicle itself says whether
             // the transition happened.
-            let vehicle = call(shared, || client.get_vehicle(id)).await?.value;
-            if vehicle.id == id && vehicle.sold_state() == Some(sold) {
-                Ok(Delivery::Applied {
-                    service_id: Some(id),
-                    sold: None,
-                })
+            if confirm_transition(shared, id, sold).await? {
+                Ok(applied)
             } else {
-                Err(ApiError::Retryable {
-                    call: client.call("POST", &format!("inventory/{id}/{}", op_path(sold))),
-                    status: Some(answer.status),
-                    messages: vec![],
-                    retry_after: None,
-                    rate_limit: None,
-                    reason: format!(
-                        "the service answered with another vehicle (id {}) and vehicle {id} \
-                         is not {} yet; the call is sent again",
-                        answer.value.id,
-                        if sold { "sold" } else { "in stock" }
-                    ),
-                })
+                Err(answer.unusable(format!(
+                    "the service answered with another vehicle (id {}) and vehicle {id} is not \
+                     {} yet; the call is sent again",
+                    answer.value.id,
+                    if sold { "sold" } else { "in stock" }
+                )))
             }
         }
-        Ok(_) => Ok(Delivery::Applied {
-            service_id: Some(id),
-            sold: None,
-        }),
+        // A transition repeated after its answer was lost may be refused as redundant by a
+        // strict service: what counts is whether the vehicle is where it should be. Any
+        // failure to tell leaves the refusal as it is.
         Err(refused @ ApiError::Rejected { .. }) => {
-            // A transition repeated after its answer was lost may be refused as redundant by a
-            // strict service: what counts is whether the vehicle is where it should be.
-            match call(shared, || client.get_vehicle(id)).await {
-                Ok(v) if v.value.sold_state() == Some(sold) => Ok(Delivery::Applied {
-                    service_id: Some(id),
-                    sold: None,
-                }),
+            match confirm_transition(shared, id, sold).await {
+                Ok(true) => Ok(applied),
                 _ => Err(refused),
             }
         }
         Err(e) => Err(e),
     }
+}
+
+/// Whether vehicle `id` is sold (`sold`) or in stock as the service holds it now, read from the
+/// vehicle itself: for a transition whose own answer cannot tell. A read answered with another
+/// vehicle tells nothing either: not confirmed.
+async fn confirm_transition(shared: &Shared, id: u64, sold: bool) -> Result<bool, ApiError> {
+    let vehicle = call(shared, || shared.client.get_vehicle(id)).await?.value;
+    Ok(vehicle.id == id && vehicle.sold_state() == Some(sold))
 }
 
 /// POSTs a payload and returns the vehicle the service holds for it. POST is create-or-modify
@@ -143,25 +139,27 @@ async fn upsert(shared: &Shared, job: &Job, payload: &VehiclePayload) -> Result<
         return Ok(answer.value);
     }
     warn_another(job, &answer.value);
-    // Not the run's list (`listed_ids`), read before this write: a fresh one, kept as the run's.
-    let list = read_list(shared).await?;
-    *shared.listed_ids.lock().await = Some(index(&list));
-    let vin = key(&payload.vin);
-    list.into_iter()
-        .find(|v| v.vin.as_deref().is_some_and(|listed| key(listed) == vin))
-        .ok_or_else(|| ApiError::Retryable {
-            call: client.call("POST", "inventory"),
-            status: Some(answer.status),
-            messages: vec![],
-            retry_after: None,
-            rate_limit: None,
-            reason: format!(
-                "the service answered with another vehicle (id {}) and lists no vehicle with \
-                 VIN {}; the write is sent again",
-                answer.value.id,
-                Escaped(&payload.vin)
-            ),
-        })
+    // Not the run's list (`listed_ids`), which may have been read before this write: a fresh
+    // one, kept as the run's. Read under the run's lock, like the first (see `learn_id`): one
+    // read of the whole list at a time, and operations waiting to learn an id use this one.
+    let mut ids = shared.listed_ids.lock().await;
+    let mut list = read_list(shared).await?;
+    let vin = payload.vin.trim();
+    let found = list.iter().position(|v| {
+        v.vin
+            .as_deref()
+            .is_some_and(|listed| listed.trim().eq_ignore_ascii_case(vin))
+    });
+    *ids = Some(index(&list));
+    match found {
+        Some(at) => Ok(list.swap_remove(at)),
+        None => Err(answer.unusable(format!(
+            "the service answered with another vehicle (id {}) and lists no vehicle with VIN \
+             {}; the write is sent again",
+            answer.value.id,
+            Escaped(&payload.vin)
+        ))),
+    }
 }
 
 /// Whether the answer to a write of `payload` is about another vehicle: its VIN or its stock
@@ -186,17 +184,10 @@ fn warn_another(job: &Job, answer: &Vehicle) {
     );
 }
 
-fn op_path(sold: bool) -> &'static str {
-    if sold {
-        "sold"
-    } else {
-        "in-stock"
-    }
-}
-
 /// The id of a vehicle the state has none for: repeat its last payload (create-or-modify
-/// answers with the id) or, with no payload either, find its VIN in the service's list (read
-/// once per run).
+/// answers with the id) or, with no payload either, find its VIN in the run's copy of the
+/// service's list: read by the first operation that needs it, and replaced by a fresh read
+/// whenever a write is answered with another vehicle (see [`upsert`]).
 async fn learn_id(shared: &Shared, job: &Job) -> Result<Option<u64>, ApiError> {
     let vin = job.entry.vin.as_str();
     if let Some(payload) = &job.known_payload {
@@ -420,6 +411,15 @@ mod tests {
             2,
             "the write, then the list"
         );
+    }
+
+    #[test]
+    fn another_vehicle_is_told_by_its_vin_or_stock() {
+        let p = car(2);
+        let first: Vehicle =
+            serde_json::from_value(serde_json::json!({"id": 1, "vin": car(1).vin, "stock": "S1"}))
+                .expect("a vehicle");
+        assert!(is_another_vehicle(&p, &first));
         // An answer without a VIN or stock is taken as it is (tolerant reader).
         let bare = crate::api::Vehicle {
             vin: None,

@@ -60,6 +60,11 @@ impl Site {
         self.dir.path().join("inbox")
     }
 
+    /// The daemon's control socket, as the config names it.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("run/lotsync.sock")
+    }
+
     /// The inbox folder `name` (created).
     pub fn feed_inbox(&self, name: &str) -> PathBuf {
         let inbox = self.dir.path().join(name);
@@ -133,6 +138,27 @@ impl Site {
         let out = self.lotsync(&["status", "--format", "json"]).await;
         assert!(out.status.success(), "{}", text(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Waits until `daemon` listens on its control socket; fails with the log if it exits
+    /// first or does not listen within 20 s.
+    pub async fn wait_listening(&self, daemon: &mut Daemon) {
+        let socket = self.socket();
+        let start = Instant::now();
+        while !socket.exists() {
+            if let Some(status) = daemon.child.try_wait().unwrap() {
+                panic!(
+                    "the daemon exited ({status}) before it listened\nlog:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the daemon does not listen after 20 s\nlog:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     pub fn log(&self) -> String {
@@ -219,4 +245,9 @@ pub fn reports(inbox: &Path, folder: &str) -> Vec<serde_json::Value> {
 
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A process's exit code; -1 when a signal ended it.
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
 }
