@@ -179,32 +179,42 @@ async fn status_in_a_loop_never_keeps_the_daemon_from_starting() {
     let out = site.lotsync(&["status"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let runs = std::sync::Arc::new(AtomicU64::new(0));
     let mut looping = site.command(&["status"]);
     looping
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let statuses = std::thread::spawn({
-        let stop = stop.clone();
+        let (stop, runs) = (stop.clone(), runs.clone());
         move || {
-            let mut runs = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 let _ = looping.status();
-                runs += 1;
+                runs.fetch_add(1, Ordering::Relaxed);
             }
-            runs
         }
     });
     for _ in 0..10 {
+        // Each start comes while status is cycling: it has run once more since the last.
+        let before = runs.load(Ordering::Relaxed);
+        let waiting = std::time::Instant::now();
+        while runs.load(Ordering::Relaxed) == before {
+            assert!(
+                waiting.elapsed() < Duration::from_secs(20),
+                "status does not run"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let mut daemon = site.start();
         // Fails if the daemon exits while status runs, or never listens.
         site.wait_listening(&mut daemon).await;
         daemon.signal("TERM");
         assert_eq!(daemon.exit(Duration::from_secs(15)).await.0, Some(0));
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let runs = statuses.join().unwrap();
-    assert!(runs >= 3, "status ran meanwhile ({runs} times)");
+    stop.store(true, Ordering::Relaxed);
+    statuses.join().unwrap();
+    assert!(runs.load(Ordering::Relaxed) >= 10, "status ran meanwhile");
 }
 
 /// A new state beside a service that already holds the lot (a new install, a state rebuilt

@@ -214,7 +214,8 @@ struct Shared {
     slots: tokio::sync::Semaphore,
     stats: UploadStats,
     retry: RetryPolicy,
-    /// VIN → id from the service's list, read at most once per run (see `deliver::learn_id`).
+    /// VIN → id from the service's list: read once per run to learn missing ids, and read again
+    /// when a write is answered with another vehicle (see `deliver::learn_id`).
     listed_ids: tokio::sync::Mutex<Option<HashMap<String, u64>>>,
 }
 
