@@ -64,6 +64,15 @@ pub enum ApiError {
         reason: String,
         fix: String,
     },
+    /// Not sent: the service asked this token to wait until `until` (a Retry-After it
+    /// gave another call); `wait` is what is left of it. Passing, like the refusal it avoids.
+    #[error("{call}: not sent: the service asked to wait until {until} ({header}).")]
+    Waiting {
+        call: Call,
+        until: String,
+        header: &'static str,
+        wait: Duration,
+    },
     /// The client could not be set up from its settings (before any call).
     #[error("API client setup: {0}")]
     Setup(String),
@@ -72,7 +81,7 @@ pub enum ApiError {
 impl ApiError {
     pub fn class(&self) -> ErrorClass {
         match self {
-            ApiError::Retryable { .. } => ErrorClass::Retryable,
+            ApiError::Retryable { .. } | ApiError::Waiting { .. } => ErrorClass::Retryable,
             ApiError::Rejected { .. } => ErrorClass::Rejected,
             ApiError::Fatal { .. } | ApiError::Setup(_) => ErrorClass::Fatal,
         }
@@ -83,7 +92,7 @@ impl ApiError {
         match self {
             ApiError::Retryable { status, .. } | ApiError::Fatal { status, .. } => *status,
             ApiError::Rejected { status, .. } => Some(*status),
-            ApiError::Setup(_) => None,
+            ApiError::Waiting { .. } | ApiError::Setup(_) => None,
         }
     }
 
@@ -93,7 +102,7 @@ impl ApiError {
             ApiError::Retryable { messages, .. }
             | ApiError::Rejected { messages, .. }
             | ApiError::Fatal { messages, .. } => messages,
-            ApiError::Setup(_) => &[],
+            ApiError::Waiting { .. } | ApiError::Setup(_) => &[],
         }
     }
 
@@ -101,6 +110,7 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ApiError::Retryable { retry_after, .. } => *retry_after,
+            ApiError::Waiting { wait, .. } => Some(*wait),
             _ => None,
         }
     }

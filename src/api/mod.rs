@@ -23,6 +23,7 @@ mod error;
 mod list;
 mod payload;
 mod vehicle;
+mod wait;
 
 pub use error::{ApiError, Call, ErrorClass};
 pub use payload::{
@@ -34,6 +35,7 @@ pub use vehicle::{
     Engine, Exterior, Interior, NewNotification, Notification, NotificationLevel, Odometer,
     Organization, PriceInfo, Transmission, Vehicle,
 };
+pub use wait::{ServiceWait, WaitReason, Window};
 
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, RETRY_AFTER};
 use reqwest::{Method, Url};
@@ -173,6 +175,8 @@ pub struct ApiClient {
     /// `Bearer <token>`, sensitive; set on each request rather than as a default header so
     /// that a new token reaches every clone at once.
     authorization: Arc<RwLock<HeaderValue>>,
+    /// The service's Retry-After, held for every call of every clone.
+    wait: Arc<ServiceWait>,
 }
 
 /// What an answer is, for its size limit.
@@ -225,7 +229,13 @@ impl ApiClient {
             max_answer_bytes: settings.max_answer_bytes,
             max_list_page_bytes: settings.max_list_page_bytes,
             authorization: Arc::new(RwLock::new(authorization)),
+            wait: Arc::new(ServiceWait::default()),
         })
+    }
+
+    /// The wait the service asked of this token (shared by every clone).
+    pub fn service_wait(&self) -> &Arc<ServiceWait> {
+        &self.wait
     }
 
     /// Calls from now on, by this client and every clone of it, carry `token` (a token
@@ -444,6 +454,14 @@ impl ApiClient {
         answering: Answering,
     ) -> Result<Answer<Value>, ApiError> {
         let call = call_of(&method, &url);
+        if let Some(window) = self.wait.window() {
+            return Err(ApiError::Waiting {
+                call,
+                until: window.until_shown(),
+                header: window.reason.header(),
+                wait: window.until.saturating_duration_since(Instant::now()),
+            });
+        }
         let started = Instant::now();
         let mut request = self
             .http
@@ -497,6 +515,9 @@ impl ApiClient {
         // An error too large to read keeps its status's class (a proxy's 503 page is still a
         // 503), without the service's messages.
         let messages = read.map(|bytes| error_messages(&bytes)).unwrap_or_default();
+        if let Some(wait) = retry_after.filter(|_| matches!(status, 429 | 503)) {
+            self.wait.hold(wait, WaitReason::RetryAfter);
+        }
         Err(ApiError::from_status(
             call,
             status,

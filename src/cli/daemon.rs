@@ -137,7 +137,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
             None => {}
         }
         match super::plan::open(&config, crate::state::Holder::Reader("status")) {
-            Ok(outbox) => break status::collect(&config, &outbox, None, None)?,
+            Ok(outbox) => break status::collect(&config, &outbox, None, None, None)?,
             // The daemon is starting (it holds the state, its socket is not up yet): ask it
             // again in a moment.
             Err(e) if starting_daemon(&e) && asked.elapsed() < Duration::from_secs(10) => {

@@ -455,6 +455,11 @@ impl Daemon {
         done
     }
 
+    /// The wait the service asked for, while it lasts.
+    fn service_window(&self) -> Option<crate::api::Window> {
+        self.pipeline.uploader().client().service_wait().window()
+    }
+
     /// Reads the API token again (the token file may have been rotated): true when it
     /// changed, and the client uses it from now on. Said in the log either way it matters.
     fn read_token_again(&self) -> bool {
@@ -521,13 +526,19 @@ impl Daemon {
                         self.set_error(None);
                     }
                     Ok(report) => {
-                        tracing::warn!(
-                            queued = report.undelivered,
-                            reason = report.stopped.as_deref().unwrap_or(""),
-                            retry_in_secs = wait.as_secs(),
-                            "delivery stopped; trying again later"
-                        );
-                        wait = (wait * 2).min(RETRY_MAX);
+                        if let Some(window) = self.service_window() {
+                            // Said once by the client when the wait began; tried again as
+                            // soon as it is over.
+                            tracing::debug!(queued = report.undelivered, until = %window.until_shown(), "delivery waits for the service");
+                        } else {
+                            tracing::warn!(
+                                queued = report.undelivered,
+                                reason = report.stopped.as_deref().unwrap_or(""),
+                                retry_in_secs = wait.as_secs(),
+                                "delivery stopped; trying again later"
+                            );
+                            wait = (wait * 2).min(RETRY_MAX);
+                        }
                     }
                     Err(e) => {
                         let token_changed = matches!(
@@ -544,10 +555,12 @@ impl Daemon {
                     }
                 }
             }
-            let pause = if self.pipeline.outbox().is_empty() {
-                RETRY_MAX
-            } else {
-                wait
+            let pause = match self.service_window() {
+                Some(window) => window
+                    .until
+                    .saturating_duration_since(std::time::Instant::now()),
+                None if self.pipeline.outbox().is_empty() => RETRY_MAX,
+                None => wait,
             };
             tokio::select! {
                 _ = stop.changed() => return,
@@ -642,8 +655,9 @@ impl Daemon {
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
         let rate = self.pipeline.uploader().settled_rate();
+        let delivery = self.pipeline.uploader().condition();
         tokio::task::spawn_blocking(move || {
-            status::collect(&config, &outbox, Some(&live), Some(rate))
+            status::collect(&config, &outbox, Some(&live), Some(rate), Some(delivery))
         })
         .await
         .map_err(|e| e.to_string())?

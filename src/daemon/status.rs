@@ -31,6 +31,10 @@ pub struct DaemonStatus {
     /// The last error of delivery (such as a refused token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// Where delivery stands with the service (a wait it asked for, an outage), from the
+    /// running daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<crate::upload::DeliveryCondition>,
 }
 
 /// One feed.
@@ -91,6 +95,7 @@ pub fn collect(
     outbox: &Outbox,
     live: Option<&Live>,
     settled_rate: Option<f64>,
+    delivery: Option<crate::upload::DeliveryCondition>,
 ) -> Result<DaemonStatus, StateError> {
     let state = outbox.state();
     // The last file of each feed as the state recorded it (newest record wins).
@@ -192,6 +197,7 @@ pub fn collect(
         settled_rate,
         last_reconcile: live.and_then(|l| l.last_reconcile.clone()),
         last_error: live.and_then(|l| l.last_error.clone()),
+        delivery,
     })
 }
 
@@ -237,6 +243,9 @@ impl DaemonStatus {
             "outbox: {} operations waiting; settled rate {rate}",
             self.outbox_depth
         );
+        if let Some(line) = self.delivery.as_ref().and_then(|d| d.line()) {
+            let _ = writeln!(s, "delivery: {line}");
+        }
         if let Some(r) = &self.last_reconcile {
             let _ = writeln!(s, "last reconciliation: {r}");
         }

@@ -238,16 +238,21 @@ where
     let attempt = || async {
         // The semaphore is never closed, so acquiring only waits.
         let _slot = shared.slots.acquire().await.ok();
-        let sent_at = shared.pace.ready().await;
-        stats.requests.fetch_add(1, Ordering::Relaxed);
+        let turn = shared.pace.ready().await;
         let result = make().await;
         match &result {
-            Ok(answer) => shared.pace.answered(sent_at, true, answer.rate_limit),
+            Ok(answer) => shared.pace.answered(turn, true, answer.rate_limit),
+            // Not sent: the service's window opened after the turn was given.
+            Err(ApiError::Waiting { .. }) => drop(turn),
             Err(e) if e.status() == Some(429) => {
                 stats.throttled.fetch_add(1, Ordering::Relaxed);
-                shared.pace.throttled(sent_at, e.rate_limit());
+                shared.pace.throttled(turn, e.rate_limit(), e.retry_after());
             }
-            Err(e) => shared.pace.answered(sent_at, false, e.rate_limit()),
+            Err(e) if e.class() == ErrorClass::Retryable => shared.pace.failed(turn, e),
+            Err(e) => shared.pace.answered(turn, false, e.rate_limit()),
+        }
+        if !matches!(result, Err(ApiError::Waiting { .. })) {
+            stats.requests.fetch_add(1, Ordering::Relaxed);
         }
         result
     };
@@ -279,9 +284,10 @@ mod tests {
 
     fn shared(sb: &RunningSandbox) -> Shared {
         let settings = ClientSettings::new(sb.base_url(), 100, ApiToken::new("sandbox-token"));
+        let client = crate::api::ApiClient::new(settings).expect("client");
         Shared {
-            client: crate::api::ApiClient::new(settings).expect("client"),
-            pace: Pace::new(1000.0, None, 1),
+            pace: Pace::new(1000.0, None, 1, client.service_wait().clone()),
+            client,
             slots: tokio::sync::Semaphore::new(4),
             stats: UploadStats::default(),
             retry: RetryPolicy::default(),

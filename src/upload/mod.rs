@@ -19,9 +19,11 @@
 
 mod deliver;
 mod notices;
+pub mod outage;
 pub mod pace;
 
 pub use notices::{Notices, NOTICE_WAIT};
+pub use pace::DeliveryCondition;
 
 use crate::api::{ApiClient, ApiError};
 use crate::config::ApiConfig;
@@ -35,9 +37,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
-
-/// A service that keeps failing is said in the log at most this often.
-const FAILING_WARN_EVERY: Duration = Duration::from_secs(30);
 
 /// How delivery paces and retries.
 #[derive(Debug, Clone)]
@@ -235,7 +234,12 @@ impl Uploader {
         settings: UploadSettings,
     ) -> Result<Uploader, UploadError> {
         let remembered = outbox.state().upload_rate()?;
-        let pace = Pace::new(settings.max_requests_per_second, remembered, settings.burst);
+        let pace = Pace::new(
+            settings.max_requests_per_second,
+            remembered,
+            settings.burst,
+            client.service_wait().clone(),
+        );
         Ok(Uploader {
             shared: Arc::new(Shared {
                 client,
@@ -285,6 +289,11 @@ impl Uploader {
         &self.shared.client
     }
 
+    /// Where delivery stands with the service (its wait, an outage), for `status`.
+    pub fn condition(&self) -> DeliveryCondition {
+        self.shared.pace.condition()
+    }
+
     /// Requests per second the uploader paces at now.
     pub fn rate(&self) -> f64 {
         self.shared.pace.rate()
@@ -320,11 +329,19 @@ impl Uploader {
         let mut jobs: HashMap<u64, Entry> = HashMap::new();
         let mut report = DrainReport::default();
         let mut last_answer = Instant::now();
-        let mut stopping = false;
         let mut answered_any = false;
-        let mut last_warned: Option<Instant> = None;
+        let wait = self.shared.client.service_wait().clone();
         loop {
-            if !stopping && taken.seqs.len() <= window / 2 {
+            let deadline = last_answer + self.settings.give_up_after;
+            if let Some(why) = self.stop_reason(deadline, last_answer) {
+                // Every operation taken goes back (dropping `taken`); a call cut off here is
+                // sent again later, which each kind of operation allows (see `deliver`).
+                tasks.abort_all();
+                tracing::debug!(reason = %why, "delivery stops");
+                report.stopped = Some(why);
+                break;
+            }
+            if taken.seqs.len() <= window / 2 {
                 for job in self.take(org, window - taken.seqs.len()).await? {
                     let seq = job.entry.seq;
                     taken.seqs.insert(seq);
@@ -333,8 +350,17 @@ impl Uploader {
                     tasks.spawn(async move { (seq, deliver::deliver(&shared, &job).await) });
                 }
             }
-            let Some(joined) = tasks.join_next().await else {
+            if tasks.is_empty() {
                 break; // nothing in flight and nothing more to take
+            }
+            let joined = tokio::select! {
+                joined = tasks.join_next() => joined,
+                // Looked at again at the top: the give-up time, or a window of the service.
+                () = tokio::time::sleep_until(deadline.into()) => continue,
+                () = wait.changed() => continue,
+            };
+            let Some(joined) = joined else {
+                break;
             };
             let (seq, delivery) = joined.map_err(|e| UploadError::Task(e.to_string()))?;
             taken.seqs.remove(&seq);
@@ -380,24 +406,11 @@ impl Uploader {
                     answered_any = true;
                 }
                 Delivery::Failed(error) => {
+                    // Said by the pace when every request fails; one operation's retries
+                    // running out is routine.
                     self.outbox.give_back(seq);
                     tracing::debug!(vin = %entry.vin, op = entry.op.name(), %error,
                         "still failing after every retry; the operation goes back to the queue");
-                    if last_warned.is_none_or(|at| at.elapsed() >= FAILING_WARN_EVERY) {
-                        last_warned = Some(Instant::now());
-                        tracing::warn!(
-                            %error,
-                            silent_secs = last_answer.elapsed().as_secs(),
-                            "the service keeps failing; operations stay queued and are retried"
-                        );
-                    }
-                    if !stopping && last_answer.elapsed() >= self.settings.give_up_after {
-                        stopping = true;
-                        report.stopped = Some(format!(
-                            "nothing answered for {} s; last error: {error}",
-                            last_answer.elapsed().as_secs()
-                        ));
-                    }
                 }
                 Delivery::Fatal(error) => {
                     tasks.abort_all();
@@ -430,6 +443,34 @@ impl Uploader {
         }
         report.undelivered = self.queued()?;
         Ok(report)
+    }
+
+    /// Why delivery must stop now, if it must: nothing answered since `last_answer` until
+    /// `deadline` (wall clock, whatever the operations are doing), or the service asked to
+    /// wait beyond it (waiting that long would only hold the caller; the daemon tries again
+    /// when the wait is over, `lotsync sync` exits and says until when).
+    fn stop_reason(&self, deadline: Instant, last_answer: Instant) -> Option<String> {
+        let now = Instant::now();
+        if let Some(window) = self.shared.client.service_wait().window() {
+            if window.until > deadline {
+                return Some(format!(
+                    "the service asked to wait until {} ({})",
+                    window.until_shown(),
+                    window.reason.header()
+                ));
+            }
+        }
+        if now < deadline {
+            return None;
+        }
+        let last_error = self.shared.pace.last_error();
+        Some(format!(
+            "nothing answered for {} s; last error: {}",
+            now.duration_since(last_answer).as_secs(),
+            last_error
+                .as_deref()
+                .unwrap_or("none (requests still waiting for an answer)")
+        ))
     }
 
     /// Takes operations of this organization (others stay for a config that names theirs).

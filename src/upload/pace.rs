@@ -1,52 +1,239 @@
-//! The adaptive request rate: a governor limiter whose rate follows what the service says.
+//! The pace of delivery for one token: one small controller that decides when the next
+//! request may go, like a congestion controller.
 //!
-//! The service does not publish its limit (spec §8), so the rate starts at the configured
-//! ceiling (or where the last run settled) and adapts, additive increase and multiplicative
-//! decrease:
+//! - **The service's wait** (Retry-After, in the client's [`ServiceWait`]) is a hard pause
+//!   for every sender: no request goes before the moment the service named.
+//! - **The rate** ([`RateControl`]) starts at the configured ceiling (or where the last run
+//!   settled) and adapts below it:
+//!   - additive increase while answers are good: after a second of answers with nothing
+//!     that says "not faster", the rate rises by [`STEP`] of the rate at the last decrease
+//!     (before the first decrease of a run, by a quarter per second);
+//!   - one cut per round trip: an answer to a request sent before the last cut, or before
+//!     the last pause ended, is an echo of the overload already answered and cuts nothing;
+//!   - a 429 that says tokens remain (`X-RateLimit-Remaining` above 0) is not about our rate:
+//!     it pauses (its Retry-After) and holds the rate, nothing more;
+//!   - when answers carry `X-RateLimit-Remaining`, the bucket is watched: the most seen is
+//!     its size, and while it drains, how fast it refills (tokens used plus the change in
+//!     what remains, per second) is the service's real rate. A nearly empty bucket ([`LOW`]
+//!     of its size) sets the rate to [`TARGET`] of that refill rate, before any 429; a 429
+//!     does the same, or, with nothing measured, cuts the rate to [`FIRST_CUT`] (the first
+//!     of a run) or [`CUT`] of itself.
+//! - **Outage** ([`Outage`]): when every request fails, one probe at a time with growing
+//!   gaps, and the pace that worked again on the first answer.
 //!
-//! - a 429 that says no tokens remain (or says nothing) cuts the rate to [`CUT`] of itself;
-//! - a 429 whose `X-RateLimit-Remaining` is above 0 is not about our rate (a passing throttle)
-//!   and only holds the rate where it is for a while;
-//! - when answers carry `X-RateLimit-Remaining`, a bucket nearly empty ([`LOW`] of the limit)
-//!   and not refilling trims the rate a little ([`TRIM`]) before any 429, and one below half
-//!   holds it;
-//! - a decrease needs a request sent after the last one (answers to requests sent at the old
-//!   rate are echoes of the same overload); a trim also needs [`GAP`] since the last decrease,
-//!   the time a bucket takes to show that it refills;
-//! - after a second of answers with none of the above, the rate rises by a step of 8% of the
-//!   rate at the last decrease (additive between decreases), never above the ceiling; before
-//!   the first decrease of a run it grows by a quarter per second, so that a run starting from
-//!   a low remembered rate finds the service's pace again within seconds.
-//!
-//! [`RateControl`] is the arithmetic, on explicit instants so that it is tested without
-//! sleeping; [`Pace`] wraps it around the limiter the requests wait on.
+//! [`RateControl`] and [`Outage`] are arithmetic on explicit instants, tested without
+//! sleeping; [`Pace`] wraps them around the limiter requests wait on and publishes the
+//! [`DeliveryCondition`] that `status` shows.
 
-use crate::api::RateLimit;
+use super::outage::{Change, Gate, Outage};
+use crate::api::{RateLimit, ServiceWait};
 use governor::clock::DefaultClock;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-/// The rate after a 429, as a share of the rate before.
+/// The rate after a 429 with nothing measured, as a share of the rate before.
 pub const CUT: f64 = 0.8;
-/// The rate after a nearly empty bucket, as a share of the rate before.
+/// The same for the first 429 of a run, which usually comes from a start far too fast.
+pub const FIRST_CUT: f64 = 0.5;
+/// The rate set when the bucket's refill rate is known, as a share of it.
+pub const TARGET: f64 = 0.95;
+/// The rate after a nearly empty bucket when its refill rate is not known yet.
 pub const TRIM: f64 = 0.9;
-/// A bucket with at most this share of its limit left is nearly empty.
+/// A bucket with at most this share of its size left is nearly empty.
 pub const LOW: f64 = 0.2;
 /// Never slower than this, requests per second.
 pub const FLOOR: f64 = 0.2;
+/// The increase per round, as a share of the rate at the last decrease.
+pub const STEP: f64 = 0.02;
+/// The least time between a decrease and a trim by the bucket.
+pub const GAP: Duration = Duration::from_millis(250);
 /// How long a round of increase lasts.
 const ROUND: Duration = Duration::from_secs(1);
-/// The least time between a decrease and a trim.
-pub const GAP: Duration = Duration::from_millis(250);
-/// The increase per round, as a share of the rate at the last decrease.
-const STEP: f64 = 0.08;
 /// The increase per round before the first decrease, as a factor.
 const SLOW_START: f64 = 1.25;
 /// The least increase per round, requests per second.
 const MIN_STEP: f64 = 0.5;
+/// How far back the bucket's samples reach.
+const BUCKET_SPAN: Duration = Duration::from_secs(2);
+/// Samples and time a refill rate needs before it is believed.
+const BUCKET_SAMPLES: usize = 8;
+const BUCKET_MIN_SPAN: Duration = Duration::from_millis(300);
+/// Header-less 429s are compared at the rate their cuts began and once the rate is at most this
+/// share of it (see [`Unexplained`]).
+const INDEPENDENT_BELOW: f64 = 0.6;
+/// As many 429s per request as this share of those at the start means the cuts do not help.
+const INDEPENDENT_SHARE: f64 = 0.6;
+/// Requests needed on each side of the comparison.
+const INDEPENDENT_HIGH: u32 = 10;
+const INDEPENDENT_LOW: u32 = 40;
+/// How long 429s found not to follow the rate only pause delivery.
+const INDEPENDENT_FOR: Duration = Duration::from_secs(300);
+/// A quiet spell that ends a chain of cuts.
+const CHAIN_QUIET: Duration = Duration::from_secs(10);
+/// While in an outage, how often a waiting request looks again (a probe's result or a new
+/// window of the service can let it go sooner than its turn).
+const LOOK_AGAIN: Duration = Duration::from_millis(100);
+/// A failure outage is said again in the log this often while it lasts.
+const OUTAGE_SAID_EVERY: Duration = Duration::from_secs(600);
+
+/// The service's bucket as its `X-RateLimit-Remaining` shows it.
+#[derive(Debug, Clone, Default)]
+struct Bucket {
+    /// The most ever remaining: the bucket's size, as far as seen.
+    size: u32,
+    /// Answers that carried the header (each used a token).
+    used: u64,
+    samples: VecDeque<Sample>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Instant,
+    used: u64,
+    remaining: u32,
+}
+
+impl Bucket {
+    fn observe(&mut self, at: Instant, remaining: u32, sample: bool) {
+        self.size = self.size.max(remaining);
+        self.used += 1;
+        if sample {
+            self.samples.push_back(Sample {
+                at,
+                used: self.used,
+                remaining,
+            });
+        }
+        while self
+            .samples
+            .front()
+            .is_some_and(|s| at.duration_since(s.at) > BUCKET_SPAN)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Nearly empty: at most [`LOW`] of its size left.
+    fn low(&self, remaining: u32) -> bool {
+        f64::from(remaining) <= LOW * f64::from(self.size)
+    }
+
+    /// Tokens the service adds per second, from the recent samples taken while the bucket
+    /// was below its size (a full bucket hides its refill).
+    fn refill_rate(&self) -> Option<f64> {
+        let mut below = self.samples.iter().filter(|s| s.remaining < self.size);
+        let first = below.next()?;
+        let (count, last) = below.fold((1, first), |(n, _), s| (n + 1, s));
+        let span = last.at.duration_since(first.at);
+        if count < BUCKET_SAMPLES || span < BUCKET_MIN_SPAN {
+            return None;
+        }
+        let used = (last.used - first.used) as f64;
+        let change = f64::from(last.remaining) - f64::from(first.remaining);
+        Some(((used + change) / span.as_secs_f64()).max(0.0))
+    }
+
+    fn forget_samples(&mut self) {
+        self.samples.clear();
+    }
+}
+
+/// Requests answered and how many of them were 429s.
+#[derive(Debug, Clone, Copy, Default)]
+struct Share {
+    requests: u32,
+    throttled: u32,
+}
+
+impl Share {
+    fn add(&mut self, throttled: bool) {
+        self.requests = self.requests.saturating_add(1);
+        self.throttled = self.throttled.saturating_add(u32::from(throttled));
+    }
+
+    fn share(self) -> f64 {
+        f64::from(self.throttled) / f64::from(self.requests.max(1))
+    }
+}
+
+/// 429s that say nothing of a bucket (no `X-RateLimit-Remaining`): whether they follow our
+/// rate. A limit answers a lower rate with fewer 429s per request, and none below it; a
+/// throttle that refuses a share of requests whatever the pace (a proxy's, a load balancer's)
+/// answers with as many. While such 429s cut the rate, their share per request at the rates
+/// where the cuts began is compared with their share once the rate is at most
+/// [`INDEPENDENT_BELOW`] of it: [`INDEPENDENT_SHARE`] or more of it means the cuts do not help,
+/// and the rate goes back to where they began; for [`INDEPENDENT_FOR`] such 429s only pause
+/// (their Retry-After) and hold the rate.
+#[derive(Debug, Clone, Default)]
+struct Unexplained {
+    /// Requests since the last chain ended: the share before the cuts.
+    recent: Share,
+    chain: Option<Chain>,
+    last_429: Option<Instant>,
+    only_pause_until: Option<Instant>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    /// The rate when the first cut came.
+    from: f64,
+    high: Share,
+    low: Share,
+}
+
+/// What a header-less 429 does to the rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Verdict {
+    Cut,
+    OnlyPause,
+    /// The cuts did not help: back to this rate.
+    Restore(f64),
+}
+
+impl Unexplained {
+    fn answered(&mut self, rate: f64, throttled: bool) {
+        match self.chain.as_mut() {
+            Some(c) if rate <= INDEPENDENT_BELOW * c.from => c.low.add(throttled),
+            Some(c) => c.high.add(throttled),
+            None => self.recent.add(throttled),
+        }
+    }
+
+    /// A header-less 429, not an echo, at `rate` (already counted with [`Self::answered`]).
+    fn verdict(&mut self, now: Instant, rate: f64) -> Verdict {
+        let quiet = self
+            .last_429
+            .is_some_and(|at| now.duration_since(at) >= CHAIN_QUIET);
+        self.last_429 = Some(now);
+        if quiet {
+            self.chain = None;
+        }
+        if self.only_pause_until.is_some_and(|until| now < until) {
+            return Verdict::OnlyPause;
+        }
+        let recent = std::mem::take(&mut self.recent);
+        let chain = self.chain.get_or_insert(Chain {
+            from: rate,
+            high: recent,
+            low: Share::default(),
+        });
+        let independent = chain.high.requests >= INDEPENDENT_HIGH
+            && chain.low.requests >= INDEPENDENT_LOW
+            && chain.low.share() >= INDEPENDENT_SHARE * chain.high.share();
+        if !independent {
+            return Verdict::Cut;
+        }
+        let from = chain.from;
+        self.chain = None;
+        self.only_pause_until = Some(now + INDEPENDENT_FOR);
+        Verdict::Restore(from)
+    }
+}
 
 /// The rate arithmetic (see the module docs).
 #[derive(Debug, Clone)]
@@ -55,10 +242,15 @@ pub struct RateControl {
     rate: f64,
     step: f64,
     last_cut: Option<Instant>,
-    /// The bucket's fill that caused the last trim (None after a 429 cut).
-    fill_at_cut: Option<f64>,
     /// The rate the service last pushed back at (just before the last decrease).
     pushed_back_at: Option<f64>,
+    /// When the last pause of the service ended: requests sent before it are echoes.
+    resumed: Option<Instant>,
+    bucket: Bucket,
+    /// What remained in the bucket at the last trim (a bucket that has filled since is
+    /// refilling faster than it is used).
+    remaining_at_trim: Option<u32>,
+    unexplained: Unexplained,
     round_start: Instant,
     /// Answers in this round that allow an increase.
     round_ok: u32,
@@ -78,8 +270,11 @@ impl RateControl {
             rate,
             step: (rate * STEP).max(MIN_STEP),
             last_cut: None,
-            fill_at_cut: None,
             pushed_back_at: None,
+            resumed: None,
+            bucket: Bucket::default(),
+            remaining_at_trim: None,
+            unexplained: Unexplained::default(),
             round_start: now,
             round_ok: 0,
             round_hold: false,
@@ -100,6 +295,13 @@ impl RateControl {
         self.pushed_back_at.map_or(self.rate, |r| self.rate.min(r))
     }
 
+    /// The service paused every request until `at`: what was sent before it is an echo, and
+    /// the bucket refills meanwhile (its samples would mislead).
+    pub fn resumes_at(&mut self, at: Instant) {
+        self.resumed = Some(self.resumed.map_or(at, |r| r.max(at)));
+        self.bucket.forget_samples();
+    }
+
     /// A request sent at `sent_at` was throttled (429). Returns the new rate when it changed.
     pub fn throttled(
         &mut self,
@@ -108,10 +310,43 @@ impl RateControl {
         limits: Option<RateLimit>,
     ) -> Option<f64> {
         self.round_hold = true;
-        if limits.and_then(|l| l.remaining).is_some_and(|r| r > 0) {
-            return None; // tokens remain: not our rate
+        let remaining = remaining(limits);
+        if remaining.is_some_and(|r| r > 0) {
+            // Tokens remain: not our rate. The bucket saw the request.
+            if let Some(r) = remaining {
+                self.bucket.observe(now, r, self.after_resume(sent_at));
+            }
+            return None;
         }
-        self.cut(CUT, sent_at, now, None)
+        if remaining.is_none() {
+            let echo = !self.after_resume(sent_at) || self.last_cut.is_some_and(|c| sent_at <= c);
+            if echo {
+                return None;
+            }
+            self.unexplained.answered(self.rate, true);
+            match self.unexplained.verdict(now, self.rate) {
+                Verdict::Cut => {}
+                Verdict::OnlyPause => return None,
+                Verdict::Restore(rate) => {
+                    let rate = rate.min(self.ceiling);
+                    tracing::info!(
+                        rate = format_args!("{rate:.1}"),
+                        "the service's 429s come as often whatever the pace; they only pause \
+                         delivery (their Retry-After) for a while, and the rate goes back"
+                    );
+                    self.rate = rate;
+                    self.step = (rate * STEP).max(MIN_STEP);
+                    self.start_round(now);
+                    return Some(rate);
+                }
+            }
+        }
+        let to = match self.bucket.refill_rate() {
+            Some(refill) if TARGET * refill < self.rate => TARGET * refill,
+            _ if self.last_cut.is_none() => self.rate * FIRST_CUT,
+            _ => self.rate * CUT,
+        };
+        self.cut_to(to, sent_at, now, false)
     }
 
     /// A request sent at `sent_at` was answered (not throttled). `ok`: the service did the
@@ -123,18 +358,32 @@ impl RateControl {
         ok: bool,
         limits: Option<RateLimit>,
     ) -> Option<f64> {
-        if let Some(fill) = limits.and_then(fill) {
-            if fill <= LOW {
+        if let Some(remaining) = remaining(limits) {
+            self.bucket
+                .observe(now, remaining, self.after_resume(sent_at));
+            if self.bucket.low(remaining) {
                 self.round_hold = true;
-                let refilling = self.fill_at_cut.is_some_and(|at_cut| fill > at_cut);
-                if refilling {
-                    return None;
+                let to = match self.bucket.refill_rate() {
+                    Some(refill) => TARGET * refill,
+                    // Nothing measured yet, and filling since the last trim: only hold.
+                    None if self.remaining_at_trim.is_some_and(|at| remaining > at) => return None,
+                    None => self.rate * TRIM,
+                };
+                if to >= self.rate {
+                    return None; // refilling as fast as we use it: only hold
                 }
-                return self.cut(TRIM, sent_at, now, Some(fill));
+                let cut = self.cut_to(to, sent_at, now, true);
+                if cut.is_some() {
+                    self.remaining_at_trim = Some(remaining);
+                }
+                return cut;
             }
-            if fill < 0.5 {
+            if f64::from(remaining) < 0.5 * f64::from(self.bucket.size) {
                 self.round_hold = true;
             }
+        }
+        if self.after_resume(sent_at) {
+            self.unexplained.answered(self.rate, false);
         }
         if ok {
             self.round_ok += 1;
@@ -142,25 +391,27 @@ impl RateControl {
         self.end_round(now)
     }
 
-    fn cut(
-        &mut self,
-        share: f64,
-        sent_at: Instant,
-        now: Instant,
-        fill: Option<f64>,
-    ) -> Option<f64> {
+    fn after_resume(&self, sent_at: Instant) -> bool {
+        self.resumed.is_none_or(|r| sent_at >= r)
+    }
+
+    /// Lowers the rate to `to`, unless the answer is an echo of the overload the last cut or
+    /// pause answered; `trim` (the bucket's signal) also waits [`GAP`] after a decrease, the
+    /// time a bucket takes to show that it refills.
+    fn cut_to(&mut self, to: f64, sent_at: Instant, now: Instant, trim: bool) -> Option<f64> {
+        if !self.after_resume(sent_at) {
+            return None;
+        }
         if let Some(cut) = self.last_cut {
-            let too_soon = fill.is_some() && now.duration_since(cut) < GAP;
-            if sent_at <= cut || too_soon {
-                return None; // an echo of the overload the last cut answered
+            if sent_at <= cut || (trim && now.duration_since(cut) < GAP) {
+                return None;
             }
         }
         self.last_cut = Some(now);
-        self.fill_at_cut = fill;
         self.pushed_back_at = Some(self.rate);
         self.start_round(now);
         let before = self.rate;
-        self.rate = (self.rate * share).max(FLOOR);
+        self.rate = to.clamp(FLOOR, before);
         self.step = (self.rate * STEP).max(MIN_STEP);
         (self.rate != before).then_some(self.rate)
     }
@@ -192,71 +443,278 @@ impl RateControl {
     }
 }
 
-/// The share of the service's bucket left, when its headers make sense (a limit of
-/// `u32::MAX` or more means "no limit").
-fn fill(limits: RateLimit) -> Option<f64> {
-    let (limit, remaining) = (limits.limit?, limits.remaining?);
-    if limit == 0 || limit == u32::MAX {
+/// `X-RateLimit-Remaining`, when the answer says there is a limit (a limit of `u32::MAX` or
+/// more means "no limit").
+fn remaining(limits: Option<RateLimit>) -> Option<u32> {
+    let limits = limits?;
+    if limits.limit.is_some_and(|l| l == u32::MAX) {
         return None;
     }
-    Some(remaining as f64 / limit as f64)
+    limits.remaining
+}
+
+/// Where delivery stands with the service, for `status` and reports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryCondition {
+    /// Requests per second now.
+    pub rate: f64,
+    /// The service asked to wait until this time (`HH:MM:SS UTC`), with the header that
+    /// asked; nothing is sent until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_until: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+    /// Every request fails since this time (UTC `YYYY-MM-DD HH:MM:SS`); one probe goes at a
+    /// time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Seconds between probes, while failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_every_secs: Option<u64>,
+}
+
+impl DeliveryCondition {
+    /// One line for people, when there is something to say.
+    pub fn line(&self) -> Option<String> {
+        if let (Some(until), Some(header)) = (&self.waiting_until, &self.waiting_for) {
+            return Some(format!(
+                "the service asked to wait until {until} ({header}); operations queue behind it"
+            ));
+        }
+        let since = self.failing_since.as_ref()?;
+        Some(format!(
+            "the service fails every request since {since} UTC; one probe every {} s; last error: {}",
+            self.probe_every_secs.unwrap_or(0),
+            self.last_error.as_deref().unwrap_or("unknown")
+        ))
+    }
 }
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
 
-/// The limiter every request waits on, rebuilt when the rate changes.
+/// What the pace decides over, under one lock.
+#[derive(Debug)]
+struct Control {
+    rate: RateControl,
+    outage: Outage,
+    /// When the outage was last said in the log.
+    outage_said: Option<Instant>,
+}
+
+/// The pace every request of one token waits on (see the module docs).
 #[derive(Debug)]
 pub struct Pace {
-    control: Mutex<RateControl>,
+    control: Mutex<Control>,
     limiter: Mutex<Arc<Limiter>>,
     burst: NonZeroU32,
+    wait: Arc<ServiceWait>,
+}
+
+/// A request's turn to be sent; its result goes back through [`Pace::answered`],
+/// [`Pace::throttled`] or [`Pace::failed`]. A turn dropped without one (a call given up) lets
+/// the next probe go.
+#[derive(Debug)]
+pub struct Turn<'a> {
+    pace: &'a Pace,
+    pub sent_at: Instant,
+    probe: bool,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if self.probe {
+            self.pace.lock().outage.probe_dropped();
+        }
+    }
 }
 
 impl Pace {
-    /// `burst`: requests let through at once after a quiet spell.
-    pub fn new(ceiling: f64, start: Option<f64>, burst: u32) -> Pace {
-        let control = RateControl::new(ceiling, start, Instant::now());
+    /// `burst`: requests let through at once after a quiet spell; `wait`: the client's
+    /// window of the service's Retry-After.
+    pub fn new(ceiling: f64, start: Option<f64>, burst: u32, wait: Arc<ServiceWait>) -> Pace {
+        let now = Instant::now();
+        let rate = RateControl::new(ceiling, start, now);
         let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
         Pace {
-            limiter: Mutex::new(Arc::new(limiter(control.rate(), burst))),
-            control: Mutex::new(control),
+            limiter: Mutex::new(Arc::new(limiter(rate.rate(), burst))),
+            control: Mutex::new(Control {
+                rate,
+                outage: Outage::new(now),
+                outage_said: None,
+            }),
             burst,
+            wait,
         }
     }
 
-    /// Waits for the next request's turn; returns when it may be sent. A turn given by a
-    /// limiter replaced during the wait does not count: the request waits again at the new
-    /// rate (else every waiter would still go at the old one).
-    pub async fn ready(&self) -> Instant {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Control> {
+        lock(&self.control)
+    }
+
+    /// Waits for the next request's turn: past the service's window, past the outage's gate,
+    /// and its place under the rate. A turn given by a limiter replaced during the wait does
+    /// not count: the request waits again at the new rate (else every waiter would still go
+    /// at the old one).
+    pub async fn ready(&self) -> Turn<'_> {
         loop {
+            self.wait.open().await;
+            let gate = self.lock().outage.gate(Instant::now());
+            let probe = match gate {
+                Gate::Go => false,
+                Gate::Probe => true,
+                Gate::Until(at) => {
+                    let at = at.min(Instant::now() + LOOK_AGAIN);
+                    tokio::time::sleep_until(at.into()).await;
+                    continue;
+                }
+                Gate::ProbeInFlight => {
+                    tokio::time::sleep(LOOK_AGAIN).await;
+                    continue;
+                }
+            };
+            // From here the probe (if it is one) is this turn's to give back.
+            let turn = Turn {
+                pace: self,
+                sent_at: Instant::now(),
+                probe,
+            };
             let limiter = lock(&self.limiter).clone();
             limiter.until_ready().await;
-            if Arc::ptr_eq(&limiter, &lock(&self.limiter)) {
-                return Instant::now();
+            if !Arc::ptr_eq(&limiter, &lock(&self.limiter)) || self.wait.window().is_some() {
+                continue; // the rate changed or the service asked to wait meanwhile
             }
+            return Turn {
+                sent_at: Instant::now(),
+                ..turn
+            };
         }
     }
 
     /// Requests per second now.
     pub fn rate(&self) -> f64 {
-        lock(&self.control).rate()
+        self.lock().rate.rate()
     }
 
     /// See [`RateControl::settled`].
     pub fn settled(&self) -> f64 {
-        lock(&self.control).settled()
+        self.lock().rate.settled()
     }
 
-    pub fn throttled(&self, sent_at: Instant, limits: Option<RateLimit>) {
-        let changed = lock(&self.control).throttled(sent_at, Instant::now(), limits);
-        if let Some(rate) = changed {
-            tracing::debug!(rate = format_args!("{rate:.1}"), "throttled: rate cut");
-            self.set(rate);
+    /// The last passing failure, while requests fail.
+    pub fn last_error(&self) -> Option<String> {
+        self.lock().outage.last_error().map(str::to_owned)
+    }
+
+    /// Where delivery stands, for `status`.
+    pub fn condition(&self) -> DeliveryCondition {
+        let control = self.lock();
+        let window = self.wait.window();
+        DeliveryCondition {
+            rate: control.rate.rate(),
+            waiting_until: window.map(|w| w.until_shown()),
+            waiting_for: window.map(|w| w.reason.header().to_owned()),
+            failing_since: control
+                .outage
+                .active()
+                .then(|| {
+                    control
+                        .outage
+                        .failing_since()
+                        .map(crate::clock::utc_datetime)
+                })
+                .flatten(),
+            last_error: control
+                .outage
+                .active()
+                .then(|| control.outage.last_error().map(str::to_owned))
+                .flatten(),
+            probe_every_secs: control.outage.probe_gap().map(|g| g.as_secs()),
         }
     }
 
-    pub fn answered(&self, sent_at: Instant, ok: bool, limits: Option<RateLimit>) {
-        let changed = lock(&self.control).answered(sent_at, Instant::now(), ok, limits);
+    /// The service answered the turn's request (not 429, not a passing failure); `ok`: 2xx.
+    pub fn answered(&self, turn: Turn<'_>, ok: bool, limits: Option<RateLimit>) {
+        let now = Instant::now();
+        let mut control = self.lock();
+        let changed = control.rate.answered(turn.sent_at, now, ok, limits);
+        let ended = control.outage.answered(now);
+        drop(control);
+        self.finish(turn, changed, ended);
+    }
+
+    /// The turn's request was throttled (429), `retry_after` the service's wait.
+    pub fn throttled(
+        &self,
+        turn: Turn<'_>,
+        limits: Option<RateLimit>,
+        retry_after: Option<Duration>,
+    ) {
+        let now = Instant::now();
+        let mut control = self.lock();
+        let changed = control.rate.throttled(turn.sent_at, now, limits);
+        if let Some(wait) = retry_after {
+            control.rate.resumes_at(now + wait);
+        }
+        // A 429 is an answer: the service is there.
+        let ended = control.outage.answered(now);
+        drop(control);
+        if let Some(rate) = changed {
+            tracing::debug!(rate = format_args!("{rate:.1}"), "throttled: rate cut");
+        }
+        self.finish(turn, changed, ended);
+    }
+
+    /// The turn's request failed for a passing reason (5xx, timeout, broken connection).
+    pub fn failed(&self, turn: Turn<'_>, error: &crate::api::ApiError) {
+        let now = Instant::now();
+        let mut control = self.lock();
+        let changed = control
+            .rate
+            .answered(turn.sent_at, now, false, error.rate_limit());
+        if let Some(wait) = error.retry_after() {
+            control.rate.resumes_at(now + wait);
+        }
+        let began = control.outage.failed(now, error.to_string(), turn.probe);
+        let say = match began {
+            Some(Change::Began { probe_in }) => {
+                control.outage_said = Some(now);
+                Some(probe_in)
+            }
+            _ if control.outage.active()
+                && control
+                    .outage_said
+                    .is_some_and(|at| now.duration_since(at) >= OUTAGE_SAID_EVERY) =>
+            {
+                control.outage_said = Some(now);
+                control.outage.probe_gap()
+            }
+            _ => None,
+        };
+        let since = control.outage.failing_since();
+        drop(control);
+        if let Some(probe_in) = say {
+            tracing::warn!(
+                error = %error,
+                failing_secs = since.and_then(|s| s.elapsed().ok()).map_or(0, |d| d.as_secs()),
+                probe_every_secs = probe_in.as_secs(),
+                "the service fails every request; delivery slows to one probe at a time until it answers"
+            );
+        }
+        let mut turn = turn;
+        turn.probe = false; // its result is in
+        self.finish(turn, changed, None);
+    }
+
+    fn finish(&self, mut turn: Turn<'_>, changed: Option<f64>, ended: Option<Change>) {
+        turn.probe = false;
+        if let Some(Change::Ended { lasted }) = ended {
+            tracing::info!(
+                failed_secs = lasted.as_secs(),
+                "the service answers again; delivery goes back to its pace"
+            );
+        }
         if let Some(rate) = changed {
             tracing::trace!(rate = format_args!("{rate:.1}"), "rate changed");
             self.set(rate);
@@ -295,11 +753,16 @@ mod tests {
         Some(RateLimit {
             limit: Some(limit),
             remaining: Some(remaining),
+            ..RateLimit::default()
         })
     }
 
     fn ms(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)
+    }
+
+    fn close(got: f64, want: f64) -> bool {
+        (got - want).abs() < 1e-6
     }
 
     #[test]
@@ -312,17 +775,25 @@ mod tests {
     }
 
     #[test]
-    fn a_429_cuts_once_per_round_of_requests() {
+    fn one_cut_per_round_trip_the_first_one_deep() {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, None, t0);
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(80.0));
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(50.0));
         // Sent before the cut: the same overload, no second cut.
         assert_eq!(c.throttled(ms(t0, 5), ms(t0, 12), limits(10, 0)), None);
         // Sent after it: the cut was not enough.
-        assert_eq!(
-            c.throttled(ms(t0, 11), ms(t0, 20), limits(10, 0)),
-            Some(64.0)
-        );
+        assert_eq!(c.throttled(ms(t0, 11), ms(t0, 20), None), Some(40.0));
+    }
+
+    #[test]
+    fn requests_sent_before_a_pause_ended_are_echoes() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(50.0));
+        c.resumes_at(ms(t0, 1010));
+        // Sent after the cut but inside the pause (a strict service refuses it again).
+        assert_eq!(c.throttled(ms(t0, 500), ms(t0, 510), None), None);
+        assert_eq!(c.throttled(ms(t0, 1020), ms(t0, 1030), None), Some(40.0));
     }
 
     #[test]
@@ -361,19 +832,19 @@ mod tests {
     #[test]
     fn after_a_decrease_the_rate_rises_additively_up_to_the_ceiling() {
         let t0 = Instant::now();
-        let mut c = RateControl::new(20.0, None, t0);
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(16.0));
-        let rates = quiet_seconds(&mut c, t0, 100, 7);
-        // Steps of 8% of 16 (1.28 per second), capped at the ceiling.
-        let want = [17.28, 18.56, 19.84, 20.0];
+        let mut c = RateControl::new(60.0, None, t0);
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(30.0));
+        let rates = quiet_seconds(&mut c, t0, 100, 4);
+        // Steps of 2% of 30, but never less than half a request per second.
+        let want = [30.6, 31.2, 31.8];
         assert_eq!(rates.len(), want.len(), "{rates:?}");
-        for (got, want) in rates.iter().zip(want) {
-            assert!((got - want).abs() < 1e-9, "{rates:?}");
-        }
         assert!(
-            quiet_seconds(&mut c, t0, 7100, 2).is_empty(),
-            "never above it"
+            rates.iter().zip(want).all(|(g, w)| close(*g, w)),
+            "{rates:?}"
         );
+        let mut c = RateControl::new(20.0, None, t0);
+        c.throttled(ms(t0, 1), ms(t0, 2), None);
+        assert_eq!(quiet_seconds(&mut c, t0, 100, 3), vec![10.5, 11.0]);
     }
 
     #[test]
@@ -381,39 +852,103 @@ mod tests {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, Some(50.0), t0);
         assert_eq!(c.settled(), 50.0, "nothing pushed back yet");
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(40.0));
-        assert_eq!(c.settled(), 40.0);
-        let rates = quiet_seconds(&mut c, t0, 100, 5);
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(25.0));
+        assert_eq!(c.settled(), 25.0);
+        let rates = quiet_seconds(&mut c, t0, 100, 60);
         assert!(c.rate() > 50.0, "{rates:?}");
         assert_eq!(c.settled(), 50.0);
     }
 
+    /// A bucket of 10 refilled at `refill` per second, asked by one request every `every_ms`
+    /// for `count` requests at the control's own rate: answered while it holds a token (with
+    /// what remains), throttled when it is empty. The rates the control moved to.
+    fn drain(c: &mut RateControl, t0: Instant, count: u64, refill: f64) -> Vec<f64> {
+        let (mut tokens, mut at, mut last) = (10.0_f64, 0.0_f64, 0.0_f64);
+        let mut rates = vec![];
+        for _ in 0..count {
+            at += 1000.0 / c.rate();
+            tokens = (tokens + refill * (at - last) / 1000.0).min(10.0);
+            last = at;
+            let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            if tokens >= 1.0 {
+                tokens -= 1.0;
+                rates.extend(c.answered(now, now, true, limits(50, tokens as u32)));
+            } else {
+                rates.extend(c.throttled(now, now, limits(50, 0)));
+            }
+        }
+        rates
+    }
+
     #[test]
-    fn a_nearly_empty_bucket_trims_before_any_429() {
+    fn a_draining_bucket_sets_the_rate_below_its_refill_before_any_429() {
         let t0 = Instant::now();
-        let mut c = RateControl::new(100.0, Some(55.0), t0);
-        let trimmed = c
-            .answered(ms(t0, 1), ms(t0, 2), true, limits(10, 1))
-            .unwrap();
-        assert!((trimmed - 49.5).abs() < 1e-9, "{trimmed}");
-        // Still as empty, too soon to tell: left alone.
-        assert_eq!(
-            c.answered(ms(t0, 100), ms(t0, 100), true, limits(10, 1)),
-            None
-        );
-        // Still as empty a gap later: trimmed again.
-        let again = c
-            .answered(ms(t0, 300), ms(t0, 300), true, limits(10, 1))
-            .unwrap();
-        assert!((again - 44.55).abs() < 1e-9, "{again}");
-        // Low but refilling since: left alone.
-        assert_eq!(
-            c.answered(ms(t0, 600), ms(t0, 600), true, limits(10, 2)),
-            None
-        );
-        // Half full: held, no raise in that round.
-        c.answered(ms(t0, 900), ms(t0, 900), true, limits(10, 4));
-        assert_eq!(c.answered(ms(t0, 1400), ms(t0, 1400), true, None), None);
+        let mut c = RateControl::new(100.0, None, t0);
+        // 100 requests a second into a bucket refilled at 50: nearly empty within 0.2 s, its
+        // refill measured once the samples span enough time, and the rate set just below.
+        let rates = drain(&mut c, t0, 300, 50.0);
+        let measured = rates.iter().position(|r| (45.0..50.0).contains(r));
+        let measured = measured.unwrap_or_else(|| panic!("{rates:?}"));
+        assert!(measured <= 4, "within a few decreases: {rates:?}");
+        // From there only the slow additive probe above it.
+        assert!(rates[measured..].iter().all(|r| *r < 52.0), "{rates:?}");
+    }
+
+    #[test]
+    fn a_bucket_refilling_faster_than_it_is_used_only_holds_once_measured() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(30.0), t0);
+        // Sent at 30/s into a bucket of 10 refilled at 50/s that a burst emptied: nearly
+        // empty, so trimmed once while nothing is measured; then refilling faster than it is
+        // used: held there, neither cut again nor raised while it is low.
+        c.answered(t0, t0, true, limits(10, 10));
+        let mut rates = vec![];
+        for (k, remaining) in [0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2].iter().enumerate() {
+            let at = ms(t0, 300 + k as u64 * 33);
+            rates.extend(c.answered(at, at, true, limits(10, *remaining)));
+        }
+        assert_eq!(rates, vec![27.0]);
+    }
+
+    /// `count` requests at the control's own rate, each answered 200 or, for the numbers
+    /// `throttle` picks, 429 without headers; the lowest rate reached and the last.
+    fn header_less(
+        c: &mut RateControl,
+        t0: Instant,
+        count: u64,
+        mut throttle: impl FnMut(u64, f64) -> bool,
+    ) -> (f64, f64) {
+        let (mut at, mut lowest) = (0.0_f64, c.rate());
+        for k in 0..count {
+            at += 1000.0 / c.rate();
+            let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            if throttle(k, c.rate()) {
+                c.throttled(now, now, None);
+            } else {
+                c.answered(now, now, true, None);
+            }
+            lowest = lowest.min(c.rate());
+        }
+        (lowest, c.rate())
+    }
+
+    #[test]
+    fn header_less_429s_that_come_whatever_the_pace_stop_cutting_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // One request in ten refused, whatever the rate.
+        let (lowest, last) = header_less(&mut c, t0, 600, |k, _| k % 10 == 9);
+        assert!(lowest < 60.0, "cut first: {lowest}");
+        assert!(last >= 90.0, "then back: {last}");
+    }
+
+    #[test]
+    fn header_less_429s_of_a_limit_keep_the_rate_below_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // A limit of 40/s: above it, one request in five refused; below it, none.
+        let (_, last) = header_less(&mut c, t0, 3000, |k, rate| rate > 40.0 && k % 5 == 4);
+        assert!(last <= 42.0, "{last}");
     }
 
     #[test]
@@ -440,5 +975,22 @@ mod tests {
             c.throttled(ms(t0, k * 10 + 1), ms(t0, k * 10 + 5), None);
         }
         assert_eq!(c.rate(), FLOOR);
+    }
+
+    #[tokio::test]
+    async fn every_request_waits_out_the_service_window() {
+        let wait = Arc::new(ServiceWait::default());
+        let pace = Pace::new(1000.0, None, 1, wait.clone());
+        wait.hold(
+            Duration::from_millis(80),
+            crate::api::WaitReason::RetryAfter,
+        );
+        assert!(pace.condition().waiting_until.is_some());
+        let started = Instant::now();
+        let turn = pace.ready().await;
+        assert!(started.elapsed() >= Duration::from_millis(75));
+        drop(turn);
+        let shown = pace.condition();
+        assert_eq!(shown.waiting_until, None, "over");
     }
 }
