@@ -7,7 +7,7 @@
 //! The gate owns the pushback a strict service gives: the token bucket with its
 //! `X-RateLimit-*` headers (none at all without a limit), the Retry-After of every 429 and 503,
 //! the windows those announce (remembered per token; enforced with
-//! `behaviour.enforce_retry_after`).
+//! `behaviour.enforce_retry_after`), and requests never answered (`silence`).
 
 use super::config::{Behaviour, SandboxConfig};
 use super::validate;
@@ -55,6 +55,7 @@ enum Fault {
     AckLost,
     Html200,
     WrongVehicle,
+    Silence,
 }
 
 impl Fault {
@@ -68,6 +69,7 @@ impl Fault {
             Fault::AckLost => "ack_lost",
             Fault::Html200 => "html_200",
             Fault::WrongVehicle => "wrong_vehicle",
+            Fault::Silence => "silence",
         }
     }
 }
@@ -92,7 +94,7 @@ pub(crate) struct Shared {
 
 #[derive(Default)]
 struct Stats {
-    /// (route, status) → count; status is the HTTP code or `dropped` / `ack_lost`.
+    /// (route, status) → count; status is the HTTP code or `dropped` / `ack_lost` / `silence`.
     requests: Mutex<BTreeMap<(String, String), u64>>,
     rate_limited: AtomicU64,
     /// Requests refused because they came back inside an announced Retry-After window.
@@ -220,6 +222,7 @@ impl Shared {
             (Fault::AckLost, f.ack_lost),
             (Fault::Html200, f.html_200),
             (Fault::WrongVehicle, f.wrong_vehicle),
+            (Fault::Silence, f.silence),
         ];
         if table.iter().all(|(_, p)| *p <= 0.0) {
             return None;
@@ -350,6 +353,10 @@ fn retry_after(mut response: Response, secs: u64) -> Response {
     response
 }
 
+/// How long a request drawn for `silence` is held before its connection is dropped: longer
+/// than any client waits.
+const SILENCE: Duration = Duration::from_secs(3600);
+
 /// Every service request passes here first, in the order a real deployment would apply:
 /// latency, authentication, announced Retry-After windows, rate limit, content negotiation,
 /// organization access, faults.
@@ -388,6 +395,12 @@ async fn gate(
             // A portal in front of the service: nothing reaches it, no rate headers.
             shared.record(&route, "200");
             return captive_portal();
+        }
+        Admission::Fault(Fault::Silence, _) => {
+            // Counted now: no answer will ever be.
+            shared.record(&route, "silence");
+            tokio::time::sleep(SILENCE).await;
+            return drop_connection(kill).await;
         }
         Admission::Fault(Fault::WrongVehicle, rate) => {
             // Taken by the vehicle writes' handlers; the others ignore it.
@@ -1169,6 +1182,41 @@ mod tests {
             (limited.status().as_u16(), rate_headers(&limited)),
             (429, 0)
         );
+    }
+
+    /// `silence`: no byte of answer, so the client's own timeout ends the call; the sandbox
+    /// goes on serving everything else meanwhile.
+    #[tokio::test]
+    async fn a_silent_request_is_never_answered() {
+        let sb = sandbox(Behaviour {
+            faults: Faults {
+                silence: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        })
+        .await;
+        crate::api::install_crypto_provider();
+        let impatient = reqwest::Client::builder()
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let err = impatient
+            .get(format!("{}/v1/inventory", sb.base_url()))
+            .header(header::AUTHORIZATION, "Bearer sandbox-token")
+            .header("x-service-organization-id", "100")
+            .send()
+            .await
+            .unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let http = http();
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["faults"], json!({"silence": 1}));
+        assert_eq!(st["requests"]["GET /v1/inventory"]["silence"], 1);
+        put_behaviour(&http, &sb, &Behaviour::default()).await;
+        assert_eq!(list(&http, &sb).await.status(), 200);
     }
 
     #[test]
