@@ -368,10 +368,13 @@ async fn gate(
 ) -> Response {
     let route = format!("{} {}", request.method(), matched.as_str());
     let _in_flight = InFlight::enter(&shared.stats);
-    let behaviour = shared.behaviour();
-    if behaviour.faults.latency_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(behaviour.faults.latency_ms)).await;
+    let latency_ms = shared.behaviour().faults.latency_ms;
+    if latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(latency_ms)).await;
     }
+    // The behaviour in force when the request reaches the service: one installed during the
+    // latency applies to the requests already on their way, as a service that breaks does.
+    let behaviour = shared.behaviour();
     let kill = request.extensions().get::<ConnectionKill>().cloned();
     let outcome = admit(&shared, &behaviour, &mut request).await;
     let (response, rate_headers) = match outcome {
@@ -1217,6 +1220,49 @@ mod tests {
         assert_eq!(st["requests"]["GET /v1/inventory"]["silence"], 1);
         put_behaviour(&http, &sb, &Behaviour::default()).await;
         assert_eq!(list(&http, &sb).await.status(), 200);
+    }
+
+    /// "500 for a while": a behaviour put while requests are in flight applies to them
+    /// (they reach the service after it), and putting the old one back heals the service.
+    #[tokio::test]
+    async fn server_errors_for_a_while_reach_requests_in_flight() {
+        let slow = Behaviour {
+            faults: Faults {
+                latency_ms: 300,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        };
+        let failing = Behaviour {
+            faults: Faults {
+                http_500: 1.0,
+                ..slow.faults.clone()
+            },
+            ..slow.clone()
+        };
+        let sb = Arc::new(sandbox(slow.clone()).await);
+        let http = http();
+        let batch = |n: usize| {
+            let mut calls = tokio::task::JoinSet::new();
+            for _ in 0..n {
+                let (http, sb) = (http.clone(), sb.clone());
+                calls.spawn(async move { list(&http, &sb).await.status().as_u16() });
+            }
+            calls
+        };
+        for (behaviour, status) in [(&failing, 500), (&slow, 200)] {
+            let mut calls = batch(4);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            put_behaviour(&http, &sb, behaviour).await;
+            let mut statuses = Vec::new();
+            while let Some(answer) = calls.join_next().await {
+                statuses.push(answer.unwrap());
+            }
+            assert_eq!(statuses, [status; 4]);
+        }
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["faults"], json!({"http_500": 4}));
+        assert!(st["max_in_flight"].as_u64().unwrap() >= 4, "{st}");
     }
 
     #[test]
