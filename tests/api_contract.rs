@@ -396,6 +396,10 @@ async fn rate_limit_answers_429_with_retry_after_and_headers() {
         (Duration::from_secs(1)..=Duration::from_secs(2)).contains(&wait),
         "{wait:?}"
     );
+    let limits = err.rate_limit().expect("rate limit headers on the 429");
+    assert_eq!(limits.remaining, Some(0));
+    let reset = limits.reset.expect("X-RateLimit-Reset read");
+    assert!(reset <= Duration::from_secs(3), "{reset:?}");
     let line = err.to_string();
     println!("429 reads: {line}");
     assert!(line.contains("rate limited (429)"), "{line}");
@@ -454,6 +458,48 @@ async fn server_errors_are_retryable_and_503_carries_retry_after() {
     for fault in ["http_500", "http_503", "http_504", "http_429"] {
         assert_eq!(st["faults"][fault], 1, "{fault}");
     }
+}
+
+/// A long Retry-After, enforced: the token is told an hour, and a call back within it is
+/// refused again for the same moment (counted `early`), whatever the faults say now. The call
+/// back comes from another client with the same token (another process, or one restarted),
+/// which has not heard the Retry-After.
+#[tokio::test]
+async fn an_enforced_retry_after_of_an_hour_refuses_a_call_back_within_it() {
+    let sb = sandbox_with(Behaviour {
+        enforce_retry_after: true,
+        faults: Faults {
+            http_503: 1.0,
+            retry_after_secs: 3600,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let err = client(&sb).upsert_vehicle(&payload(1)).await.unwrap_err();
+    assert_eq!(err.status(), Some(503));
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(3600)));
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            enforce_retry_after: true,
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let err = client(&sb).upsert_vehicle(&payload(1)).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+    assert_eq!(err.status(), Some(429));
+    let wait = err.retry_after().expect("Retry-After parsed");
+    assert!(
+        (Duration::from_secs(3599)..=Duration::from_secs(3600)).contains(&wait),
+        "{wait:?}"
+    );
+    let st = state(&sb).await;
+    assert_eq!(vehicles(&st), 0, "nothing applied");
+    assert_eq!(st["early"], 1);
+    assert_eq!(st["faults"]["http_503"], 1);
+    assert_eq!(count(&st, "POST /v1/inventory", "429"), 1);
 }
 
 #[tokio::test]
@@ -669,7 +715,8 @@ async fn next_page_links_keep_an_encoded_application_slug() {
     assert_eq!(listed.len(), 150);
 }
 
-/// The exact keys of the paged shapes, and the rate headers on every answer, errors included.
+/// The exact keys of the paged shapes, and the rate headers on every answer, errors included,
+/// when the service has a limit.
 #[tokio::test]
 async fn list_shapes_have_their_exact_keys_and_every_answer_its_rate_headers() {
     lotsync::api::install_crypto_provider();
@@ -756,11 +803,10 @@ async fn list_shapes_have_their_exact_keys_and_every_answer_its_rate_headers() {
             .unwrap();
         assert!(remaining < 50, "{remaining}");
     }
-    // Without a limit the headers say so with the largest value.
+    // Without a limit there are none, as from a service that has none.
     let sb = sandbox(SandboxConfig::default()).await;
     let answer = client(&sb).list_vehicles().await.unwrap();
-    let limits = answer.rate_limit.unwrap();
-    assert_eq!(limits.limit, Some(u32::MAX));
+    assert_eq!(answer.rate_limit, None);
 }
 
 /// `html_200`: a portal's sign-in page instead of the service, 200 and nothing applied. The

@@ -101,6 +101,7 @@ organization = 700
 list_shape = "resource"
 page_size = 10
 strict_transitions = true
+enforce_retry_after = true
 
 [behaviour.rate_limit]
 rate = 100.0
@@ -110,6 +111,8 @@ burst = 20
 seed = 5
 html_200 = 0.0
 wrong_vehicle = 0.0
+silence = 0.0
+retry_after_secs = 30
 pad_answer_kib = 4
 "#,
     )
@@ -126,11 +129,14 @@ pad_answer_kib = 4
         "{text}"
     );
     assert!(
-        text.contains("resource lists of 10, strict transitions, rate limit 100/s, burst 20"),
+        text.contains(
+            "resource lists of 10, strict transitions, rate limit 100/s, burst 20, \
+             Retry-After enforced"
+        ),
         "{text}"
     );
     assert!(
-        text.contains("faults (seed 5): answers padded by 4 KiB"),
+        text.contains("faults (seed 5): Retry-After 30 s on 429 and 503, answers padded by 4 KiB"),
         "{text}"
     );
 
@@ -176,7 +182,8 @@ fn a_bad_config_exits_2_naming_every_problem() {
     let config = dir.join("sandbox.toml");
     std::fs::write(
         &config,
-        "[[locations]]\nid = 5\norganization = 999\n\n[behaviour]\npage_size = 500\n",
+        "[[locations]]\nid = 5\norganization = 999\n\n[behaviour]\npage_size = 500\n\
+         [behaviour.faults]\nretry_after_secs = 0\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
@@ -189,6 +196,10 @@ fn a_bad_config_exits_2_naming_every_problem() {
     assert!(err.contains("sandbox.toml"), "{err}");
     assert!(err.contains("location 5 names organization 999"), "{err}");
     assert!(err.contains("page_size is 500"), "{err}");
+    assert!(
+        err.contains("retry_after_secs is 0; it must be 1 to 86400"),
+        "{err}"
+    );
 
     std::fs::write(&config, "[behaviour]\nlist_shape = \"pages\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))

@@ -62,6 +62,14 @@ fn faults(seed: u64) -> Faults {
 async fn converges_exactly_under_faults_and_a_repeat_sends_nothing() {
     let sb = sandbox_with(Behaviour {
         strict_transitions: true,
+        // A limit far above the uploader's, told in the headers, so that the spurious 429s
+        // say tokens remain (a passing throttle, which holds the rate); a 429 that says
+        // nothing would be taken for the limit itself and cut the rate each time.
+        rate_limit: Some(RateLimitConfig {
+            rate: 1_000_000.0,
+            burst: 100_000,
+            headers: true,
+        }),
         faults: faults(11),
         ..Behaviour::default()
     })

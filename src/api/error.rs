@@ -44,8 +44,8 @@ pub enum ApiError {
         messages: Vec<String>,
         retry_after: Option<Duration>,
         /// `X-RateLimit-*` of the answer, when sent (a 429 that says tokens remain is not
-        /// about the caller's rate).
-        rate_limit: Option<RateLimit>,
+        /// about the caller's rate). Boxed to keep every `Result<_, ApiError>` small.
+        rate_limit: Option<Box<RateLimit>>,
         reason: String,
     },
     /// The service refused this request as wrong; the messages say why.
@@ -118,7 +118,7 @@ impl ApiError {
     /// `X-RateLimit-*` of a retryable answer, when the service sent them.
     pub fn rate_limit(&self) -> Option<RateLimit> {
         match self {
-            ApiError::Retryable { rate_limit, .. } => *rate_limit,
+            ApiError::Retryable { rate_limit, .. } => rate_limit.as_deref().copied(),
             _ => None,
         }
     }
@@ -134,6 +134,7 @@ impl ApiError {
         organization_id: u64,
         resource_call: bool,
     ) -> ApiError {
+        let rate_limit = rate_limit.map(Box::new);
         match status {
             401 => ApiError::Fatal {
                 call,

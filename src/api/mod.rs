@@ -125,6 +125,9 @@ pub struct RateLimit {
     /// Saturated at `u32::MAX`, which services use for "no limit".
     pub limit: Option<u32>,
     pub remaining: Option<u32>,
+    /// How long from receipt of the answer until the bucket resets (`X-RateLimit-Reset`, sent
+    /// as Unix seconds or as seconds from now); zero when that time has passed.
+    pub reset: Option<Duration>,
 }
 
 /// A successful answer: the value plus what the uploader needs to pace itself.
@@ -495,7 +498,7 @@ impl ApiClient {
             "service answered"
         );
 
-        let rate_limit = rate_limit_of(headers);
+        let rate_limit = rate_limit_of(headers, SystemTime::now());
         if success {
             let bytes =
                 read.map_err(|over| self.too_large(call.clone(), status, answering, over))?;
@@ -667,17 +670,36 @@ fn error_messages(body: &[u8]) -> Vec<String> {
     value.get("message").map(strings).unwrap_or_default()
 }
 
-fn rate_limit_of(headers: &HeaderMap) -> Option<RateLimit> {
+/// `X-RateLimit-*` of an answer received at `now`, when it has any of them.
+fn rate_limit_of(headers: &HeaderMap, now: SystemTime) -> Option<RateLimit> {
     let number = |name: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
     };
-    let limit = number("x-ratelimit-limit");
-    let remaining = number("x-ratelimit-remaining");
-    (limit.is_some() || remaining.is_some()).then_some(RateLimit { limit, remaining })
+    let count = |name: &str| number(name).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    let limit = count("x-ratelimit-limit");
+    let remaining = count("x-ratelimit-remaining");
+    let reset = number("x-ratelimit-reset").map(|n| reset_after(n, now));
+    (limit.is_some() || remaining.is_some() || reset.is_some()).then_some(RateLimit {
+        limit,
+        remaining,
+        reset,
+    })
+}
+
+/// `X-RateLimit-Reset` as a wait from `now`. Services send either a Unix time (GitHub,
+/// Laravel) or seconds from now (the IETF draft); no wait is a billion seconds (31 years)
+/// long, and no Unix time since 2001 is that short, so the size tells which.
+fn reset_after(value: u64, now: SystemTime) -> Duration {
+    const UNIX_TIME_ABOVE: u64 = 1_000_000_000;
+    if value > UNIX_TIME_ABOVE {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(value);
+        at.duration_since(now).unwrap_or(Duration::ZERO)
+    } else {
+        Duration::from_secs(value)
+    }
 }
 
 fn call_of(method: &Method, url: &Url) -> Call {
@@ -910,6 +932,50 @@ mod tests {
             read_one(answer(serde_json::json!({"data": {"id": 5}}))).unwrap();
         assert_eq!(wrapped.value.id, 5);
         assert!(read_one::<Vehicle>(answer(serde_json::json!({"data": 1}))).is_err());
+    }
+
+    #[test]
+    fn rate_limit_headers_with_a_reset_as_unix_time_or_seconds() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                h.insert(*name, HeaderValue::from_str(value).unwrap());
+            }
+            h
+        };
+        assert_eq!(rate_limit_of(&headers(&[]), now), None);
+        let at = headers(&[
+            ("x-ratelimit-limit", "60"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1700000042"),
+        ]);
+        assert_eq!(
+            rate_limit_of(&at, now),
+            Some(RateLimit {
+                limit: Some(60),
+                remaining: Some(0),
+                reset: Some(Duration::from_secs(42)),
+            })
+        );
+        let passed = headers(&[("x-ratelimit-reset", "1699999990")]);
+        assert_eq!(
+            rate_limit_of(&passed, now).and_then(|r| r.reset),
+            Some(Duration::ZERO)
+        );
+        let delta = headers(&[("x-ratelimit-reset", " 30 ")]);
+        assert_eq!(
+            rate_limit_of(&delta, now).and_then(|r| r.reset),
+            Some(Duration::from_secs(30))
+        );
+        let unparsable = headers(&[("x-ratelimit-limit", "10"), ("x-ratelimit-reset", "soon")]);
+        let limits = rate_limit_of(&unparsable, now).unwrap();
+        assert_eq!((limits.limit, limits.reset), (Some(10), None));
+        let huge = headers(&[("x-ratelimit-limit", "99999999999")]);
+        assert_eq!(
+            rate_limit_of(&huge, now).and_then(|r| r.limit),
+            Some(u32::MAX)
+        );
     }
 
     #[test]

@@ -73,9 +73,16 @@ pub struct Behaviour {
     /// asynchronously by the service).
     #[serde(default = "default_image_delay_ms")]
     pub image_delay_ms: u64,
-    /// A token bucket per token; absent means unlimited.
+    /// A token bucket per token; absent means unlimited (and no `X-RateLimit-*` headers).
     #[serde(default)]
     pub rate_limit: Option<RateLimitConfig>,
+    /// Hold clients to every Retry-After sent (by the rate limit, `http_429` or `http_503`):
+    /// a request of that token before the announced time is refused with 429 and a
+    /// Retry-After for the same moment, without touching the bucket or drawing a fault, and
+    /// counted as `early` in the stats. Windows already announced stay across a change of
+    /// behaviour; `POST /__sandbox/reset` forgets them.
+    #[serde(default)]
+    pub enforce_retry_after: bool,
     #[serde(default)]
     pub faults: Faults,
 }
@@ -88,6 +95,7 @@ impl Default for Behaviour {
             strict_transitions: false,
             image_delay_ms: default_image_delay_ms(),
             rate_limit: None,
+            enforce_retry_after: false,
             faults: Faults::default(),
         }
     }
@@ -100,8 +108,9 @@ pub struct RateLimitConfig {
     pub rate: f64,
     /// Bucket size: requests allowed at once after a quiet spell.
     pub burst: u32,
-    /// Whether answers carry `X-RateLimit-Limit` / `X-RateLimit-Remaining` (off: a service
-    /// that keeps its limit to itself, for testing a client's adaptation without them).
+    /// Whether answers carry `X-RateLimit-Limit` / `X-RateLimit-Remaining`, and the bucket's
+    /// 429s `X-RateLimit-Reset` (off: a service that keeps its limit to itself, for testing a
+    /// client's adaptation without them).
     #[serde(default = "default_true")]
     pub headers: bool,
 }
@@ -120,13 +129,13 @@ pub struct Faults {
     /// 500 Server Error, nothing applied.
     #[serde(default)]
     pub http_500: f64,
-    /// 503 Service Unavailable with Retry-After: 1, nothing applied.
+    /// 503 Service Unavailable with Retry-After (`retry_after_secs`), nothing applied.
     #[serde(default)]
     pub http_503: f64,
     /// 504 Gateway Timeout, nothing applied.
     #[serde(default)]
     pub http_504: f64,
-    /// 429 although the bucket has room, with Retry-After: 1.
+    /// 429 although the bucket has room, with Retry-After (`retry_after_secs`).
     #[serde(default)]
     pub http_429: f64,
     /// The connection is dropped before the request is applied.
@@ -145,6 +154,13 @@ pub struct Faults {
     /// other vehicle.
     #[serde(default)]
     pub wrong_vehicle: f64,
+    /// No answer at all, nothing applied: the request is held without a byte sent back (for
+    /// an hour, then its connection is dropped), so that the client's timeout has to end it.
+    #[serde(default)]
+    pub silence: f64,
+    /// The Retry-After, in seconds, of `http_429` and `http_503` answers; 1 to 86400.
+    #[serde(default = "default_retry_after_secs")]
+    pub retry_after_secs: u64,
     /// Added to every request before it is handled.
     #[serde(default)]
     pub latency_ms: u64,
@@ -166,6 +182,8 @@ impl Default for Faults {
             ack_lost: 0.0,
             html_200: 0.0,
             wrong_vehicle: 0.0,
+            silence: 0.0,
+            retry_after_secs: default_retry_after_secs(),
             latency_ms: 0,
             pad_answer_kib: 0,
         }
@@ -175,8 +193,11 @@ impl Default for Faults {
 /// The most padding an answer can be given, in KiB.
 const MAX_PAD_KIB: u64 = 4 * 1024 * 1024;
 
+/// The longest Retry-After the faults may send: a day, in seconds.
+const MAX_RETRY_AFTER_SECS: u64 = 86_400;
+
 impl Faults {
-    fn probabilities(&self) -> [(&'static str, f64); 8] {
+    fn probabilities(&self) -> [(&'static str, f64); 9] {
         [
             ("http_500", self.http_500),
             ("http_503", self.http_503),
@@ -186,6 +207,7 @@ impl Faults {
             ("ack_lost", self.ack_lost),
             ("html_200", self.html_200),
             ("wrong_vehicle", self.wrong_vehicle),
+            ("silence", self.silence),
         ]
     }
 }
@@ -334,6 +356,12 @@ impl Behaviour {
                 "behaviour.faults add up to {sum}; together they must be at most 1"
             ));
         }
+        if !(1..=MAX_RETRY_AFTER_SECS).contains(&self.faults.retry_after_secs) {
+            problems.push(format!(
+                "behaviour.faults.retry_after_secs is {}; it must be 1 to {MAX_RETRY_AFTER_SECS} (a day)",
+                self.faults.retry_after_secs
+            ));
+        }
         if self.faults.pad_answer_kib > MAX_PAD_KIB {
             problems.push(format!(
                 "behaviour.faults.pad_answer_kib is {}; it must be at most {MAX_PAD_KIB} ({} GiB)",
@@ -358,12 +386,25 @@ impl Behaviour {
             ),
             None => "unlimited rate".to_owned(),
         };
+        let rate = if self.enforce_retry_after {
+            format!("{rate}, Retry-After enforced")
+        } else {
+            rate
+        };
         let faults: Vec<String> = self
             .faults
             .probabilities()
             .iter()
             .filter(|(_, p)| *p > 0.0)
             .map(|(name, p)| format!("{name} {:.1}%", p * 100.0))
+            .chain(
+                (self.faults.retry_after_secs != default_retry_after_secs()).then(|| {
+                    format!(
+                        "Retry-After {} s on 429 and 503",
+                        self.faults.retry_after_secs
+                    )
+                }),
+            )
             .chain((self.faults.latency_ms > 0).then(|| format!("+{} ms", self.faults.latency_ms)))
             .chain(
                 (self.faults.pad_answer_kib > 0)
@@ -435,6 +476,10 @@ fn default_seed() -> u64 {
     1
 }
 
+fn default_retry_after_secs() -> u64 {
+    1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,5 +543,54 @@ mod tests {
         c.behaviour.faults.drop = 0.6;
         let problems = c.problems();
         assert_eq!(problems.len(), 4, "{problems:#?}");
+    }
+
+    #[test]
+    fn pushback_settings_default_to_a_lenient_service() {
+        let b = Behaviour::default();
+        assert!(!b.enforce_retry_after);
+        assert_eq!(b.faults.retry_after_secs, 1);
+        assert_eq!(b.faults.silence, 0.0);
+        let c: SandboxConfig = toml::from_str(
+            "[behaviour]\nenforce_retry_after = true\n\
+             [behaviour.faults]\nsilence = 0.25\nretry_after_secs = 3600\n",
+        )
+        .unwrap();
+        assert!(c.problems().is_empty(), "{:?}", c.problems());
+        assert!(c.behaviour.enforce_retry_after);
+        assert_eq!(c.behaviour.faults.retry_after_secs, 3600);
+        let text = c.describe();
+        assert!(
+            text.contains("unlimited rate, Retry-After enforced"),
+            "{text}"
+        );
+        assert!(text.contains("silence 25.0%"), "{text}");
+        assert!(text.contains("Retry-After 3600 s on 429 and 503"), "{text}");
+    }
+
+    #[test]
+    fn retry_after_is_one_second_to_a_day_and_silence_counts_in_the_sum() {
+        let mut b = Behaviour::default();
+        b.faults.retry_after_secs = 0;
+        assert_eq!(
+            b.problems(),
+            ["behaviour.faults.retry_after_secs is 0; it must be 1 to 86400 (a day)"]
+        );
+        b.faults.retry_after_secs = 86_400;
+        assert!(b.problems().is_empty());
+        b.faults.retry_after_secs = 86_401;
+        assert_eq!(b.problems().len(), 1, "{:?}", b.problems());
+        b.faults.retry_after_secs = 1;
+        b.faults.silence = 1.5;
+        assert_eq!(
+            b.problems(),
+            [
+                "behaviour.faults.silence is 1.5; it must be 0 to 1",
+                "behaviour.faults add up to 1.5; together they must be at most 1",
+            ]
+        );
+        b.faults.silence = 0.6;
+        b.faults.http_500 = 0.6;
+        assert_eq!(b.problems().len(), 1, "{:?}", b.problems());
     }
 }

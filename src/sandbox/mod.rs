@@ -21,8 +21,18 @@
 //!   the organization in `X-Service-Organization-Id` (or no such header) is 403 "User does not
 //!   have access to this organization.".
 //! - Rate limit: a token bucket per token, checked right after the token; over it, 429 with
-//!   Retry-After in whole seconds. Every answer carries `X-RateLimit-Limit` (the bucket size)
-//!   and `X-RateLimit-Remaining` (tokens left); with no limit both are 4294967295.
+//!   Retry-After in whole seconds (rounded up) and `X-RateLimit-Reset`, the Unix time in whole
+//!   seconds (rounded up) when the bucket has a token again. With a limit every answer carries
+//!   `X-RateLimit-Limit` (the bucket size) and `X-RateLimit-Remaining` (tokens left), unless
+//!   its `headers` are off; with no limit there are no `X-RateLimit-*` headers at all.
+//! - Every 429 and 503 carries a Retry-After, and the sandbox remembers, per token, until when
+//!   it asked the caller to wait (the answer's time plus the Retry-After, to the nanosecond).
+//!   With `enforce_retry_after`, a request of that token arriving earlier is refused right
+//!   after authentication, before the bucket and the faults: 429 with a Retry-After for the
+//!   same moment (the seconds left, rounded up, at least 1), `X-RateLimit-Remaining: 0` when
+//!   there is a limit, counted as `early` in the stats (not as `rate_limited`, nor as a fault).
+//!   The window is not renewed by such a refusal, outlives `PUT /__sandbox/behaviour` and is
+//!   forgotten on `POST /__sandbox/reset`.
 //! - An Accept header, when sent, must admit JSON (else 406); none at all is fine.
 //! - The vehicle answer follows §2.1 (odometer, exterior, interior, transmission, engine
 //!   objects; name and slug from year, make, model, trim; `image` null until the images are
@@ -30,9 +40,13 @@
 //! - Notifications are per user and application; level defaults to `info`.
 //!
 //! Faults (500, 503, 504, spurious 429, dropped connection, ack-lost, a 200 HTML page from a
-//! portal, a write answered with another vehicle) are drawn per request from an RNG seeded in
-//! the config; added latency and answers padded with whitespace are settings. `GET /__sandbox/state` (`/__sandbox/stats`: its
-//! counters only, cheap to poll), `POST /__sandbox/reset`
+//! portal, a write answered with another vehicle, silence: a request held without a byte of
+//! answer until the client gives up) are drawn per request from an RNG seeded in the config;
+//! the Retry-After of the 429 and 503 faults (`retry_after_secs`, 1 s by default), added
+//! latency and answers padded with whitespace are settings. A behaviour put while requests
+//! are on their way applies to each once its latency has passed. `GET /__sandbox/state`
+//! (`/__sandbox/stats`: its counters only, cheap to poll: requests per route and status,
+//! `rate_limited`, `early`, `faults` by name, `max_in_flight`), `POST /__sandbox/reset`
 //! (back to the config's state and behaviour) and `GET|PUT /__sandbox/behaviour` let tests
 //! look inside and steer; `DELETE /__sandbox/vehicles/{id}` and `PATCH /__sandbox/vehicles/{id}`
 //! (a JSON object: `sold`, `price` as a number or an object, or any other editable §2.1 field)

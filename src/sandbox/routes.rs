@@ -1,7 +1,13 @@
 //! The sandbox's HTTP surface: the service's routes, the gate every service request passes
-//! (latency, Accept, token, organization, rate limit, faults), and the `/__sandbox` routes
-//! that tests use to look inside and steer (and to change the world behind the client's back:
-//! delete or edit a vehicle, as someone using the service's own screens would).
+//! (latency, token, announced Retry-After windows, rate limit, Accept, organization, faults),
+//! and the `/__sandbox` routes that tests use to look inside and steer (and to change the
+//! world behind the client's back: delete or edit a vehicle, as someone using the service's
+//! own screens would).
+//!
+//! The gate owns the pushback a strict service gives: the token bucket with its
+//! `X-RateLimit-*` headers (none at all without a limit), the Retry-After of every 429 and 503,
+//! the windows those announce (remembered per token; enforced with
+//! `behaviour.enforce_retry_after`), and requests never answered (`silence`).
 
 use super::config::{Behaviour, SandboxConfig};
 use super::validate;
@@ -22,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
@@ -49,6 +55,7 @@ enum Fault {
     AckLost,
     Html200,
     WrongVehicle,
+    Silence,
 }
 
 impl Fault {
@@ -62,6 +69,7 @@ impl Fault {
             Fault::AckLost => "ack_lost",
             Fault::Html200 => "html_200",
             Fault::WrongVehicle => "wrong_vehicle",
+            Fault::Silence => "silence",
         }
     }
 }
@@ -76,6 +84,9 @@ pub(crate) struct Shared {
     world: Mutex<World>,
     behaviour: RwLock<Arc<Behaviour>>,
     limiters: RwLock<HashMap<String, Arc<Limiter>>>,
+    /// token → the end of the last Retry-After sent to it (its answer's time plus the
+    /// Retry-After). Kept across behaviour changes: a window announced is a promise made.
+    retry_windows: Mutex<HashMap<String, Instant>>,
     clock: DefaultClock,
     rng: Mutex<fastrand::Rng>,
     stats: Stats,
@@ -83,9 +94,11 @@ pub(crate) struct Shared {
 
 #[derive(Default)]
 struct Stats {
-    /// (route, status) → count; status is the HTTP code or `dropped` / `ack_lost`.
+    /// (route, status) → count; status is the HTTP code or `dropped` / `ack_lost` / `silence`.
     requests: Mutex<BTreeMap<(String, String), u64>>,
     rate_limited: AtomicU64,
+    /// Requests refused because they came back inside an announced Retry-After window.
+    early: AtomicU64,
     faults: Mutex<BTreeMap<&'static str, u64>>,
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
@@ -130,6 +143,7 @@ impl Shared {
             world: Mutex::new(World::new(&config)),
             behaviour: RwLock::new(Arc::new(config.behaviour.clone())),
             limiters: RwLock::new(HashMap::new()),
+            retry_windows: Mutex::new(HashMap::new()),
             clock: DefaultClock::default(),
             rng: Mutex::new(fastrand::Rng::with_seed(config.behaviour.faults.seed)),
             stats: Stats::default(),
@@ -179,6 +193,8 @@ impl Shared {
         lock(&self.stats.requests).clear();
         lock(&self.stats.faults).clear();
         self.stats.rate_limited.store(0, Ordering::SeqCst);
+        self.stats.early.store(0, Ordering::SeqCst);
+        lock(&self.retry_windows).clear();
         self.stats.max_in_flight.store(
             self.stats.in_flight.load(Ordering::SeqCst),
             Ordering::SeqCst,
@@ -206,6 +222,7 @@ impl Shared {
             (Fault::AckLost, f.ack_lost),
             (Fault::Html200, f.html_200),
             (Fault::WrongVehicle, f.wrong_vehicle),
+            (Fault::Silence, f.silence),
         ];
         if table.iter().all(|(_, p)| *p <= 0.0) {
             return None;
@@ -226,6 +243,24 @@ impl Shared {
 
     fn count_fault(&self, fault: Fault) {
         *lock(&self.stats.faults).entry(fault.name()).or_default() += 1;
+    }
+
+    /// Remembers that `token` was just told to come back in `secs` seconds.
+    fn announce(&self, token: &str, secs: u64) {
+        let until = Instant::now() + Duration::from_secs(secs);
+        lock(&self.retry_windows).insert(token.to_owned(), until);
+    }
+
+    /// How long is left of the window last announced to `token`, if it is still open.
+    fn window_left(&self, token: &str, now: Instant) -> Option<Duration> {
+        let mut windows = lock(&self.retry_windows);
+        let until = *windows.get(token)?;
+        if until > now {
+            Some(until - now)
+        } else {
+            windows.remove(token);
+            None
+        }
     }
 
     fn state(&self) -> Value {
@@ -251,6 +286,7 @@ impl Shared {
         stats["requests"] = json!(requests);
         stats["total_requests"] = json!(total);
         stats["rate_limited"] = json!(self.stats.rate_limited.load(Ordering::SeqCst));
+        stats["early"] = json!(self.stats.early.load(Ordering::SeqCst));
         stats["faults"] = json!(*lock(&self.stats.faults));
         stats["max_in_flight"] = json!(self.stats.max_in_flight.load(Ordering::SeqCst));
         stats["behaviour"] = json!(*self.behaviour());
@@ -317,8 +353,13 @@ fn retry_after(mut response: Response, secs: u64) -> Response {
     response
 }
 
+/// How long a request drawn for `silence` is held before its connection is dropped: longer
+/// than any client waits.
+const SILENCE: Duration = Duration::from_secs(3600);
+
 /// Every service request passes here first, in the order a real deployment would apply:
-/// latency, authentication, rate limit, content negotiation, organization access, faults.
+/// latency, authentication, announced Retry-After windows, rate limit, content negotiation,
+/// organization access, faults.
 async fn gate(
     State(shared): State<Arc<Shared>>,
     matched: MatchedPath,
@@ -327,10 +368,13 @@ async fn gate(
 ) -> Response {
     let route = format!("{} {}", request.method(), matched.as_str());
     let _in_flight = InFlight::enter(&shared.stats);
-    let behaviour = shared.behaviour();
-    if behaviour.faults.latency_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(behaviour.faults.latency_ms)).await;
+    let latency_ms = shared.behaviour().faults.latency_ms;
+    if latency_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(latency_ms)).await;
     }
+    // The behaviour in force when the request reaches the service: one installed during the
+    // latency applies to the requests already on their way, as a service that breaks does.
+    let behaviour = shared.behaviour();
     let kill = request.extensions().get::<ConnectionKill>().cloned();
     let outcome = admit(&shared, &behaviour, &mut request).await;
     let (response, rate_headers) = match outcome {
@@ -355,26 +399,34 @@ async fn gate(
             shared.record(&route, "200");
             return captive_portal();
         }
+        Admission::Fault(Fault::Silence, _) => {
+            // Counted now: no answer will ever be.
+            shared.record(&route, "silence");
+            tokio::time::sleep(SILENCE).await;
+            return drop_connection(kill).await;
+        }
         Admission::Fault(Fault::WrongVehicle, rate) => {
             // Taken by the vehicle writes' handlers; the others ignore it.
             request.extensions_mut().insert(AnswerAnother);
             (next.run(request).await, rate)
         }
         Admission::Fault(fault, rate) => {
+            let wait = behaviour.faults.retry_after_secs;
             let response = match fault {
                 Fault::Http500 => error(500, vec!["Server Error".into()]),
-                Fault::Http503 => retry_after(error(503, vec!["Service Unavailable".into()]), 1),
+                Fault::Http503 => retry_after(error(503, vec!["Service Unavailable".into()]), wait),
                 Fault::Http504 => error(504, vec!["Gateway Timeout".into()]),
-                _ => retry_after(error(429, vec!["Too Many Attempts.".into()]), 1),
+                // Fault::Http429; the others are taken above.
+                _ => retry_after(error(429, vec!["Too Many Attempts.".into()]), wait),
             };
             (response, rate)
         }
         Admission::Admitted(rate) => (next.run(request).await, rate),
     };
-    let response = if behaviour.rate_limit.as_ref().is_none_or(|l| l.headers) {
-        with_rate_headers(response, rate_headers)
-    } else {
-        response
+    let headers_on = behaviour.rate_limit.as_ref().is_some_and(|l| l.headers);
+    let response = match rate_headers {
+        Some(rate) if headers_on => with_rate_headers(response, rate),
+        _ => response,
     };
     shared.record(&route, response.status().as_str());
     padded(response, behaviour.faults.pad_answer_kib)
@@ -471,17 +523,26 @@ impl hyper::body::Body for PaddedBody {
     }
 }
 
-/// `(X-RateLimit-Limit, X-RateLimit-Remaining)`, sent on every answer.
-type RateHeaders = (u32, u32);
+/// The `X-RateLimit-*` headers of one answer; there are none without a rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RateHeaders {
+    /// `X-RateLimit-Limit`: the bucket size.
+    limit: u32,
+    /// `X-RateLimit-Remaining`: tokens left.
+    remaining: u32,
+    /// `X-RateLimit-Reset`, on the bucket's 429s only: Unix time in whole seconds (rounded
+    /// up) when the bucket has a token again.
+    reset: Option<u64>,
+}
 
 enum Admission {
-    Admitted(RateHeaders),
-    Refused(Response, RateHeaders),
-    Fault(Fault, RateHeaders),
+    Admitted(Option<RateHeaders>),
+    Refused(Response, Option<RateHeaders>),
+    Fault(Fault, Option<RateHeaders>),
 }
 
 async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) -> Admission {
-    let unknown_caller = rate_headers_unlimited(behaviour);
+    let untouched = rate_headers_untouched(behaviour);
     let headers = request.headers();
     let token = headers
         .get(header::AUTHORIZATION)
@@ -490,8 +551,22 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
         .map(str::trim);
     let Some((token, user)) = token.and_then(|t| Some((t.to_owned(), *shared.tokens.get(t)?)))
     else {
-        return Admission::Refused(error(401, vec!["Unauthenticated.".into()]), unknown_caller);
+        return Admission::Refused(error(401, vec!["Unauthenticated.".into()]), untouched);
     };
+
+    // A caller told to come back later is held to it before anything else: the same 429,
+    // for the same moment, and neither its bucket nor the faults see the request.
+    if behaviour.enforce_retry_after {
+        if let Some(left) = shared.window_left(&token, Instant::now()) {
+            shared.stats.early.fetch_add(1, Ordering::SeqCst);
+            let response = retry_after(
+                error(429, vec!["Too Many Attempts.".into()]),
+                whole_secs_up(left).max(1),
+            );
+            let rate = untouched.map(|r| RateHeaders { remaining: 0, ..r });
+            return Admission::Refused(response, rate);
+        }
+    }
 
     // The bucket comes right after authentication, as a throttle keyed by the caller would:
     // every request of a known token counts, whatever happens to it next.
@@ -501,17 +576,31 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
         .unwrap_or_else(PoisonError::into_inner)
         .get(&token)
         .cloned();
-    let mut rate = unknown_caller;
+    let mut rate = untouched;
     if let (Some(limiter), Some(limit)) = (limiter, &behaviour.rate_limit) {
         match limiter.check() {
-            Ok(snapshot) => rate = (limit.burst, snapshot.remaining_burst_capacity()),
+            Ok(snapshot) => {
+                rate = Some(RateHeaders {
+                    limit: limit.burst,
+                    remaining: snapshot.remaining_burst_capacity(),
+                    reset: None,
+                });
+            }
             Err(not_until) => {
                 shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
                 let wait = not_until.wait_time_from(shared.clock.now());
-                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                let response =
-                    retry_after(error(429, vec!["Too Many Attempts.".into()]), secs.max(1));
-                return Admission::Refused(response, (limit.burst, 0));
+                let secs = whole_secs_up(wait).max(1);
+                shared.announce(&token, secs);
+                let response = retry_after(error(429, vec!["Too Many Attempts.".into()]), secs);
+                let since_epoch = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let rate = RateHeaders {
+                    limit: limit.burst,
+                    remaining: 0,
+                    reset: Some(whole_secs_up(since_epoch + wait)),
+                };
+                return Admission::Refused(response, Some(rate));
             }
         }
     }
@@ -550,24 +639,38 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
         organization_id,
     });
     match shared.draw_fault(behaviour) {
-        Some(fault) => Admission::Fault(fault, rate),
+        Some(fault) => {
+            if matches!(fault, Fault::Http429 | Fault::Http503) {
+                shared.announce(&token, behaviour.faults.retry_after_secs);
+            }
+            Admission::Fault(fault, rate)
+        }
         None => Admission::Admitted(rate),
     }
 }
 
-/// The headers of an answer that did not touch a bucket: the bucket size and a full bucket,
-/// or `u32::MAX` for both when there is no limit.
-fn rate_headers_unlimited(behaviour: &Behaviour) -> RateHeaders {
-    match &behaviour.rate_limit {
-        Some(limit) => (limit.burst, limit.burst),
-        None => (u32::MAX, u32::MAX),
-    }
+/// A duration in whole seconds, rounded up.
+fn whole_secs_up(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-fn with_rate_headers(mut response: Response, (limit, remaining): RateHeaders) -> Response {
+/// The headers of an answer that did not touch a bucket: the bucket size and a full bucket;
+/// none when there is no limit (a service without one does not send them).
+fn rate_headers_untouched(behaviour: &Behaviour) -> Option<RateHeaders> {
+    behaviour.rate_limit.as_ref().map(|limit| RateHeaders {
+        limit: limit.burst,
+        remaining: limit.burst,
+        reset: None,
+    })
+}
+
+fn with_rate_headers(mut response: Response, rate: RateHeaders) -> Response {
     let h = response.headers_mut();
-    h.insert("x-ratelimit-limit", HeaderValue::from(limit));
-    h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
+    h.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
+    h.insert("x-ratelimit-remaining", HeaderValue::from(rate.remaining));
+    if let Some(reset) = rate.reset {
+        h.insert("x-ratelimit-reset", HeaderValue::from(reset));
+    }
     response
 }
 
@@ -863,6 +966,304 @@ async fn set_sandbox_behaviour(State(shared): State<Arc<Shared>>, body: Bytes) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::{Faults, RateLimitConfig, RunningSandbox};
+
+    async fn sandbox(behaviour: Behaviour) -> RunningSandbox {
+        RunningSandbox::on_loopback(behaviour).await.unwrap()
+    }
+
+    fn http() -> reqwest::Client {
+        crate::api::install_crypto_provider();
+        reqwest::Client::new()
+    }
+
+    /// `GET /v1/inventory` as organization 100 with the default token.
+    async fn list(http: &reqwest::Client, sb: &RunningSandbox) -> reqwest::Response {
+        http.get(format!("{}/v1/inventory", sb.base_url()))
+            .header(header::AUTHORIZATION, "Bearer sandbox-token")
+            .header("x-service-organization-id", "100")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    fn header_of<'a>(response: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+        response.headers().get(name).map(|v| v.to_str().unwrap())
+    }
+
+    async fn stats(http: &reqwest::Client, sb: &RunningSandbox) -> Value {
+        http.get(format!("{}/__sandbox/stats", sb.base_url()))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn put_behaviour(http: &reqwest::Client, sb: &RunningSandbox, behaviour: &Behaviour) {
+        let response = http
+            .put(format!("{}/__sandbox/behaviour", sb.base_url()))
+            .json(behaviour)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+
+    fn unix_now() -> u64 {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    /// A spurious 429 announces a window; coming back inside it is refused for the same
+    /// moment (not a new window), without taking a token; after it, the request passes.
+    #[tokio::test]
+    async fn a_request_inside_an_announced_window_is_refused_until_it_ends() {
+        let limit = RateLimitConfig {
+            rate: 0.001,
+            burst: 5,
+            headers: true,
+        };
+        let mut behaviour = Behaviour {
+            enforce_retry_after: true,
+            rate_limit: Some(limit),
+            faults: Faults {
+                http_429: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        };
+        let sb = sandbox(behaviour.clone()).await;
+        let http = http();
+        let first = list(&http, &sb).await;
+        let told = Instant::now();
+        assert_eq!(first.status(), 429);
+        assert_eq!(header_of(&first, header::RETRY_AFTER.as_str()), Some("1"));
+        // The faults stop; the window announced stays (fresh buckets of 5).
+        behaviour.faults.http_429 = 0.0;
+        put_behaviour(&http, &sb, &behaviour).await;
+
+        tokio::time::sleep_until((told + Duration::from_millis(500)).into()).await;
+        let early = list(&http, &sb).await;
+        assert_eq!(early.status(), 429);
+        assert_eq!(header_of(&early, "retry-after"), Some("1"));
+        assert_eq!(header_of(&early, "x-ratelimit-remaining"), Some("0"));
+        assert_eq!(header_of(&early, "x-ratelimit-reset"), None);
+
+        // Past the first window; a window renewed by the early request would still be open.
+        tokio::time::sleep_until((told + Duration::from_millis(1050)).into()).await;
+        let after = list(&http, &sb).await;
+        assert_eq!(after.status(), 200);
+        assert_eq!(
+            header_of(&after, "x-ratelimit-remaining"),
+            Some("4"),
+            "the early request took no token"
+        );
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["early"], 1);
+        assert_eq!(st["rate_limited"], 0);
+        assert_eq!(st["faults"], json!({"http_429": 1}));
+        assert_eq!(st["requests"]["GET /v1/inventory"]["429"], 2);
+    }
+
+    /// The bucket's own 429 says when it has a token again (X-RateLimit-Reset, Unix seconds)
+    /// and announces a window like any Retry-After; without enforcement nothing is early.
+    #[tokio::test]
+    async fn the_buckets_429_carries_its_reset_and_opens_a_window() {
+        let behaviour = Behaviour {
+            enforce_retry_after: true,
+            rate_limit: Some(RateLimitConfig {
+                rate: 1.0,
+                burst: 1,
+                headers: true,
+            }),
+            ..Behaviour::default()
+        };
+        let sb = sandbox(behaviour.clone()).await;
+        let http = http();
+        assert_eq!(list(&http, &sb).await.status(), 200);
+        let before = unix_now();
+        let limited = list(&http, &sb).await;
+        let told = Instant::now();
+        assert_eq!(limited.status(), 429);
+        assert_eq!(header_of(&limited, "retry-after"), Some("1"));
+        assert_eq!(header_of(&limited, "x-ratelimit-remaining"), Some("0"));
+        let reset: u64 = header_of(&limited, "x-ratelimit-reset")
+            .expect("X-RateLimit-Reset on the bucket's 429")
+            .parse()
+            .unwrap();
+        // A token again about a second after the 429, rounded up to a whole second.
+        let after = unix_now();
+        assert!(
+            (before + 1..=after + 2).contains(&reset),
+            "{before} + 1 ≤ {reset} ≤ {after} + 2"
+        );
+        let early = list(&http, &sb).await;
+        assert_eq!(early.status(), 429);
+        assert_eq!(header_of(&early, "x-ratelimit-reset"), None);
+        tokio::time::sleep_until((told + Duration::from_millis(1050)).into()).await;
+        assert_eq!(list(&http, &sb).await.status(), 200);
+        let st = stats(&http, &sb).await;
+        assert_eq!(
+            (st["rate_limited"].clone(), st["early"].clone()),
+            (json!(1), json!(1))
+        );
+
+        // Not enforced: the next request inside the window reaches the bucket.
+        put_behaviour(
+            &http,
+            &sb,
+            &Behaviour {
+                enforce_retry_after: false,
+                ..behaviour
+            },
+        )
+        .await;
+        assert_eq!(list(&http, &sb).await.status(), 200);
+        assert_eq!(list(&http, &sb).await.status(), 429);
+        assert_eq!(list(&http, &sb).await.status(), 429);
+        let st = stats(&http, &sb).await;
+        assert_eq!(
+            (st["rate_limited"].clone(), st["early"].clone()),
+            (json!(3), json!(1))
+        );
+    }
+
+    /// No limit, no `X-RateLimit-*`: not on a success, a 401 or a 429 fault. With a limit
+    /// whose headers are off, none either, not even the Reset of the bucket's 429.
+    #[tokio::test]
+    async fn no_rate_headers_without_a_limit_or_with_them_off() {
+        let sb = sandbox(Behaviour::default()).await;
+        let http = http();
+        let rate_headers = |r: &reqwest::Response| {
+            r.headers()
+                .keys()
+                .filter(|k| k.as_str().starts_with("x-ratelimit"))
+                .count()
+        };
+        let ok = list(&http, &sb).await;
+        assert_eq!((ok.status().as_u16(), rate_headers(&ok)), (200, 0));
+        let anonymous = http
+            .get(format!("{}/v1/inventory", sb.base_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            (anonymous.status().as_u16(), rate_headers(&anonymous)),
+            (401, 0)
+        );
+        let mut behaviour = Behaviour {
+            faults: Faults {
+                http_429: 1.0,
+                retry_after_secs: 3600,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        };
+        put_behaviour(&http, &sb, &behaviour).await;
+        let spurious = list(&http, &sb).await;
+        assert_eq!(
+            (spurious.status().as_u16(), rate_headers(&spurious)),
+            (429, 0)
+        );
+        assert_eq!(header_of(&spurious, "retry-after"), Some("3600"));
+
+        behaviour.faults = Faults::default();
+        behaviour.rate_limit = Some(RateLimitConfig {
+            rate: 0.001,
+            burst: 1,
+            headers: false,
+        });
+        put_behaviour(&http, &sb, &behaviour).await;
+        let ok = list(&http, &sb).await;
+        assert_eq!((ok.status().as_u16(), rate_headers(&ok)), (200, 0));
+        let limited = list(&http, &sb).await;
+        assert_eq!(
+            (limited.status().as_u16(), rate_headers(&limited)),
+            (429, 0)
+        );
+    }
+
+    /// `silence`: no byte of answer, so the client's own timeout ends the call; the sandbox
+    /// goes on serving everything else meanwhile.
+    #[tokio::test]
+    async fn a_silent_request_is_never_answered() {
+        let sb = sandbox(Behaviour {
+            faults: Faults {
+                silence: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        })
+        .await;
+        crate::api::install_crypto_provider();
+        let impatient = reqwest::Client::builder()
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let err = impatient
+            .get(format!("{}/v1/inventory", sb.base_url()))
+            .header(header::AUTHORIZATION, "Bearer sandbox-token")
+            .header("x-service-organization-id", "100")
+            .send()
+            .await
+            .unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let http = http();
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["faults"], json!({"silence": 1}));
+        assert_eq!(st["requests"]["GET /v1/inventory"]["silence"], 1);
+        put_behaviour(&http, &sb, &Behaviour::default()).await;
+        assert_eq!(list(&http, &sb).await.status(), 200);
+    }
+
+    /// "500 for a while": a behaviour put while requests are in flight applies to them
+    /// (they reach the service after it), and putting the old one back heals the service.
+    #[tokio::test]
+    async fn server_errors_for_a_while_reach_requests_in_flight() {
+        let slow = Behaviour {
+            faults: Faults {
+                latency_ms: 300,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        };
+        let failing = Behaviour {
+            faults: Faults {
+                http_500: 1.0,
+                ..slow.faults.clone()
+            },
+            ..slow.clone()
+        };
+        let sb = Arc::new(sandbox(slow.clone()).await);
+        let http = http();
+        let batch = |n: usize| {
+            let mut calls = tokio::task::JoinSet::new();
+            for _ in 0..n {
+                let (http, sb) = (http.clone(), sb.clone());
+                calls.spawn(async move { list(&http, &sb).await.status().as_u16() });
+            }
+            calls
+        };
+        for (behaviour, status) in [(&failing, 500), (&slow, 200)] {
+            let mut calls = batch(4);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            put_behaviour(&http, &sb, behaviour).await;
+            let mut statuses = Vec::new();
+            while let Some(answer) = calls.join_next().await {
+                statuses.push(answer.unwrap());
+            }
+            assert_eq!(statuses, [status; 4]);
+        }
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["faults"], json!({"http_500": 4}));
+        assert!(st["max_in_flight"].as_u64().unwrap() >= 4, "{st}");
+    }
 
     #[test]
     fn accept_must_admit_json() {
