@@ -246,8 +246,9 @@ pub struct ApiConfig {
     /// the queue.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
-    /// Delivery stops when operations keep failing and the service has answered nothing for
-    /// this many seconds (`lotsync sync` then exits 3; the daemon tries again later).
+    /// Delivery stops when the service has answered nothing for this many seconds, on the wall
+    /// clock whatever the requests are doing, or at once when the service asks to wait longer
+    /// than that (`lotsync sync` then exits 3; the daemon tries again later).
     #[serde(default = "default_give_up_after_secs")]
     pub give_up_after_secs: u64,
     /// Whole-request timeout, in seconds.

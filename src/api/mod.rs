@@ -499,6 +499,14 @@ impl ApiClient {
         );
 
         let rate_limit = rate_limit_of(headers, SystemTime::now());
+        if let Some(wait) = rate_limit
+            .filter(|l| success && l.remaining == Some(0))
+            .and_then(|l| l.reset)
+            .filter(|wait| !wait.is_zero())
+        {
+            // The last token until the reset: nothing more gets through before it.
+            self.wait.hold(wait, WaitReason::RateLimitReset);
+        }
         if success {
             let bytes =
                 read.map_err(|over| self.too_large(call.clone(), status, answering, over))?;
@@ -518,8 +526,15 @@ impl ApiClient {
         // An error too large to read keeps its status's class (a proxy's 503 page is still a
         // 503), without the service's messages.
         let messages = read.map(|bytes| error_messages(&bytes)).unwrap_or_default();
-        if let Some(wait) = retry_after.filter(|_| matches!(status, 429 | 503)) {
-            self.wait.hold(wait, WaitReason::RetryAfter);
+        // The service's own wait holds every call of the token: its Retry-After, or for a
+        // 429 without one, the reset of the bucket it says is empty.
+        let reset = rate_limit
+            .filter(|l| status == 429 && l.remaining == Some(0))
+            .and_then(|l| l.reset);
+        match (retry_after.filter(|_| matches!(status, 429 | 503)), reset) {
+            (Some(wait), _) => self.wait.hold(wait, WaitReason::RetryAfter),
+            (None, Some(wait)) => self.wait.hold(wait, WaitReason::RateLimitReset),
+            (None, None) => {}
         }
         Err(ApiError::from_status(
             call,

@@ -86,7 +86,10 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             min_delay: Duration::from_millis(200),
-            max_delay: Duration::from_secs(30),
+            // Short: the pace owns the long waits (the service's Retry-After for every
+            // sender, an outage's probes); a long wait per operation only held operations
+            // back for failures that were passing, long after the service answered again.
+            max_delay: Duration::from_secs(2),
             max_attempts: 8,
         }
     }

@@ -63,16 +63,24 @@ const BUCKET_SPAN: Duration = Duration::from_secs(2);
 /// Samples and time a refill rate needs before it is believed.
 const BUCKET_SAMPLES: usize = 8;
 const BUCKET_MIN_SPAN: Duration = Duration::from_millis(300);
-/// Header-less 429s are compared at the rate their cuts began and once the rate is at most this
-/// share of it (see [`Unexplained`]).
-const INDEPENDENT_BELOW: f64 = 0.6;
-/// As many 429s per request as this share of those at the start means the cuts do not help.
-const INDEPENDENT_SHARE: f64 = 0.6;
-/// Requests needed on each side of the comparison.
-const INDEPENDENT_HIGH: u32 = 10;
-const INDEPENDENT_LOW: u32 = 40;
-/// How long 429s found not to follow the rate only pause delivery.
-const INDEPENDENT_FOR: Duration = Duration::from_secs(300);
+/// Header-less 429s are suspected of not following the rate once it is at most this share of
+/// the rate their cuts began at, and still at least [`SUSPECT_SHARE`] of the requests since
+/// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Unexplained`]).
+const SUSPECT_BELOW: f64 = 0.6;
+const SUSPECT_SHARE: f64 = 0.03;
+const SUSPECT_REQUESTS: u32 = 40;
+/// How long a trial of answering them with pauses alone lasts (and the least time of cuts it
+/// is compared with).
+const TRIAL: Duration = Duration::from_secs(10);
+/// A trial is kept when it delivered at least this share of what the cuts did: more than
+/// chance (answers per second hardly depend on the rate when pauses bound them), less than a
+/// limit shows (a trial far above one delivers about half).
+const TRIAL_KEPT_AT: f64 = 0.85;
+/// How long pauses alone answer them once a trial has shown it delivers as much.
+const PAUSE_ONLY_FOR: Duration = Duration::from_secs(300);
+/// The wait before another trial after one that delivered less; doubles up to the cap.
+const TRIAL_AGAIN: Duration = Duration::from_secs(60);
+const TRIAL_AGAIN_MAX: Duration = Duration::from_secs(1800);
 /// A quiet spell that ends a chain of cuts.
 const CHAIN_QUIET: Duration = Duration::from_secs(10);
 /// While in an outage, how often a waiting request looks again (a probe's result or a new
@@ -161,29 +169,67 @@ impl Share {
     }
 }
 
-/// 429s that say nothing of a bucket (no `X-RateLimit-Remaining`): whether they follow our
-/// rate. A limit answers a lower rate with fewer 429s per request, and none below it; a
-/// throttle that refuses a share of requests whatever the pace (a proxy's, a load balancer's)
-/// answers with as many. While such 429s cut the rate, their share per request at the rates
-/// where the cuts began is compared with their share once the rate is at most
-/// [`INDEPENDENT_BELOW`] of it: [`INDEPENDENT_SHARE`] or more of it means the cuts do not help,
-/// and the rate goes back to where they began; for [`INDEPENDENT_FOR`] such 429s only pause
-/// (their Retry-After) and hold the rate.
-#[derive(Debug, Clone, Default)]
+/// 429s that say nothing of a bucket (no `X-RateLimit-Remaining`): whether cutting the rate
+/// for them helps. A limit answers a rate near it with fewer 429s per request, and none below
+/// it; a throttle that refuses a share of requests whatever the pace (a proxy's, a load
+/// balancer's) keeps refusing as many, and each cut only slows delivery. Far above a limit the
+/// two look alike, so the share only raises a suspicion: when the rate has been cut to
+/// [`SUSPECT_BELOW`] of where the cuts began and 429s still come as often, the rate goes back
+/// there for a [`TRIAL`] in which such 429s only pause (their Retry-After). The trial is kept
+/// for [`PAUSE_ONLY_FOR`] when it delivered at least as many answers per second as the cuts
+/// did; otherwise the rate goes back down, and the next trial waits [`TRIAL_AGAIN`], doubling.
+#[derive(Debug, Clone)]
 struct Unexplained {
-    /// Requests since the last chain ended: the share before the cuts.
-    recent: Share,
+    /// 2xx answers so far.
+    good: u64,
+    /// `good` at recent 429s, to tell what the cuts delivered over the last [`TRIAL`].
+    marks: VecDeque<(Instant, u64)>,
     chain: Option<Chain>,
+    mode: Answering,
     last_429: Option<Instant>,
-    only_pause_until: Option<Instant>,
+    next_trial: Option<Instant>,
+    trial_again: Duration,
 }
 
+impl Default for Unexplained {
+    fn default() -> Self {
+        Unexplained {
+            good: 0,
+            marks: VecDeque::new(),
+            chain: None,
+            mode: Answering::Cuts,
+            last_429: None,
+            next_trial: None,
+            trial_again: TRIAL_AGAIN,
+        }
+    }
+}
+
+/// A run of cuts for header-less 429s.
 #[derive(Debug, Clone, Copy)]
 struct Chain {
     /// The rate when the first cut came.
     from: f64,
-    high: Share,
+    began: Instant,
+    /// Requests answered since the rate is at most [`SUSPECT_BELOW`] of `from`.
     low: Share,
+}
+
+/// How header-less 429s are answered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Answering {
+    Cuts,
+    /// Pauses only, on trial since `since`; `baseline` is what the cuts delivered per second,
+    /// `back_to` the rate to go back to if the trial delivers less.
+    Trial {
+        since: Instant,
+        good_at: u64,
+        baseline: f64,
+        back_to: f64,
+    },
+    PausesOnly {
+        until: Instant,
+    },
 }
 
 /// What a header-less 429 does to the rate.
@@ -191,47 +237,111 @@ struct Chain {
 enum Verdict {
     Cut,
     OnlyPause,
-    /// The cuts did not help: back to this rate.
-    Restore(f64),
+    SetRate(f64),
 }
 
 impl Unexplained {
-    fn answered(&mut self, rate: f64, throttled: bool) {
-        match self.chain.as_mut() {
-            Some(c) if rate <= INDEPENDENT_BELOW * c.from => c.low.add(throttled),
-            Some(c) => c.high.add(throttled),
-            None => self.recent.add(throttled),
+    /// An answer to a request sent at `rate` (`ok`: 2xx; `counted`: sent after the last
+    /// pause, so that its outcome says something of the rate).
+    fn answered(&mut self, rate: f64, throttled: bool, ok: bool, counted: bool) {
+        self.good += u64::from(ok);
+        if let Some(c) = self.chain.as_mut() {
+            if counted && rate <= SUSPECT_BELOW * c.from {
+                c.low.add(throttled);
+            }
+        }
+    }
+
+    /// Ends a trial whose time is up, and pauses-only whose time is up: the rate to go to
+    /// when it changes.
+    fn tick(&mut self, now: Instant) -> Option<f64> {
+        match self.mode {
+            Answering::Trial {
+                since,
+                good_at,
+                baseline,
+                back_to,
+            } if now.duration_since(since) >= TRIAL => {
+                let delivered =
+                    (self.good - good_at) as f64 / now.duration_since(since).as_secs_f64();
+                self.chain = None;
+                if delivered >= TRIAL_KEPT_AT * baseline {
+                    self.mode = Answering::PausesOnly {
+                        until: now + PAUSE_ONLY_FOR,
+                    };
+                    self.trial_again = TRIAL_AGAIN;
+                    tracing::info!(
+                        answered_per_sec = format_args!("{delivered:.1}"),
+                        with_cuts = format_args!("{baseline:.1}"),
+                        "the service's 429s come as often whatever the pace: for a while they \
+                         only pause delivery (their Retry-After), the rate stays"
+                    );
+                    return None;
+                }
+                self.mode = Answering::Cuts;
+                self.next_trial = Some(now + self.trial_again);
+                self.trial_again = (self.trial_again * 2).min(TRIAL_AGAIN_MAX);
+                tracing::debug!(
+                    answered_per_sec = format_args!("{delivered:.1}"),
+                    with_cuts = format_args!("{baseline:.1}"),
+                    "pauses alone delivered less than cuts; the rate goes back down"
+                );
+                Some(back_to)
+            }
+            Answering::PausesOnly { until } if now >= until => {
+                self.mode = Answering::Cuts;
+                None
+            }
+            _ => None,
         }
     }
 
     /// A header-less 429, not an echo, at `rate` (already counted with [`Self::answered`]).
     fn verdict(&mut self, now: Instant, rate: f64) -> Verdict {
-        let quiet = self
+        if self
             .last_429
-            .is_some_and(|at| now.duration_since(at) >= CHAIN_QUIET);
-        self.last_429 = Some(now);
-        if quiet {
+            .is_some_and(|at| now.duration_since(at) >= CHAIN_QUIET)
+        {
             self.chain = None;
         }
-        if self.only_pause_until.is_some_and(|until| now < until) {
+        self.last_429 = Some(now);
+        let good = self.good;
+        self.marks.push_back((now, good));
+        while self
+            .marks
+            .get(1)
+            .is_some_and(|(at, _)| now.duration_since(*at) >= TRIAL)
+        {
+            self.marks.pop_front(); // the newest mark at least TRIAL old stays first
+        }
+        if self.mode != Answering::Cuts {
             return Verdict::OnlyPause;
         }
-        let recent = std::mem::take(&mut self.recent);
         let chain = self.chain.get_or_insert(Chain {
             from: rate,
-            high: recent,
+            began: now,
             low: Share::default(),
         });
-        let independent = chain.high.requests >= INDEPENDENT_HIGH
-            && chain.low.requests >= INDEPENDENT_LOW
-            && chain.low.share() >= INDEPENDENT_SHARE * chain.high.share();
-        if !independent {
+        let lasted = now.duration_since(chain.began);
+        let suspect = rate <= SUSPECT_BELOW * chain.from
+            && chain.low.requests >= SUSPECT_REQUESTS
+            && chain.low.share() >= SUSPECT_SHARE
+            && lasted >= TRIAL
+            && self.next_trial.is_none_or(|at| now >= at);
+        if !suspect {
             return Verdict::Cut;
         }
-        let from = chain.from;
-        self.chain = None;
-        self.only_pause_until = Some(now + INDEPENDENT_FOR);
-        Verdict::Restore(from)
+        // What the cuts delivered over the last TRIAL (the chain is at least that old, and so
+        // is its first mark).
+        let (at, good_at) = self.marks.front().copied().unwrap_or((chain.began, good));
+        let span = now.duration_since(at).as_secs_f64().max(1.0);
+        self.mode = Answering::Trial {
+            since: now,
+            good_at: good,
+            baseline: (good - good_at) as f64 / span,
+            back_to: rate,
+        };
+        Verdict::SetRate(chain.from)
     }
 }
 
@@ -323,22 +433,14 @@ impl RateControl {
             if echo {
                 return None;
             }
-            self.unexplained.answered(self.rate, true);
+            self.unexplained.answered(self.rate, true, false, true);
+            if let Some(rate) = self.unexplained.tick(now) {
+                return Some(self.set_rate(rate, now));
+            }
             match self.unexplained.verdict(now, self.rate) {
                 Verdict::Cut => {}
                 Verdict::OnlyPause => return None,
-                Verdict::Restore(rate) => {
-                    let rate = rate.min(self.ceiling);
-                    tracing::info!(
-                        rate = format_args!("{rate:.1}"),
-                        "the service's 429s come as often whatever the pace; they only pause \
-                         delivery (their Retry-After) for a while, and the rate goes back"
-                    );
-                    self.rate = rate;
-                    self.step = (rate * STEP).max(MIN_STEP);
-                    self.start_round(now);
-                    return Some(rate);
-                }
+                Verdict::SetRate(rate) => return Some(self.set_rate(rate, now)),
             }
         }
         let to = match self.bucket.refill_rate() {
@@ -382,13 +484,23 @@ impl RateControl {
                 self.round_hold = true;
             }
         }
-        if self.after_resume(sent_at) {
-            self.unexplained.answered(self.rate, false);
+        self.unexplained
+            .answered(self.rate, false, ok, self.after_resume(sent_at));
+        if let Some(rate) = self.unexplained.tick(now) {
+            return Some(self.set_rate(rate, now));
         }
         if ok {
             self.round_ok += 1;
         }
         self.end_round(now)
+    }
+
+    /// Moves the rate to `rate` (within the ceiling and the floor) and starts a round.
+    fn set_rate(&mut self, rate: f64, now: Instant) -> f64 {
+        self.rate = rate.clamp(FLOOR, self.ceiling);
+        self.step = (self.rate * STEP).max(MIN_STEP);
+        self.start_round(now);
+        self.rate
     }
 
     fn after_resume(&self, sent_at: Instant) -> bool {
@@ -654,8 +766,8 @@ impl Pace {
         let now = Instant::now();
         let mut control = self.lock();
         let changed = control.rate.throttled(turn.sent_at, now, limits);
-        if let Some(wait) = retry_after {
-            control.rate.resumes_at(now + wait);
+        if let Some(end) = self.window_end(retry_after, now) {
+            control.rate.resumes_at(end);
         }
         // A 429 is an answer: the service is there.
         let ended = control.outage.answered(now);
@@ -673,8 +785,8 @@ impl Pace {
         let changed = control
             .rate
             .answered(turn.sent_at, now, false, error.rate_limit());
-        if let Some(wait) = error.retry_after() {
-            control.rate.resumes_at(now + wait);
+        if let Some(end) = self.window_end(error.retry_after(), now) {
+            control.rate.resumes_at(end);
         }
         let began = control.outage.failed(now, error.to_string(), turn.probe);
         let say = match began {
@@ -705,6 +817,14 @@ impl Pace {
         let mut turn = turn;
         turn.probe = false; // its result is in
         self.finish(turn, changed, None);
+    }
+
+    /// When the service's wait that an answer brought ends: the client's window (which also
+    /// holds an empty bucket's reset), or the answer's own Retry-After.
+    fn window_end(&self, retry_after: Option<Duration>, now: Instant) -> Option<Instant> {
+        let window = self.wait.window().map(|w| w.until);
+        let own = retry_after.map(|wait| now + wait);
+        window.max(own)
     }
 
     fn finish(&self, mut turn: Turn<'_>, changed: Option<f64>, ended: Option<Change>) {
@@ -937,7 +1057,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, None, t0);
         // One request in ten refused, whatever the rate.
-        let (lowest, last) = header_less(&mut c, t0, 600, |k, _| k % 10 == 9);
+        let (lowest, last) = header_less(&mut c, t0, 3000, |k, _| k % 10 == 9);
         assert!(lowest < 60.0, "cut first: {lowest}");
         assert!(last >= 90.0, "then back: {last}");
     }
