@@ -21,6 +21,7 @@ mod deliver;
 mod notices;
 pub mod outage;
 pub mod pace;
+pub mod rate;
 
 pub use notices::{Notices, NOTICE_WAIT};
 pub use pace::DeliveryCondition;

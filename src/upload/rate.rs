@@ -1,0 +1,783 @@
+//! The rate arithmetic of the pace: how many requests per second the service takes, found
+//! from its answers like a congestion controller finds a path's capacity.
+//!
+//! - Additive increase while answers are good: after a second of answers with nothing that
+//!   says "not faster", the rate rises by [`STEP`] of the rate at the last decrease (before the
+//!   first decrease of a run, by a quarter per second), never above the ceiling.
+//! - One cut per round trip: an answer to a request sent before the last cut, or before the
+//!   last pause of the service ended, is an echo of the overload already answered.
+//! - A 429 that says tokens remain (`X-RateLimit-Remaining` above 0) is not about our rate: it
+//!   holds the rate, nothing more (its Retry-After pauses every sender: the client's
+//!   `ServiceWait`).
+//! - When answers carry `X-RateLimit-Remaining`, the bucket is watched (`Bucket`): the most
+//!   seen is its size, and while it drains, how fast it refills (tokens used plus the change in
+//!   what remains, per second) is the service's real rate. A nearly empty bucket ([`LOW`] of
+//!   its size) sets the rate to [`TARGET`] of that refill rate, before any 429; a 429 that says
+//!   the bucket is empty does the same, or, with nothing measured, cuts the rate to
+//!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself.
+//! - 429s without any rate header cut the rate the same way, but they may come whatever the
+//!   pace (a proxy's throttle): `Unexplained` tries answering them with pauses alone and keeps
+//!   that when it delivers as much.
+//!
+//! It is arithmetic on explicit instants, tested without sleeping; `super::pace::Pace` runs it.
+
+use crate::api::RateLimit;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// The rate after a 429 with nothing measured, as a share of the rate before.
+pub const CUT: f64 = 0.8;
+/// The same for the first 429 of a run, which usually comes from a start far too fast.
+pub const FIRST_CUT: f64 = 0.5;
+/// The rate set when the bucket's refill rate is known, as a share of it.
+pub const TARGET: f64 = 0.95;
+/// The rate after a nearly empty bucket when its refill rate is not known yet.
+pub const TRIM: f64 = 0.9;
+/// A bucket with at most this share of its size left is nearly empty.
+pub const LOW: f64 = 0.2;
+/// Never slower than this, requests per second.
+pub const FLOOR: f64 = 0.2;
+/// The increase per round, as a share of the rate at the last decrease.
+pub const STEP: f64 = 0.02;
+/// The least time between a decrease and a trim by the bucket.
+pub const GAP: Duration = Duration::from_millis(250);
+/// How long a round of increase lasts.
+const ROUND: Duration = Duration::from_secs(1);
+/// The increase per round before the first decrease, as a factor.
+const SLOW_START: f64 = 1.25;
+/// The least increase per round, requests per second.
+const MIN_STEP: f64 = 0.5;
+/// How far back the bucket's samples reach.
+const BUCKET_SPAN: Duration = Duration::from_secs(2);
+/// Samples and time a refill rate needs before it is believed.
+const BUCKET_SAMPLES: usize = 8;
+const BUCKET_MIN_SPAN: Duration = Duration::from_millis(300);
+/// Header-less 429s are suspected of not following the rate once it is at most this share of
+/// the rate their cuts began at, and still at least [`SUSPECT_SHARE`] of the requests since
+/// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Unexplained`]).
+const SUSPECT_BELOW: f64 = 0.6;
+const SUSPECT_SHARE: f64 = 0.03;
+const SUSPECT_REQUESTS: u32 = 40;
+/// How long a trial of answering them with pauses alone lasts (and the least time of cuts it
+/// is compared with).
+const TRIAL: Duration = Duration::from_secs(10);
+/// A trial is kept when it delivered at least this share of what the cuts did: more than
+/// chance (answers per second hardly depend on the rate when pauses bound them), less than a
+/// limit shows (a trial far above one delivers about half).
+const TRIAL_KEPT_AT: f64 = 0.85;
+/// How long pauses alone answer them once a trial has shown it delivers as much.
+const PAUSE_ONLY_FOR: Duration = Duration::from_secs(300);
+/// The wait before another trial after one that delivered less; doubles up to the cap.
+const TRIAL_AGAIN: Duration = Duration::from_secs(60);
+const TRIAL_AGAIN_MAX: Duration = Duration::from_secs(1800);
+/// A quiet spell that ends a chain of cuts.
+const CHAIN_QUIET: Duration = Duration::from_secs(10);
+
+/// The service's bucket as its `X-RateLimit-Remaining` shows it.
+#[derive(Debug, Clone, Default)]
+struct Bucket {
+    /// The most ever remaining: the bucket's size, as far as seen.
+    size: u32,
+    /// Answers that carried the header (each used a token).
+    used: u64,
+    samples: VecDeque<Sample>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Instant,
+    used: u64,
+    remaining: u32,
+}
+
+impl Bucket {
+    fn observe(&mut self, at: Instant, remaining: u32, sample: bool) {
+        self.size = self.size.max(remaining);
+        self.used += 1;
+        if sample {
+            self.samples.push_back(Sample {
+                at,
+                used: self.used,
+                remaining,
+            });
+        }
+        while self
+            .samples
+            .front()
+            .is_some_and(|s| at.duration_since(s.at) > BUCKET_SPAN)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Nearly empty: at most [`LOW`] of its size left.
+    fn low(&self, remaining: u32) -> bool {
+        f64::from(remaining) <= LOW * f64::from(self.size)
+    }
+
+    /// Tokens the service adds per second, from the recent samples taken while the bucket
+    /// was below its size (a full bucket hides its refill).
+    fn refill_rate(&self) -> Option<f64> {
+        let mut below = self.samples.iter().filter(|s| s.remaining < self.size);
+        let first = below.next()?;
+        let (count, last) = below.fold((1, first), |(n, _), s| (n + 1, s));
+        let span = last.at.duration_since(first.at);
+        if count < BUCKET_SAMPLES || span < BUCKET_MIN_SPAN {
+            return None;
+        }
+        let used = (last.used - first.used) as f64;
+        let change = f64::from(last.remaining) - f64::from(first.remaining);
+        Some(((used + change) / span.as_secs_f64()).max(0.0))
+    }
+
+    fn forget_samples(&mut self) {
+        self.samples.clear();
+    }
+}
+
+/// Requests answered and how many of them were 429s.
+#[derive(Debug, Clone, Copy, Default)]
+struct Share {
+    requests: u32,
+    throttled: u32,
+}
+
+impl Share {
+    fn add(&mut self, throttled: bool) {
+        self.requests = self.requests.saturating_add(1);
+        self.throttled = self.throttled.saturating_add(u32::from(throttled));
+    }
+
+    fn share(self) -> f64 {
+        f64::from(self.throttled) / f64::from(self.requests.max(1))
+    }
+}
+
+/// 429s that say nothing of a bucket (no `X-RateLimit-Remaining`): whether cutting the rate
+/// for them helps. A limit answers a rate near it with fewer 429s per request, and none below
+/// it; a throttle that refuses a share of requests whatever the pace (a proxy's, a load
+/// balancer's) keeps refusing as many, and each cut only slows delivery. Far above a limit the
+/// two look alike, so the share only raises a suspicion: when the rate has been cut to
+/// [`SUSPECT_BELOW`] of where the cuts began and 429s still come as often, the rate goes back
+/// there for a [`TRIAL`] in which such 429s only pause (their Retry-After). The trial is kept
+/// for [`PAUSE_ONLY_FOR`] when it delivered at least as many answers per second as the cuts
+/// did; otherwise the rate goes back down, and the next trial waits [`TRIAL_AGAIN`], doubling.
+#[derive(Debug, Clone)]
+struct Unexplained {
+    /// 2xx answers so far.
+    good: u64,
+    /// `good` at recent 429s, to tell what the cuts delivered over the last [`TRIAL`].
+    marks: VecDeque<(Instant, u64)>,
+    chain: Option<Chain>,
+    mode: Answering,
+    last_429: Option<Instant>,
+    next_trial: Option<Instant>,
+    trial_again: Duration,
+}
+
+impl Default for Unexplained {
+    fn default() -> Self {
+        Unexplained {
+            good: 0,
+            marks: VecDeque::new(),
+            chain: None,
+            mode: Answering::Cuts,
+            last_429: None,
+            next_trial: None,
+            trial_again: TRIAL_AGAIN,
+        }
+    }
+}
+
+/// A run of cuts for header-less 429s.
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    /// The rate when the first cut came.
+    from: f64,
+    began: Instant,
+    /// Requests answered since the rate is at most [`SUSPECT_BELOW`] of `from`.
+    low: Share,
+}
+
+/// How header-less 429s are answered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Answering {
+    Cuts,
+    /// Pauses only, on trial since `since`; `baseline` is what the cuts delivered per second,
+    /// `back_to` the rate to go back to if the trial delivers less.
+    Trial {
+        since: Instant,
+        good_at: u64,
+        baseline: f64,
+        back_to: f64,
+    },
+    PausesOnly {
+        until: Instant,
+    },
+}
+
+/// What a header-less 429 does to the rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Verdict {
+    Cut,
+    OnlyPause,
+    SetRate(f64),
+}
+
+impl Unexplained {
+    /// An answer to a request sent at `rate` (`ok`: 2xx; `counted`: sent after the last
+    /// pause, so that its outcome says something of the rate).
+    fn answered(&mut self, rate: f64, throttled: bool, ok: bool, counted: bool) {
+        self.good += u64::from(ok);
+        if let Some(c) = self.chain.as_mut() {
+            if counted && rate <= SUSPECT_BELOW * c.from {
+                c.low.add(throttled);
+            }
+        }
+    }
+
+    /// Ends a trial whose time is up, and pauses-only whose time is up: the rate to go to
+    /// when it changes.
+    fn tick(&mut self, now: Instant) -> Option<f64> {
+        match self.mode {
+            Answering::Trial {
+                since,
+                good_at,
+                baseline,
+                back_to,
+            } if now.duration_since(since) >= TRIAL => {
+                let delivered =
+                    (self.good - good_at) as f64 / now.duration_since(since).as_secs_f64();
+                self.chain = None;
+                if delivered >= TRIAL_KEPT_AT * baseline {
+                    self.mode = Answering::PausesOnly {
+                        until: now + PAUSE_ONLY_FOR,
+                    };
+                    self.trial_again = TRIAL_AGAIN;
+                    tracing::info!(
+                        answered_per_sec = format_args!("{delivered:.1}"),
+                        with_cuts = format_args!("{baseline:.1}"),
+                        "the service's 429s come as often whatever the pace: for a while they \
+                         only pause delivery (their Retry-After), the rate stays"
+                    );
+                    return None;
+                }
+                self.mode = Answering::Cuts;
+                self.next_trial = Some(now + self.trial_again);
+                self.trial_again = (self.trial_again * 2).min(TRIAL_AGAIN_MAX);
+                tracing::debug!(
+                    answered_per_sec = format_args!("{delivered:.1}"),
+                    with_cuts = format_args!("{baseline:.1}"),
+                    "pauses alone delivered less than cuts; the rate goes back down"
+                );
+                Some(back_to)
+            }
+            Answering::PausesOnly { until } if now >= until => {
+                self.mode = Answering::Cuts;
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// A header-less 429, not an echo, at `rate` (already counted with [`Self::answered`]).
+    fn verdict(&mut self, now: Instant, rate: f64) -> Verdict {
+        if self
+            .last_429
+            .is_some_and(|at| now.duration_since(at) >= CHAIN_QUIET)
+        {
+            self.chain = None;
+        }
+        self.last_429 = Some(now);
+        let good = self.good;
+        self.marks.push_back((now, good));
+        while self
+            .marks
+            .get(1)
+            .is_some_and(|(at, _)| now.duration_since(*at) >= TRIAL)
+        {
+            self.marks.pop_front(); // the newest mark at least TRIAL old stays first
+        }
+        if self.mode != Answering::Cuts {
+            return Verdict::OnlyPause;
+        }
+        let chain = self.chain.get_or_insert(Chain {
+            from: rate,
+            began: now,
+            low: Share::default(),
+        });
+        let lasted = now.duration_since(chain.began);
+        let suspect = rate <= SUSPECT_BELOW * chain.from
+            && chain.low.requests >= SUSPECT_REQUESTS
+            && chain.low.share() >= SUSPECT_SHARE
+            && lasted >= TRIAL
+            && self.next_trial.is_none_or(|at| now >= at);
+        if !suspect {
+            return Verdict::Cut;
+        }
+        // What the cuts delivered over the last TRIAL (the chain is at least that old, and so
+        // is its first mark).
+        let (at, good_at) = self.marks.front().copied().unwrap_or((chain.began, good));
+        let span = now.duration_since(at).as_secs_f64().max(1.0);
+        self.mode = Answering::Trial {
+            since: now,
+            good_at: good,
+            baseline: (good - good_at) as f64 / span,
+            back_to: rate,
+        };
+        Verdict::SetRate(chain.from)
+    }
+}
+
+/// The rate arithmetic (see the module docs).
+#[derive(Debug, Clone)]
+pub struct RateControl {
+    ceiling: f64,
+    rate: f64,
+    step: f64,
+    last_cut: Option<Instant>,
+    /// The rate the service last pushed back at (just before the last decrease).
+    pushed_back_at: Option<f64>,
+    /// When the last pause of the service ended: requests sent before it are echoes.
+    resumed: Option<Instant>,
+    bucket: Bucket,
+    /// What remained in the bucket at the last trim (a bucket that has filled since is
+    /// refilling faster than it is used).
+    remaining_at_trim: Option<u32>,
+    unexplained: Unexplained,
+    round_start: Instant,
+    /// Answers in this round that allow an increase.
+    round_ok: u32,
+    /// Something in this round said "not faster".
+    round_hold: bool,
+}
+
+impl RateControl {
+    /// Starts at `start` (the last run's settled rate) or at the ceiling.
+    pub fn new(ceiling: f64, start: Option<f64>, now: Instant) -> RateControl {
+        let ceiling = ceiling.max(FLOOR);
+        let rate = start
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map_or(ceiling, |r| r.clamp(FLOOR, ceiling));
+        RateControl {
+            ceiling,
+            rate,
+            step: (rate * STEP).max(MIN_STEP),
+            last_cut: None,
+            pushed_back_at: None,
+            resumed: None,
+            bucket: Bucket::default(),
+            remaining_at_trim: None,
+            unexplained: Unexplained::default(),
+            round_start: now,
+            round_ok: 0,
+            round_hold: false,
+        }
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    pub fn ceiling(&self) -> f64 {
+        self.ceiling
+    }
+
+    /// The rate worth remembering and reporting: the current one, but never above the rate the
+    /// service last pushed back at (a run may end halfway up a probe).
+    pub fn settled(&self) -> f64 {
+        self.pushed_back_at.map_or(self.rate, |r| self.rate.min(r))
+    }
+
+    /// The service paused every request until `at`: what was sent before it is an echo, and
+    /// the bucket refills meanwhile (its samples would mislead).
+    pub fn resumes_at(&mut self, at: Instant) {
+        self.resumed = Some(self.resumed.map_or(at, |r| r.max(at)));
+        self.bucket.forget_samples();
+    }
+
+    /// A request sent at `sent_at` was throttled (429). Returns the new rate when it changed.
+    pub fn throttled(
+        &mut self,
+        sent_at: Instant,
+        now: Instant,
+        limits: Option<RateLimit>,
+    ) -> Option<f64> {
+        self.round_hold = true;
+        let remaining = remaining(limits);
+        if remaining.is_some_and(|r| r > 0) {
+            // Tokens remain: not our rate. The bucket saw the request.
+            if let Some(r) = remaining {
+                self.bucket.observe(now, r, self.after_resume(sent_at));
+            }
+            return None;
+        }
+        if remaining.is_none() {
+            let echo = !self.after_resume(sent_at) || self.last_cut.is_some_and(|c| sent_at <= c);
+            if echo {
+                return None;
+            }
+            self.unexplained.answered(self.rate, true, false, true);
+            if let Some(rate) = self.unexplained.tick(now) {
+                return Some(self.set_rate(rate, now));
+            }
+            match self.unexplained.verdict(now, self.rate) {
+                Verdict::Cut => {}
+                Verdict::OnlyPause => return None,
+                Verdict::SetRate(rate) => return Some(self.set_rate(rate, now)),
+            }
+        }
+        let to = match self.bucket.refill_rate() {
+            Some(refill) if TARGET * refill < self.rate => TARGET * refill,
+            _ if self.last_cut.is_none() => self.rate * FIRST_CUT,
+            _ => self.rate * CUT,
+        };
+        self.cut_to(to, sent_at, now, false)
+    }
+
+    /// A request sent at `sent_at` was answered (not throttled). `ok`: the service did the
+    /// work (a 5xx neither raises nor cuts). Returns the new rate when it changed.
+    pub fn answered(
+        &mut self,
+        sent_at: Instant,
+        now: Instant,
+        ok: bool,
+        limits: Option<RateLimit>,
+    ) -> Option<f64> {
+        if let Some(remaining) = remaining(limits) {
+            self.bucket
+                .observe(now, remaining, self.after_resume(sent_at));
+            if self.bucket.low(remaining) {
+                self.round_hold = true;
+                let to = match self.bucket.refill_rate() {
+                    Some(refill) => TARGET * refill,
+                    // Nothing measured yet, and filling since the last trim: only hold.
+                    None if self.remaining_at_trim.is_some_and(|at| remaining > at) => return None,
+                    None => self.rate * TRIM,
+                };
+                if to >= self.rate {
+                    return None; // refilling as fast as we use it: only hold
+                }
+                let cut = self.cut_to(to, sent_at, now, true);
+                if cut.is_some() {
+                    self.remaining_at_trim = Some(remaining);
+                }
+                return cut;
+            }
+            if f64::from(remaining) < 0.5 * f64::from(self.bucket.size) {
+                self.round_hold = true;
+            }
+        }
+        self.unexplained
+            .answered(self.rate, false, ok, self.after_resume(sent_at));
+        if let Some(rate) = self.unexplained.tick(now) {
+            return Some(self.set_rate(rate, now));
+        }
+        if ok {
+            self.round_ok += 1;
+        }
+        self.end_round(now)
+    }
+
+    /// Moves the rate to `rate` (within the ceiling and the floor) and starts a round.
+    fn set_rate(&mut self, rate: f64, now: Instant) -> f64 {
+        self.rate = rate.clamp(FLOOR, self.ceiling);
+        self.step = (self.rate * STEP).max(MIN_STEP);
+        self.start_round(now);
+        self.rate
+    }
+
+    fn after_resume(&self, sent_at: Instant) -> bool {
+        self.resumed.is_none_or(|r| sent_at >= r)
+    }
+
+    /// Lowers the rate to `to`, unless the answer is an echo of the overload the last cut or
+    /// pause answered; `trim` (the bucket's signal) also waits [`GAP`] after a decrease, the
+    /// time a bucket takes to show that it refills.
+    fn cut_to(&mut self, to: f64, sent_at: Instant, now: Instant, trim: bool) -> Option<f64> {
+        if !self.after_resume(sent_at) {
+            return None;
+        }
+        if let Some(cut) = self.last_cut {
+            if sent_at <= cut || (trim && now.duration_since(cut) < GAP) {
+                return None;
+            }
+        }
+        self.last_cut = Some(now);
+        self.pushed_back_at = Some(self.rate);
+        self.start_round(now);
+        let before = self.rate;
+        self.rate = to.clamp(FLOOR, before);
+        self.step = (self.rate * STEP).max(MIN_STEP);
+        (self.rate != before).then_some(self.rate)
+    }
+
+    fn end_round(&mut self, now: Instant) -> Option<f64> {
+        if now.duration_since(self.round_start) < ROUND {
+            return None;
+        }
+        let raise = self.round_ok > 0 && !self.round_hold && self.rate < self.ceiling;
+        self.start_round(now);
+        if !raise {
+            return None;
+        }
+        // Until the first decrease the rate may be far below what the service allows (a
+        // slow last run): it grows by a quarter per round; after one, by the additive step.
+        let raised = if self.last_cut.is_none() {
+            self.rate * SLOW_START
+        } else {
+            self.rate + self.step
+        };
+        self.rate = raised.min(self.ceiling);
+        Some(self.rate)
+    }
+
+    fn start_round(&mut self, now: Instant) {
+        self.round_start = now;
+        self.round_ok = 0;
+        self.round_hold = false;
+    }
+}
+
+/// `X-RateLimit-Remaining`, when the answer says there is a limit (a limit of `u32::MAX` or
+/// more means "no limit").
+fn remaining(limits: Option<RateLimit>) -> Option<u32> {
+    let limits = limits?;
+    if limits.limit.is_some_and(|l| l == u32::MAX) {
+        return None;
+    }
+    limits.remaining
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(limit: u32, remaining: u32) -> Option<RateLimit> {
+        Some(RateLimit {
+            limit: Some(limit),
+            remaining: Some(remaining),
+            ..RateLimit::default()
+        })
+    }
+
+    fn ms(t0: Instant, ms: u64) -> Instant {
+        t0 + Duration::from_millis(ms)
+    }
+
+    fn close(got: f64, want: f64) -> bool {
+        (got - want).abs() < 1e-6
+    }
+
+    #[test]
+    fn starts_at_the_ceiling_or_the_remembered_rate_below_it() {
+        let t0 = Instant::now();
+        assert_eq!(RateControl::new(50.0, None, t0).rate(), 50.0);
+        assert_eq!(RateControl::new(50.0, Some(20.0), t0).rate(), 20.0);
+        assert_eq!(RateControl::new(50.0, Some(80.0), t0).rate(), 50.0);
+        assert_eq!(RateControl::new(50.0, Some(f64::NAN), t0).rate(), 50.0);
+    }
+
+    #[test]
+    fn one_cut_per_round_trip_the_first_one_deep() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(50.0));
+        // Sent before the cut: the same overload, no second cut.
+        assert_eq!(c.throttled(ms(t0, 5), ms(t0, 12), limits(10, 0)), None);
+        // Sent after it: the cut was not enough.
+        assert_eq!(c.throttled(ms(t0, 11), ms(t0, 20), None), Some(40.0));
+    }
+
+    #[test]
+    fn requests_sent_before_a_pause_ended_are_echoes() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(50.0));
+        c.resumes_at(ms(t0, 1010));
+        // Sent after the cut but inside the pause (a strict service refuses it again).
+        assert_eq!(c.throttled(ms(t0, 500), ms(t0, 510), None), None);
+        assert_eq!(c.throttled(ms(t0, 1020), ms(t0, 1030), None), Some(40.0));
+    }
+
+    #[test]
+    fn a_429_with_tokens_left_holds_but_does_not_cut() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(60.0), t0);
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), limits(10, 7)), None);
+        assert_eq!(c.rate(), 60.0);
+        // The round that saw it does not raise.
+        assert_eq!(c.answered(ms(t0, 1000), ms(t0, 1001), true, None), None);
+        // The next quiet round does (no decrease yet this run: by a quarter).
+        assert_eq!(
+            c.answered(ms(t0, 2100), ms(t0, 2101), true, None),
+            Some(75.0)
+        );
+    }
+
+    /// One answer per 100 ms for `secs` seconds; the rates it moved to.
+    fn quiet_seconds(c: &mut RateControl, t0: Instant, from: u64, secs: u64) -> Vec<f64> {
+        let mut rates = vec![];
+        for k in 0..secs * 10 {
+            let at = ms(t0, from + k * 100);
+            rates.extend(c.answered(at, at, true, limits(1000, 900)));
+        }
+        rates
+    }
+
+    #[test]
+    fn before_any_decrease_a_low_start_grows_by_a_quarter_per_second() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(10.0), t0);
+        let rates = quiet_seconds(&mut c, t0, 100, 3);
+        assert_eq!(rates, vec![12.5, 15.625, 19.53125]);
+    }
+
+    #[test]
+    fn after_a_decrease_the_rate_rises_additively_up_to_the_ceiling() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(60.0, None, t0);
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(30.0));
+        let rates = quiet_seconds(&mut c, t0, 100, 4);
+        // Steps of 2% of 30, but never less than half a request per second.
+        let want = [30.6, 31.2, 31.8];
+        assert_eq!(rates.len(), want.len(), "{rates:?}");
+        assert!(
+            rates.iter().zip(want).all(|(g, w)| close(*g, w)),
+            "{rates:?}"
+        );
+        let mut c = RateControl::new(20.0, None, t0);
+        c.throttled(ms(t0, 1), ms(t0, 2), None);
+        assert_eq!(quiet_seconds(&mut c, t0, 100, 3), vec![10.5, 11.0]);
+    }
+
+    #[test]
+    fn the_settled_rate_is_never_above_where_the_service_pushed_back() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(50.0), t0);
+        assert_eq!(c.settled(), 50.0, "nothing pushed back yet");
+        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(25.0));
+        assert_eq!(c.settled(), 25.0);
+        let rates = quiet_seconds(&mut c, t0, 100, 60);
+        assert!(c.rate() > 50.0, "{rates:?}");
+        assert_eq!(c.settled(), 50.0);
+    }
+
+    /// A bucket of 10 refilled at `refill` per second, asked by one request every `every_ms`
+    /// for `count` requests at the control's own rate: answered while it holds a token (with
+    /// what remains), throttled when it is empty. The rates the control moved to.
+    fn drain(c: &mut RateControl, t0: Instant, count: u64, refill: f64) -> Vec<f64> {
+        let (mut tokens, mut at, mut last) = (10.0_f64, 0.0_f64, 0.0_f64);
+        let mut rates = vec![];
+        for _ in 0..count {
+            at += 1000.0 / c.rate();
+            tokens = (tokens + refill * (at - last) / 1000.0).min(10.0);
+            last = at;
+            let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            if tokens >= 1.0 {
+                tokens -= 1.0;
+                rates.extend(c.answered(now, now, true, limits(50, tokens as u32)));
+            } else {
+                rates.extend(c.throttled(now, now, limits(50, 0)));
+            }
+        }
+        rates
+    }
+
+    #[test]
+    fn a_draining_bucket_sets_the_rate_below_its_refill_before_any_429() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // 100 requests a second into a bucket refilled at 50: nearly empty within 0.2 s, its
+        // refill measured once the samples span enough time, and the rate set just below.
+        let rates = drain(&mut c, t0, 300, 50.0);
+        let measured = rates.iter().position(|r| (45.0..50.0).contains(r));
+        let measured = measured.unwrap_or_else(|| panic!("{rates:?}"));
+        assert!(measured <= 4, "within a few decreases: {rates:?}");
+        // From there only the slow additive probe above it.
+        assert!(rates[measured..].iter().all(|r| *r < 52.0), "{rates:?}");
+    }
+
+    #[test]
+    fn a_bucket_refilling_faster_than_it_is_used_only_holds_once_measured() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(30.0), t0);
+        // Sent at 30/s into a bucket of 10 refilled at 50/s that a burst emptied: nearly
+        // empty, so trimmed once while nothing is measured; then refilling faster than it is
+        // used: held there, neither cut again nor raised while it is low.
+        c.answered(t0, t0, true, limits(10, 10));
+        let mut rates = vec![];
+        for (k, remaining) in [0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2].iter().enumerate() {
+            let at = ms(t0, 300 + k as u64 * 33);
+            rates.extend(c.answered(at, at, true, limits(10, *remaining)));
+        }
+        assert_eq!(rates, vec![27.0]);
+    }
+
+    /// `count` requests at the control's own rate, each answered 200 or, for the numbers
+    /// `throttle` picks, 429 without headers; the lowest rate reached and the last.
+    fn header_less(
+        c: &mut RateControl,
+        t0: Instant,
+        count: u64,
+        mut throttle: impl FnMut(u64, f64) -> bool,
+    ) -> (f64, f64) {
+        let (mut at, mut lowest) = (0.0_f64, c.rate());
+        for k in 0..count {
+            at += 1000.0 / c.rate();
+            let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            if throttle(k, c.rate()) {
+                c.throttled(now, now, None);
+            } else {
+                c.answered(now, now, true, None);
+            }
+            lowest = lowest.min(c.rate());
+        }
+        (lowest, c.rate())
+    }
+
+    #[test]
+    fn header_less_429s_that_come_whatever_the_pace_stop_cutting_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // One request in ten refused, whatever the rate.
+        let (lowest, last) = header_less(&mut c, t0, 3000, |k, _| k % 10 == 9);
+        assert!(lowest < 60.0, "cut first: {lowest}");
+        assert!(last >= 90.0, "then back: {last}");
+    }
+
+    #[test]
+    fn header_less_429s_of_a_limit_keep_the_rate_below_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // A limit of 40/s: above it, one request in five refused; below it, none.
+        let (_, last) = header_less(&mut c, t0, 3000, |k, rate| rate > 40.0 && k % 5 == 4);
+        assert!(last <= 42.0, "{last}");
+    }
+
+    #[test]
+    fn failures_do_not_raise_and_no_limit_headers_are_ignored() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(10.0, Some(5.0), t0);
+        assert_eq!(c.answered(ms(t0, 1500), ms(t0, 1500), false, None), None);
+        let unlimited = limits(u32::MAX, u32::MAX);
+        assert_eq!(
+            c.answered(ms(t0, 1600), ms(t0, 1600), true, unlimited),
+            None
+        );
+        assert_eq!(
+            c.answered(ms(t0, 2700), ms(t0, 2700), true, unlimited),
+            Some(6.25)
+        );
+    }
+
+    #[test]
+    fn never_below_the_floor() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(1.0, None, t0);
+        for k in 0..50 {
+            c.throttled(ms(t0, k * 10 + 1), ms(t0, k * 10 + 5), None);
+        }
+        assert_eq!(c.rate(), FLOOR);
+    }
+}
