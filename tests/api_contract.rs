@@ -448,10 +448,19 @@ async fn server_errors_are_retryable_and_503_carries_retry_after() {
         ),
     ] {
         set_faults(&sb, faults).await;
+        // A 429's Retry-After holds every call of the client until it is over.
+        api.service_wait().open().await;
         let err = api.upsert_vehicle(&payload(8)).await.unwrap_err();
         assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
         assert_eq!(err.status(), Some(status));
         assert_eq!(err.retry_after(), retry_after, "{status}");
+        if status == 429 {
+            let held = api.upsert_vehicle(&payload(8)).await.unwrap_err();
+            assert!(
+                matches!(held, lotsync::api::ApiError::Waiting { .. }),
+                "not sent inside the window: {held}"
+            );
+        }
     }
     let st = state(&sb).await;
     assert_eq!(vehicles(&st), 0, "nothing applied");

@@ -526,12 +526,15 @@ impl ApiClient {
         // An error too large to read keeps its status's class (a proxy's 503 page is still a
         // 503), without the service's messages.
         let messages = read.map(|bytes| error_messages(&bytes)).unwrap_or_default();
-        // The service's own wait holds every call of the token: its Retry-After, or for a
-        // 429 without one, the reset of the bucket it says is empty.
+        // The service's own wait holds every call of the token: a 429's Retry-After, or for a
+        // 429 without one, the reset of the bucket it says is empty; and a 503's when it is
+        // long (the service says it is down: maintenance). A short one on a 503 is one
+        // backend's hiccup: only that call waits it out (the uploader's retry).
         let reset = rate_limit
             .filter(|l| status == 429 && l.remaining == Some(0))
             .and_then(|l| l.reset);
-        match (retry_after.filter(|_| matches!(status, 429 | 503)), reset) {
+        let holds = |wait: &Duration| status == 429 || (status == 503 && *wait >= wait::SAID_FROM);
+        match (retry_after.filter(holds), reset) {
             (Some(wait), _) => self.wait.hold(wait, WaitReason::RetryAfter),
             (None, Some(wait)) => self.wait.hold(wait, WaitReason::RateLimitReset),
             (None, None) => {}

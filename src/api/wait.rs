@@ -8,7 +8,6 @@
 //!
 //! It does not pace requests (the uploader's `pace` does) nor decide what a refusal means.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 /// A wait at least this long is said in the log (shorter ones are routine pacing).
@@ -49,10 +48,19 @@ impl Window {
 }
 
 /// The window shared by a client's clones.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ServiceWait {
-    window: Mutex<Option<Window>>,
-    changed: tokio::sync::Notify,
+    /// A watch rather than a plain lock: a waiter that subscribed sees a window opened at any
+    /// time after, even while it was busy with something else.
+    window: tokio::sync::watch::Sender<Option<Window>>,
+}
+
+impl Default for ServiceWait {
+    fn default() -> Self {
+        ServiceWait {
+            window: tokio::sync::watch::Sender::new(None),
+        }
+    }
 }
 
 impl ServiceWait {
@@ -61,20 +69,25 @@ impl ServiceWait {
     pub fn hold(&self, wait: Duration, reason: WaitReason) {
         let now = Instant::now();
         let until = now + wait;
-        let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
-        let current = window.filter(|w| w.until > now);
-        if current.is_some_and(|w| w.until >= until) {
-            return;
-        }
         let new = Window {
             until,
             until_wall: SystemTime::now() + wait,
             reason,
         };
+        let mut current = None;
+        let grew = self.window.send_if_modified(|window| {
+            current = window.filter(|w| w.until > now);
+            if current.is_some_and(|w| w.until >= until) {
+                return false;
+            }
+            *window = Some(new);
+            true
+        });
+        if !grew {
+            return;
+        }
         // Said once per window that is long, not again when it is only pushed a little.
         let said_before = current.is_some_and(|w| until.duration_since(w.until) < SAID_FROM);
-        *window = Some(new);
-        drop(window);
         if wait >= SAID_FROM && !said_before {
             tracing::warn!(
                 until = %new.until_shown(),
@@ -89,12 +102,11 @@ impl ServiceWait {
                 "the service asked to wait"
             );
         }
-        self.changed.notify_waiters();
     }
 
     /// The window, while it lasts.
     pub fn window(&self) -> Option<Window> {
-        let window = *self.window.lock().unwrap_or_else(PoisonError::into_inner);
+        let window = *self.window.borrow();
         window.filter(|w| w.until > Instant::now())
     }
 
@@ -105,9 +117,10 @@ impl ServiceWait {
         }
     }
 
-    /// Returns when a window opens or grows (for waiters that must notice one).
-    pub async fn changed(&self) {
-        self.changed.notified().await;
+    /// A receiver that sees every window opened or grown after this call (for a waiter that
+    /// must notice one while it does something else).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Option<Window>> {
+        self.window.subscribe()
     }
 }
 

@@ -59,10 +59,15 @@ pub(super) async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadEr
                 match &bar {
                     Some(bar) => {
                         bar.set_position(s.answered);
-                        bar.set_message(format!(
-                            "{:.0} req/s max, {} retries, {} 429s",
-                            uploader.rate(), s.retries, s.throttled
-                        ));
+                        // What holds delivery up, when something does, else the pace.
+                        bar.set_message(uploader.condition().line().unwrap_or_else(|| {
+                            format!(
+                                "{:.0} req/s max, {} retries, {} 429s",
+                                uploader.rate(),
+                                s.retries,
+                                s.throttled
+                            )
+                        }));
                     }
                     None => tracing::info!(
                         answered = s.answered,

@@ -334,7 +334,7 @@ impl Uploader {
         let mut report = DrainReport::default();
         let mut last_answer = Instant::now();
         let mut answered_any = false;
-        let wait = self.shared.client.service_wait().clone();
+        let mut windows = self.shared.client.service_wait().subscribe();
         loop {
             let deadline = last_answer + self.settings.give_up_after;
             if let Some(why) = self.stop_reason(deadline, last_answer) {
@@ -361,7 +361,9 @@ impl Uploader {
                 joined = tasks.join_next() => joined,
                 // Looked at again at the top: the give-up time, or a window of the service.
                 () = tokio::time::sleep_until(deadline.into()) => continue,
-                () = wait.changed() => continue,
+                // A closed channel cannot happen (the client holds the sender); it would only
+                // mean looking again at once.
+                _ = windows.changed() => continue,
             };
             let Some(joined) = joined else {
                 break;

@@ -38,7 +38,7 @@ pub const LOW: f64 = 0.2;
 /// Never slower than this, requests per second.
 pub const FLOOR: f64 = 0.2;
 /// The increase per round, as a share of the rate at the last decrease.
-pub const STEP: f64 = 0.02;
+pub const STEP: f64 = 0.005;
 /// The least time between a decrease and a trim by the bucket.
 pub const GAP: Duration = Duration::from_millis(250);
 /// How long a round of increase lasts.
@@ -46,12 +46,26 @@ const ROUND: Duration = Duration::from_secs(1);
 /// The increase per round before the first decrease, as a factor.
 const SLOW_START: f64 = 1.25;
 /// The least increase per round, requests per second.
-const MIN_STEP: f64 = 0.5;
+const MIN_STEP: f64 = 0.1;
 /// How far back the bucket's samples reach.
 const BUCKET_SPAN: Duration = Duration::from_secs(2);
 /// Samples and time a refill rate needs before it is believed.
 const BUCKET_SAMPLES: usize = 8;
 const BUCKET_MIN_SPAN: Duration = Duration::from_millis(300);
+/// Samples and time a rough refill rate needs (see `Bucket::rough_refill_rate`).
+const ROUGH_SAMPLES: usize = 4;
+const ROUGH_SPAN: Duration = Duration::from_millis(5);
+/// The deepest cut, as a share of the rate before.
+const DEEPEST_CUT: f64 = 0.1;
+/// A 429 within this time of sending resumed (or of the run's start) says the rate is far
+/// above the limit: the cut is the share of this time that passed, between [`DEEPEST_SOON`]
+/// and [`FIRST_CUT`], rather than [`CUT`].
+const SOON: Duration = Duration::from_secs(1);
+const DEEPEST_SOON: f64 = 0.25;
+/// After a blind cut, a round raises the rate by at least this share of the way back to
+/// [`RECOVER_TO`] of the rate before it: back quickly near where it worked, then slowly.
+const RECOVER: f64 = 0.25;
+const RECOVER_TO: f64 = 0.9;
 /// Header-less 429s are suspected of not following the rate once it is at most this share of
 /// the rate their cuts began at, and still at least [`SUSPECT_SHARE`] of the requests since
 /// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Unexplained`]).
@@ -118,11 +132,21 @@ impl Bucket {
     /// Tokens the service adds per second, from the recent samples taken while the bucket
     /// was below its size (a full bucket hides its refill).
     fn refill_rate(&self) -> Option<f64> {
+        self.refill_over(BUCKET_SAMPLES, BUCKET_MIN_SPAN)
+    }
+
+    /// The same from fewer samples over a shorter time: rough, only good to bound a cut when
+    /// a fast start emptied the bucket before anything better was measured.
+    fn rough_refill_rate(&self) -> Option<f64> {
+        self.refill_over(ROUGH_SAMPLES, ROUGH_SPAN)
+    }
+
+    fn refill_over(&self, samples: usize, min_span: Duration) -> Option<f64> {
         let mut below = self.samples.iter().filter(|s| s.remaining < self.size);
         let first = below.next()?;
         let (count, last) = below.fold((1, first), |(n, _), s| (n + 1, s));
         let span = last.at.duration_since(first.at);
-        if count < BUCKET_SAMPLES || span < BUCKET_MIN_SPAN {
+        if count < samples || span < min_span {
             return None;
         }
         let used = (last.used - first.used) as f64;
@@ -329,6 +353,15 @@ impl Unexplained {
     }
 }
 
+/// What a decrease answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// A nearly empty bucket (no 429 yet).
+    Trim,
+    /// A 429; `measured`: the bucket's refill bounded the cut.
+    Throttled { measured: bool },
+}
+
 /// The rate arithmetic (see the module docs).
 #[derive(Debug, Clone)]
 pub struct RateControl {
@@ -340,6 +373,9 @@ pub struct RateControl {
     pushed_back_at: Option<f64>,
     /// When the last pause of the service ended: requests sent before it are echoes.
     resumed: Option<Instant>,
+    started: Instant,
+    /// Where the rate comes back to quickly after a cut (see [`RECOVER`]).
+    recover_to: f64,
     bucket: Bucket,
     /// What remained in the bucket at the last trim (a bucket that has filled since is
     /// refilling faster than it is used).
@@ -366,6 +402,8 @@ impl RateControl {
             last_cut: None,
             pushed_back_at: None,
             resumed: None,
+            started: now,
+            recover_to: 0.0,
             bucket: Bucket::default(),
             remaining_at_trim: None,
             unexplained: Unexplained::default(),
@@ -427,12 +465,26 @@ impl RateControl {
                 Verdict::SetRate(rate) => return Some(self.set_rate(rate, now)),
             }
         }
-        let to = match self.bucket.refill_rate() {
-            Some(refill) if TARGET * refill < self.rate => TARGET * refill,
-            _ if self.last_cut.is_none() => self.rate * FIRST_CUT,
-            _ => self.rate * CUT,
+        // Far above the limit (the first 429 of a run, or one soon after sending resumed) the
+        // cut is deep, and as deep as a rough measure of the bucket says, within reason.
+        let after = sent_at.duration_since(self.resumed.unwrap_or(self.started));
+        let share = if after < SOON {
+            // Refused this soon: the sooner, the farther above the limit.
+            (after.as_secs_f64() / SOON.as_secs_f64()).clamp(DEEPEST_SOON, FIRST_CUT)
+        } else if self.last_cut.is_none() {
+            FIRST_CUT
+        } else {
+            CUT
         };
-        self.cut_to(to, sent_at, now, false)
+        let (to, measured) = match (self.bucket.refill_rate(), self.bucket.rough_refill_rate()) {
+            (Some(refill), _) if TARGET * refill < self.rate => (TARGET * refill, true),
+            (None, Some(rough)) => (
+                (TARGET * rough).clamp(self.rate * DEEPEST_CUT, self.rate * FIRST_CUT),
+                true,
+            ),
+            _ => (self.rate * share, false),
+        };
+        self.cut_to(to, sent_at, now, Cut::Throttled { measured })
     }
 
     /// A request sent at `sent_at` was answered (not throttled). `ok`: the service did the
@@ -458,7 +510,7 @@ impl RateControl {
                 if to >= self.rate {
                     return None; // refilling as fast as we use it: only hold
                 }
-                let cut = self.cut_to(to, sent_at, now, true);
+                let cut = self.cut_to(to, sent_at, now, Cut::Trim);
                 if cut.is_some() {
                     self.remaining_at_trim = Some(remaining);
                 }
@@ -494,17 +546,23 @@ impl RateControl {
     /// Lowers the rate to `to`, unless the answer is an echo of the overload the last cut or
     /// pause answered; `trim` (the bucket's signal) also waits [`GAP`] after a decrease, the
     /// time a bucket takes to show that it refills.
-    fn cut_to(&mut self, to: f64, sent_at: Instant, now: Instant, trim: bool) -> Option<f64> {
+    fn cut_to(&mut self, to: f64, sent_at: Instant, now: Instant, cut: Cut) -> Option<f64> {
         if !self.after_resume(sent_at) {
             return None;
         }
-        if let Some(cut) = self.last_cut {
-            if sent_at <= cut || (trim && now.duration_since(cut) < GAP) {
+        if let Some(last) = self.last_cut {
+            if sent_at <= last || (cut == Cut::Trim && now.duration_since(last) < GAP) {
                 return None;
             }
         }
         self.last_cut = Some(now);
         self.pushed_back_at = Some(self.rate);
+        // A cut to a measured refill rate is where the rate belongs; a blind one overshoots
+        // on purpose, and the rate comes back quickly to just below where it was refused.
+        self.recover_to = match cut {
+            Cut::Throttled { measured: false } => RECOVER_TO * self.rate,
+            Cut::Throttled { measured: true } | Cut::Trim => to,
+        };
         self.start_round(now);
         let before = self.rate;
         self.rate = to.clamp(FLOOR, before);
@@ -523,10 +581,9 @@ impl RateControl {
         }
         // Until the first decrease the rate may be far below what the service allows (a
         // slow last run): it grows by a quarter per round; after one, by the additive step.
-        let raised = if self.last_cut.is_none() {
-            self.rate * SLOW_START
-        } else {
-            self.rate + self.step
+        let raised = match self.last_cut {
+            None => self.rate * SLOW_START,
+            Some(_) => self.rate + self.step.max((self.recover_to - self.rate) * RECOVER),
         };
         self.rate = raised.min(self.ceiling);
         Some(self.rate)
@@ -582,22 +639,38 @@ mod tests {
     fn one_cut_per_round_trip_the_first_one_deep() {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, None, t0);
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(50.0));
+        assert_eq!(c.throttled(ms(t0, 1500), ms(t0, 1510), None), Some(50.0));
         // Sent before the cut: the same overload, no second cut.
-        assert_eq!(c.throttled(ms(t0, 5), ms(t0, 12), limits(10, 0)), None);
-        // Sent after it: the cut was not enough.
-        assert_eq!(c.throttled(ms(t0, 11), ms(t0, 20), None), Some(40.0));
+        assert_eq!(c.throttled(ms(t0, 1505), ms(t0, 1512), limits(10, 0)), None);
+        // Sent after it: the cut was not quite enough.
+        assert_eq!(c.throttled(ms(t0, 1511), ms(t0, 1520), None), Some(40.0));
+    }
+
+    #[test]
+    fn a_429_soon_after_the_start_or_a_pause_cuts_deeper_the_sooner_it_came() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(1000.0, None, t0);
+        // 10 ms in: at most a quarter.
+        assert_eq!(c.throttled(ms(t0, 10), ms(t0, 11), None), Some(250.0));
+        c.resumes_at(ms(t0, 1011));
+        // 400 ms after the pause: 40%.
+        let cut = c.throttled(ms(t0, 1411), ms(t0, 1412), None).unwrap();
+        assert!(close(cut, 100.0), "{cut}");
+        c.resumes_at(ms(t0, 2412));
+        // 900 ms after: no deeper than half.
+        assert_eq!(c.throttled(ms(t0, 3312), ms(t0, 3313), None), Some(50.0));
     }
 
     #[test]
     fn requests_sent_before_a_pause_ended_are_echoes() {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, None, t0);
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 10), None), Some(50.0));
-        c.resumes_at(ms(t0, 1010));
+        assert_eq!(c.throttled(ms(t0, 1500), ms(t0, 1510), None), Some(50.0));
+        c.resumes_at(ms(t0, 2510));
         // Sent after the cut but inside the pause (a strict service refuses it again).
-        assert_eq!(c.throttled(ms(t0, 500), ms(t0, 510), None), None);
-        assert_eq!(c.throttled(ms(t0, 1020), ms(t0, 1030), None), Some(40.0));
+        assert_eq!(c.throttled(ms(t0, 2000), ms(t0, 2010), None), None);
+        // Sent a while after it.
+        assert_eq!(c.throttled(ms(t0, 3600), ms(t0, 3610), None), Some(40.0));
     }
 
     #[test]
@@ -634,21 +707,23 @@ mod tests {
     }
 
     #[test]
-    fn after_a_decrease_the_rate_rises_additively_up_to_the_ceiling() {
+    fn after_a_blind_cut_the_rate_comes_back_quickly_then_additively() {
         let t0 = Instant::now();
         let mut c = RateControl::new(60.0, None, t0);
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(30.0));
-        let rates = quiet_seconds(&mut c, t0, 100, 4);
-        // Steps of 2% of 30, but never less than half a request per second.
-        let want = [30.6, 31.2, 31.8];
+        assert_eq!(c.throttled(ms(t0, 1001), ms(t0, 1002), None), Some(30.0));
+        // A quarter of the way back to 90% of 60 per quiet second...
+        let rates = quiet_seconds(&mut c, t0, 1100, 4);
+        let want = [36.0, 40.5, 43.875];
         assert_eq!(rates.len(), want.len(), "{rates:?}");
         assert!(
             rates.iter().zip(want).all(|(g, w)| close(*g, w)),
             "{rates:?}"
         );
-        let mut c = RateControl::new(20.0, None, t0);
-        c.throttled(ms(t0, 1), ms(t0, 2), None);
-        assert_eq!(quiet_seconds(&mut c, t0, 100, 3), vec![10.5, 11.0]);
+        // ...then, near it, by the additive step (0.5% of 30), up to the ceiling.
+        let later = quiet_seconds(&mut c, t0, 5100, 80);
+        let steps: Vec<f64> = later.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(steps.iter().any(|d| close(*d, 0.15)), "{later:?}");
+        assert_eq!(later.last(), Some(&60.0));
     }
 
     #[test]
@@ -656,9 +731,9 @@ mod tests {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, Some(50.0), t0);
         assert_eq!(c.settled(), 50.0, "nothing pushed back yet");
-        assert_eq!(c.throttled(ms(t0, 1), ms(t0, 2), None), Some(25.0));
+        assert_eq!(c.throttled(ms(t0, 1001), ms(t0, 1002), None), Some(25.0));
         assert_eq!(c.settled(), 25.0);
-        let rates = quiet_seconds(&mut c, t0, 100, 60);
+        let rates = quiet_seconds(&mut c, t0, 1100, 60);
         assert!(c.rate() > 50.0, "{rates:?}");
         assert_eq!(c.settled(), 50.0);
     }
