@@ -1,14 +1,36 @@
-//! Whole-process figures for `lotsync sync` against the sandbox on loopback.
+//! Whole-process figures for `lotsync sync` against the sandbox on loopback: the benchmarks of
+//! issue 14 (delivery when the service pushes back), and the in-flight sweep.
 //!
-//! 1. A first sync of N vehicles (default 5,000) against a sandbox with 20 ms added latency and
-//!    a limit of 200 requests/s (burst 20) that the client is not told: requests/s and the
-//!    share of 429s, with and without the sandbox's X-RateLimit headers.
-//! 2. With no limit (20 ms latency still), requests/s as a function of requests in flight.
+//! - **A. Unknown limit**: a first sync of 15 × L vehicles (at least 300) against a limit of
+//!   L ∈ {20, 50, 200} requests/s (burst 10, 10, 20) that the client is not told, with every
+//!   Retry-After enforced, 20 ms latency, ceiling 1000/s, 16 in flight; with and without the
+//!   X-RateLimit headers. Requests, 429s, 2xx answers per second from the first request to
+//!   exit and that as a share of L (target ≥ 0.90), and the share of 429s among the requests
+//!   after the first 2 s (target < 3%).
+//! - **B. Spurious 429s**: 10% 429 (Retry-After 1 s, enforced), 20% 500, 3% dropped
+//!   connections, no latency, ceiling 1000/s, 4 in flight, a first sync of `--spurious-rows`
+//!   vehicles; once from a service whose X-RateLimit-Remaining says tokens remain, once from
+//!   one that sends no rate headers. 2xx answers per second against the ideal computed from
+//!   the run's own shares of 429s and failures (target ≥ 70% of it; printed with the table).
+//! - **C. 5xx-only outage**: 200 vehicles, every request 500 for `--outage-secs`, then the
+//!   service is back (the default behaviour is put). Requests during the outage (target ≤ 30),
+//!   seconds from the return to the first 2xx, and from that to the sync's exit.
+//! - **Sweep**: with no limit (20 ms latency still), requests/s as a function of requests in
+//!   flight.
 //!
-//! Each run is the real binary in a fresh process with a fresh state; the sandbox runs in this
-//! process and is sampled every 100 ms to time the delivery (first request to exit).
+//! Each run is the real release binary in a fresh process with a fresh state; the sandbox runs
+//! in this process and is sampled every 100 ms to time the delivery (first request, first 2xx
+//! answer, the stats 2 s after the first request, exit).
 //!
-//! `cargo build --release && cargo run --release --example sync_bench -- --rows 5000`
+//! ```text
+//! cargo build --release && cargo run --release --example sync_bench -- --sections a
+//! cargo run --release --example sync_bench -- --sections b --spurious-rows 2000
+//! cargo run --release --example sync_bench -- --sections c --outage-secs 600
+//! cargo run --release --example sync_bench -- --sections sweep --sweep-rows 2000
+//! ```
+//!
+//! Without `--sections` every section runs (a, b, c, sweep), C's outage alone taking
+//! `--outage-secs`.
 
 #[path = "../benches/feedgen.rs"]
 mod feedgen;
@@ -22,11 +44,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+const SECTIONS: [&str; 4] = ["a", "b", "c", "sweep"];
+
 #[derive(Parser)]
 struct Args {
-    /// Vehicles in the rate-limited first sync.
-    #[arg(long, default_value_t = 5_000)]
-    rows: u64,
+    /// Sections to run, comma-separated: a (unknown limit), b (spurious 429s), c (5xx-only
+    /// outage), sweep (in flight).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,sweep")]
+    sections: Vec<String>,
+    /// Vehicles in each run of section B.
+    #[arg(long, default_value_t = 2_000)]
+    spurious_rows: u64,
+    /// Seconds of section C's outage, from the sync's start to the service's return.
+    #[arg(long, default_value_t = 600)]
+    outage_secs: u64,
     /// Vehicles in each run of the in-flight sweep.
     #[arg(long, default_value_t = 2_000)]
     sweep_rows: u64,
@@ -35,53 +66,260 @@ struct Args {
     dir: PathBuf,
 }
 
+/// One sync to run: the vehicles, the sandbox, the client's config.
+struct Setup {
+    rows: u64,
+    behaviour: Behaviour,
+    ceiling: f64,
+    in_flight: u32,
+    /// More lines for the `[api]` table of the client's config.
+    api_extra: String,
+    /// After this long from the sync's start, the sandbox is given this behaviour.
+    switch: Option<(Duration, Behaviour)>,
+}
+
+impl Setup {
+    fn new(rows: u64, behaviour: Behaviour, ceiling: f64, in_flight: u32) -> Self {
+        Setup {
+            rows,
+            behaviour,
+            ceiling,
+            in_flight,
+            api_extra: String::new(),
+            switch: None,
+        }
+    }
+}
+
 /// What one sync did, as the sandbox saw it.
 struct Run {
-    requests: u64,
-    throttled: u64,
-    seconds: f64,
+    /// When the sandbox was first seen to have a request.
+    first_request: Instant,
+    /// When it was first seen to have answered one with a 2xx.
+    first_2xx: Option<Instant>,
+    /// When the process was seen to have exited.
+    end: Instant,
+    /// The stats at the first sample 2 s or more after the first request (the last ones if
+    /// the sync ended before).
+    at_2s: Value,
+    /// The stats once the process exited.
+    last: Value,
+    /// When the behaviour was switched, and the stats just before.
+    switched: Option<(Instant, Value)>,
+}
+
+impl Run {
+    /// From the first request to the exit.
+    fn seconds(&self) -> f64 {
+        (self.end - self.first_request).as_secs_f64().max(1e-3)
+    }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    for s in &args.sections {
+        anyhow::ensure!(
+            SECTIONS.contains(&s.as_str()),
+            "unknown section {s:?}; the sections are {}",
+            SECTIONS.join(", ")
+        );
+    }
+    let wanted = |name: &str| args.sections.iter().any(|s| s == name);
     lotsync::api::install_crypto_provider();
     let lotsync = support::start_fresh(&args.dir)?;
+    let bench = Bench {
+        lotsync,
+        dir: args.dir.clone(),
+        http: reqwest::Client::new(),
+    };
+    if wanted("a") {
+        unknown_limit(&bench).await?;
+    }
+    if wanted("b") {
+        spurious_429s(&bench, args.spurious_rows).await?;
+    }
+    if wanted("c") {
+        outage(&bench, args.outage_secs).await?;
+    }
+    if wanted("sweep") {
+        sweep(&bench, args.sweep_rows).await?;
+    }
+    Ok(())
+}
 
-    println!("1. first sync of {} vehicles, 20 ms latency, limit 200/s burst 20 not told to the client (ceiling 1000/s, 16 in flight)", args.rows);
-    println!("| X-RateLimit headers | requests | 429s | requests/s | answered/s (% of limit) |");
-    println!("|---|---|---|---|---|");
-    for headers in [true, false] {
-        let behaviour = Behaviour {
-            rate_limit: Some(RateLimitConfig {
-                rate: 200.0,
-                burst: 20,
-                headers,
+/// A. An unknown limit, with every Retry-After enforced.
+async fn unknown_limit(bench: &Bench) -> anyhow::Result<()> {
+    println!(
+        "\nA. unknown limit L: a first sync of 15 × L vehicles (at least 300), limit L/s not told \
+         to the client, Retry-After enforced, 20 ms latency, ceiling 1000/s, 16 in flight"
+    );
+    println!("targets: delivered/L ≥ 0.90, 429s after the first 2 s < 3%");
+    println!("(429s: bucket + early (inside an announced window) + spurious; delivered: 2xx answers per second from the first request to exit)\n");
+    println!("| L/s (burst) | X-RateLimit headers | vehicles | seconds | requests | 429s (bucket + early) | 2xx/s | delivered/L | 429s after 2 s | targets |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (limit, burst) in [(20u32, 10u32), (50, 10), (200, 20)] {
+        for headers in [true, false] {
+            let rows = u64::from(limit * 15).max(300);
+            let behaviour = Behaviour {
+                rate_limit: Some(RateLimitConfig {
+                    rate: f64::from(limit),
+                    burst,
+                    headers,
+                }),
+                enforce_retry_after: true,
+                faults: Faults {
+                    latency_ms: 20,
+                    ..Faults::default()
+                },
+                ..Behaviour::default()
+            };
+            let run = bench
+                .sync_once(Setup::new(rows, behaviour, 1000.0, 16))
+                .await?;
+            let last = &run.last;
+            let answered = ok_answers(last) as f64 / run.seconds();
+            let delivered = answered / f64::from(limit);
+            let late_requests = n(&last["total_requests"]) - n(&run.at_2s["total_requests"]);
+            let late_429 = throttled(last) - throttled(&run.at_2s);
+            let late_share = late_429 as f64 / late_requests.max(1) as f64;
+            let met = delivered >= 0.90 && late_share < 0.03;
+            println!(
+                "| {limit} ({burst}) | {} | {rows} | {:.1} | {} | {} ({} + {}) | {:.1} | {:.2} | {:.2}% ({late_429} of {late_requests}) | {} |",
+                if headers { "sent" } else { "not sent" },
+                run.seconds(),
+                n(&last["total_requests"]),
+                throttled(last),
+                n(&last["rate_limited"]),
+                n(&last["early"]),
+                answered,
+                delivered,
+                100.0 * late_share,
+                if met { "met" } else { "missed" },
+            );
+        }
+    }
+    Ok(())
+}
+
+/// B. Spurious 429s among 5xx and dropped connections, with and without rate headers.
+async fn spurious_429s(bench: &Bench, rows: u64) -> anyhow::Result<()> {
+    const RETRY_AFTER_SECS: u64 = 1;
+    println!(
+        "\nB. spurious 429s: 10% 429 (Retry-After {RETRY_AFTER_SECS} s, enforced), 20% 500, \
+         3% dropped connections, no latency, a first sync of {rows} vehicles, ceiling 1000/s, \
+         4 in flight"
+    );
+    println!(
+        "ideal: with p = the share of 429s among the requests that reached the fault draw \
+         (faults.http_429 / (requests − early − bucket)), q = the share of 5xx and drops among \
+         the same, and a Retry-After of RA = {RETRY_AFTER_SECS} s that stops every sender, a \
+         client that sends instantly between windows gets on average (1−p)/p non-429 answers \
+         per window: ideal non-429 answers/s = (1−p)/(p·RA), ideal 2xx/s = (1−p−q)/(p·RA)."
+    );
+    println!("target: 2xx/s ≥ 70% of the ideal\n");
+    println!("| service | seconds | requests | 429s: spurious / early / bucket | 5xx + drops | 2xx | p | q | 2xx/s | ideal 2xx/s | % of ideal |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    let services = [
+        (
+            "X-RateLimit-Remaining > 0",
+            Some(RateLimitConfig {
+                rate: 1_000_000.0,
+                burst: 100_000,
+                headers: true,
             }),
+        ),
+        ("no rate headers", None),
+    ];
+    for (name, rate_limit) in services {
+        let behaviour = Behaviour {
+            rate_limit,
+            enforce_retry_after: true,
             faults: Faults {
-                latency_ms: 20,
+                http_429: 0.10,
+                http_500: 0.20,
+                drop: 0.03,
+                retry_after_secs: RETRY_AFTER_SECS,
                 ..Faults::default()
             },
             ..Behaviour::default()
         };
-        let run = sync_once(&lotsync, &args.dir, args.rows, behaviour, 1000.0, 16).await?;
-        let answered = (run.requests - run.throttled) as f64 / run.seconds;
+        let run = bench
+            .sync_once(Setup::new(rows, behaviour, 1000.0, 4))
+            .await?;
+        let last = &run.last;
+        let faults = &last["faults"];
+        let spurious = n(&faults["http_429"]);
+        let failed = n(&faults["http_500"])
+            + n(&faults["http_503"])
+            + n(&faults["http_504"])
+            + n(&faults["drop"]);
+        let drawn = n(&last["total_requests"]) - n(&last["early"]) - n(&last["rate_limited"]);
+        let p = spurious as f64 / drawn.max(1) as f64;
+        let q = failed as f64 / drawn.max(1) as f64;
+        let ideal = (1.0 - p - q) / (p * RETRY_AFTER_SECS as f64);
+        let answered = ok_answers(last) as f64 / run.seconds();
         println!(
-            "| {} | {} | {} ({:.2}%) | {:.1} | {:.1} ({:.0}%) |",
-            if headers { "sent" } else { "not sent" },
-            run.requests,
-            run.throttled,
-            100.0 * run.throttled as f64 / run.requests as f64,
-            run.requests as f64 / run.seconds,
+            "| {name} | {:.1} | {} | {spurious} / {} / {} | {failed} | {} | {:.3} | {:.3} | {:.1} | {:.1} | {:.0}% |",
+            run.seconds(),
+            n(&last["total_requests"]),
+            n(&last["early"]),
+            n(&last["rate_limited"]),
+            ok_answers(last),
+            p,
+            q,
             answered,
-            answered / 2.0
+            ideal,
+            100.0 * answered / ideal,
         );
     }
+    Ok(())
+}
 
+/// C. Every request 500 for a while, then the service is back.
+async fn outage(bench: &Bench, outage_secs: u64) -> anyhow::Result<()> {
+    const ROWS: u64 = 200;
     println!(
-        "\n2. no limit, 20 ms latency, {} vehicles: requests/s by requests in flight",
-        args.sweep_rows
+        "\nC. 5xx-only outage: a first sync of {ROWS} vehicles, every request 500 for \
+         {outage_secs} s from the sync's start, then the default behaviour; give_up_after_secs \
+         = 3600, ceiling 100/s, 4 in flight"
     );
+    println!("target: requests during the outage ≤ 30\n");
+    println!("| outage s | requests during the outage | return → first 2xx s | first 2xx → exit s | return → exit s | requests after the return |");
+    println!("|---|---|---|---|---|---|");
+    let behaviour = Behaviour {
+        faults: Faults {
+            http_500: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    };
+    let mut setup = Setup::new(ROWS, behaviour, 100.0, 4);
+    setup.api_extra = "give_up_after_secs = 3600\n".to_owned();
+    setup.switch = Some((Duration::from_secs(outage_secs), Behaviour::default()));
+    let run = bench.sync_once(setup).await?;
+    let (back, before) = run
+        .switched
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("the sync ended before the service came back"))?;
+    let first_2xx = run
+        .first_2xx
+        .ok_or_else(|| anyhow::anyhow!("no 2xx answer"))?;
+    anyhow::ensure!(ok_answers(before) == 0, "a 2xx during the outage");
+    let during = n(&before["total_requests"]);
+    println!(
+        "| {outage_secs} | {during} | {:.1} | {:.1} | {:.1} | {} |",
+        first_2xx.saturating_duration_since(*back).as_secs_f64(),
+        (run.end - first_2xx).as_secs_f64(),
+        (run.end - *back).as_secs_f64(),
+        n(&run.last["total_requests"]) - during,
+    );
+    Ok(())
+}
+
+/// The in-flight sweep: no limit, requests/s by requests in flight.
+async fn sweep(bench: &Bench, rows: u64) -> anyhow::Result<()> {
+    println!("\nSweep. no limit, 20 ms latency, {rows} vehicles: requests/s by requests in flight");
     println!("| in flight | requests/s |");
     println!("|---|---|");
     for in_flight in [1, 2, 4, 8, 16, 32, 64] {
@@ -92,84 +330,157 @@ async fn main() -> anyhow::Result<()> {
             },
             ..Behaviour::default()
         };
-        let run = sync_once(
-            &lotsync,
-            &args.dir,
-            args.sweep_rows,
-            behaviour,
-            100_000.0,
-            in_flight,
-        )
-        .await?;
-        println!("| {in_flight} | {:.1} |", run.requests as f64 / run.seconds);
+        let run = bench
+            .sync_once(Setup::new(rows, behaviour, 100_000.0, in_flight))
+            .await?;
+        println!(
+            "| {in_flight} | {:.1} |",
+            n(&run.last["total_requests"]) as f64 / run.seconds()
+        );
     }
     Ok(())
 }
 
-/// One first sync of `rows` generated vehicles against a fresh sandbox.
-async fn sync_once(
-    lotsync: &Path,
-    dir: &Path,
-    rows: u64,
-    behaviour: Behaviour,
-    ceiling: f64,
-    in_flight: u32,
-) -> anyhow::Result<Run> {
-    let sandbox = RunningSandbox::on_loopback(behaviour).await?;
-    let run_dir = dir.join(format!("run-{}", fastrand::u64(..)));
-    std::fs::create_dir_all(run_dir.join("inbox"))?;
-    let feed = run_dir.join("feed.csv");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&feed)?);
-    feedgen::write_feed(&mut out, rows)?;
-    drop(out);
-    let config = run_dir.join("lotsync.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[api]\nbase_url = \"{}\"\norganization_id = 100\ntoken_env = \"LOTSYNC_BENCH_TOKEN\"\n\
-             max_requests_per_second = {ceiling}\nmax_in_flight = {in_flight}\n\
-             [state]\ndir = \"state\"\n[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n",
-            sandbox.base_url()
-        ),
-    )?;
-    let mut child = Command::new(lotsync)
-        .arg("sync")
-        .arg("--config")
-        .arg(&config)
-        .arg(&feed)
-        .env("LOTSYNC_BENCH_TOKEN", "sandbox-token")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let mut first: Option<Instant> = None;
-    loop {
-        let st = sandbox_stats(&sandbox).await?;
-        if first.is_none() && st["total_requests"].as_u64().unwrap_or(0) > 0 {
-            first = Some(Instant::now());
-        }
-        if let Some(status) = child.try_wait()? {
-            anyhow::ensure!(status.code() == Some(0), "lotsync sync exited {status}");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let end = Instant::now();
-    let st = sandbox_stats(&sandbox).await?;
-    sandbox.stop().await;
-    let first = first.ok_or_else(|| anyhow::anyhow!("no request was sent"))?;
-    Ok(Run {
-        requests: st["total_requests"].as_u64().unwrap_or(0),
-        throttled: st["rate_limited"].as_u64().unwrap_or(0),
-        seconds: (end - first).as_secs_f64().max(1e-3),
-    })
+struct Bench {
+    lotsync: PathBuf,
+    dir: PathBuf,
+    http: reqwest::Client,
 }
 
-async fn sandbox_stats(sandbox: &RunningSandbox) -> anyhow::Result<Value> {
-    Ok(
-        reqwest::get(format!("{}/__sandbox/stats", sandbox.base_url()))
+impl Bench {
+    /// One first sync of `setup.rows` generated vehicles against a fresh sandbox.
+    async fn sync_once(&self, setup: Setup) -> anyhow::Result<Run> {
+        let sandbox = RunningSandbox::on_loopback(setup.behaviour.clone()).await?;
+        let run_dir = self.dir.join(format!("run-{}", fastrand::u64(..)));
+        std::fs::create_dir_all(run_dir.join("inbox"))?;
+        let feed = run_dir.join("feed.csv");
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&feed)?);
+        feedgen::write_feed(&mut out, setup.rows)?;
+        drop(out);
+        let config = run_dir.join("lotsync.toml");
+        std::fs::write(&config, client_config(&sandbox.base_url(), &setup))?;
+        let result = self.watch(&sandbox, &config, &feed, setup.switch).await;
+        sandbox.stop().await;
+        result
+    }
+
+    /// Runs the sync and samples the sandbox every 100 ms until the process exits.
+    async fn watch(
+        &self,
+        sandbox: &RunningSandbox,
+        config: &Path,
+        feed: &Path,
+        mut switch: Option<(Duration, Behaviour)>,
+    ) -> anyhow::Result<Run> {
+        let start = Instant::now();
+        let mut child = Command::new(&self.lotsync)
+            .arg("sync")
+            .arg("--config")
+            .arg(config)
+            .arg(feed)
+            .env("LOTSYNC_BENCH_TOKEN", "sandbox-token")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let mut first_request: Option<Instant> = None;
+        let mut first_2xx: Option<Instant> = None;
+        let mut at_2s: Option<Value> = None;
+        let mut switched = None;
+        let (end, last) = loop {
+            if let Some((after, _)) = &switch {
+                if start.elapsed() >= *after {
+                    let (_, behaviour) = switch.take().expect("checked above");
+                    let before = self.stats(sandbox).await?;
+                    self.put_behaviour(sandbox, &behaviour).await?;
+                    switched = Some((Instant::now(), before));
+                }
+            }
+            let exited = child.try_wait()?;
+            let st = self.stats(sandbox).await?;
+            let now = Instant::now();
+            if first_request.is_none() && n(&st["total_requests"]) > 0 {
+                first_request = Some(now);
+            }
+            if first_2xx.is_none() && ok_answers(&st) > 0 {
+                first_2xx = Some(now);
+            }
+            if at_2s.is_none() && first_request.is_some_and(|t| now - t >= Duration::from_secs(2)) {
+                at_2s = Some(st.clone());
+            }
+            if let Some(status) = exited {
+                anyhow::ensure!(status.code() == Some(0), "lotsync sync exited {status}");
+                break (now, st);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        Ok(Run {
+            first_request: first_request.ok_or_else(|| anyhow::anyhow!("no request was sent"))?,
+            first_2xx,
+            end,
+            at_2s: at_2s.unwrap_or_else(|| last.clone()),
+            last,
+            switched,
+        })
+    }
+
+    async fn stats(&self, sandbox: &RunningSandbox) -> anyhow::Result<Value> {
+        Ok(self
+            .http
+            .get(format!("{}/__sandbox/stats", sandbox.base_url()))
+            .send()
             .await?
+            .error_for_status()?
             .json()
-            .await?,
+            .await?)
+    }
+
+    /// `PUT /__sandbox/behaviour`, as the tests' `set_behaviour` does.
+    async fn put_behaviour(
+        &self,
+        sandbox: &RunningSandbox,
+        behaviour: &Behaviour,
+    ) -> anyhow::Result<()> {
+        self.http
+            .put(format!("{}/__sandbox/behaviour", sandbox.base_url()))
+            .json(behaviour)
+            .send()
+            .await?
+            .error_for_status()?;
+        Ok(())
+    }
+}
+
+/// The client's config: the sandbox, the ceiling and in-flight of `setup`, and its extra
+/// `[api]` lines.
+fn client_config(base_url: &str, setup: &Setup) -> String {
+    format!(
+        "[api]\nbase_url = \"{base_url}\"\norganization_id = 100\ntoken_env = \"LOTSYNC_BENCH_TOKEN\"\n\
+         max_requests_per_second = {}\nmax_in_flight = {}\n{}\
+         [state]\ndir = \"state\"\n[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n",
+        setup.ceiling, setup.in_flight, setup.api_extra
     )
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// 429s the sandbox answered, of every kind: the bucket's, early ones (inside an announced
+/// window), spurious ones (the `http_429` fault).
+fn throttled(stats: &Value) -> u64 {
+    n(&stats["rate_limited"]) + n(&stats["early"]) + n(&stats["faults"]["http_429"])
+}
+
+/// Requests answered with a 2xx, on every route.
+fn ok_answers(stats: &Value) -> u64 {
+    stats["requests"].as_object().map_or(0, |routes| {
+        routes
+            .values()
+            .filter_map(Value::as_object)
+            .flat_map(|statuses| statuses.iter())
+            .filter(|(status, _)| status.starts_with('2'))
+            .map(|(_, count)| n(count))
+            .sum()
+    })
 }
