@@ -66,6 +66,10 @@ const DEEPEST_SOON: f64 = 0.25;
 /// [`RECOVER_TO`] of the rate before it: back quickly near where it worked, then slowly.
 const RECOVER: f64 = 0.25;
 const RECOVER_TO: f64 = 0.9;
+/// A bucket with at least this share of its size left all through a round is nearly full:
+/// the rate rises by [`FULL_STEP`] (as a factor) rather than the additive step.
+const FULL: f64 = 0.8;
+const FULL_STEP: f64 = 1.05;
 /// Header-less 429s are suspected of not following the rate once it is at most this share of
 /// the rate their cuts began at, and still at least [`SUSPECT_SHARE`] of the requests since
 /// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Unexplained`]).
@@ -369,6 +373,9 @@ pub struct RateControl {
     rate: f64,
     step: f64,
     last_cut: Option<Instant>,
+    /// The last decrease for a 429: a 429 is an echo of it only (a trim of a nearly empty
+    /// bucket does not make the 429 that follows it one).
+    last_throttled_cut: Option<Instant>,
     /// The rate the service last pushed back at (just before the last decrease).
     pushed_back_at: Option<f64>,
     /// When the last pause of the service ended: requests sent before it are echoes.
@@ -386,6 +393,8 @@ pub struct RateControl {
     round_ok: u32,
     /// Something in this round said "not faster".
     round_hold: bool,
+    /// Some answer in this round did not show a nearly full bucket (or showed none).
+    round_not_full: bool,
 }
 
 impl RateControl {
@@ -400,6 +409,7 @@ impl RateControl {
             rate,
             step: (rate * STEP).max(MIN_STEP),
             last_cut: None,
+            last_throttled_cut: None,
             pushed_back_at: None,
             resumed: None,
             started: now,
@@ -410,6 +420,7 @@ impl RateControl {
             round_start: now,
             round_ok: 0,
             round_hold: false,
+            round_not_full: false,
         }
     }
 
@@ -451,7 +462,8 @@ impl RateControl {
             return None;
         }
         if remaining.is_none() {
-            let echo = !self.after_resume(sent_at) || self.last_cut.is_some_and(|c| sent_at <= c);
+            let echo = !self.after_resume(sent_at)
+                || self.last_throttled_cut.is_some_and(|c| sent_at <= c);
             if echo {
                 return None;
             }
@@ -519,6 +531,11 @@ impl RateControl {
             if f64::from(remaining) < 0.5 * f64::from(self.bucket.size) {
                 self.round_hold = true;
             }
+            if f64::from(remaining) < FULL * f64::from(self.bucket.size) {
+                self.round_not_full = true;
+            }
+        } else {
+            self.round_not_full = true;
         }
         self.unexplained
             .answered(self.rate, false, ok, self.after_resume(sent_at));
@@ -550,12 +567,24 @@ impl RateControl {
         if !self.after_resume(sent_at) {
             return None;
         }
-        if let Some(last) = self.last_cut {
-            if sent_at <= last || (cut == Cut::Trim && now.duration_since(last) < GAP) {
-                return None;
-            }
+        let echo_of = match cut {
+            Cut::Trim => self.last_cut,
+            Cut::Throttled { .. } => self.last_throttled_cut,
+        };
+        if echo_of.is_some_and(|last| sent_at <= last) {
+            return None;
+        }
+        if cut == Cut::Trim
+            && self
+                .last_cut
+                .is_some_and(|last| now.duration_since(last) < GAP)
+        {
+            return None;
         }
         self.last_cut = Some(now);
+        if cut != Cut::Trim {
+            self.last_throttled_cut = Some(now);
+        }
         self.pushed_back_at = Some(self.rate);
         // A cut to a measured refill rate is where the rate belongs; a blind one overshoots
         // on purpose, and the rate comes back quickly to just below where it was refused.
@@ -575,15 +604,25 @@ impl RateControl {
             return None;
         }
         let raise = self.round_ok > 0 && !self.round_hold && self.rate < self.ceiling;
+        let full = !self.round_not_full;
         self.start_round(now);
         if !raise {
             return None;
         }
         // Until the first decrease the rate may be far below what the service allows (a
-        // slow last run): it grows by a quarter per round; after one, by the additive step.
+        // slow last run): it grows by a quarter per round. After one, by the additive step,
+        // or faster back toward where a blind cut came from; and while the service's bucket
+        // stays nearly full, the rate leaves room unused: by [`FULL_STEP`].
         let raised = match self.last_cut {
             None => self.rate * SLOW_START,
-            Some(_) => self.rate + self.step.max((self.recover_to - self.rate) * RECOVER),
+            Some(_) => {
+                let back = self.rate + self.step.max((self.recover_to - self.rate) * RECOVER);
+                if full {
+                    back.max(self.rate * FULL_STEP)
+                } else {
+                    back
+                }
+            }
         };
         self.rate = raised.min(self.ceiling);
         Some(self.rate)
@@ -593,6 +632,7 @@ impl RateControl {
         self.round_start = now;
         self.round_ok = 0;
         self.round_hold = false;
+        self.round_not_full = false;
     }
 }
 
@@ -693,7 +733,7 @@ mod tests {
         let mut rates = vec![];
         for k in 0..secs * 10 {
             let at = ms(t0, from + k * 100);
-            rates.extend(c.answered(at, at, true, limits(1000, 900)));
+            rates.extend(c.answered(at, at, true, None));
         }
         rates
     }
@@ -724,6 +764,26 @@ mod tests {
         let steps: Vec<f64> = later.windows(2).map(|w| w[1] - w[0]).collect();
         assert!(steps.iter().any(|d| close(*d, 0.15)), "{later:?}");
         assert_eq!(later.last(), Some(&60.0));
+    }
+
+    #[test]
+    fn a_bucket_that_stays_nearly_full_lets_the_rate_rise_by_five_percent() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        assert_eq!(
+            c.throttled(ms(t0, 1500), ms(t0, 1501), limits(10, 0)),
+            Some(50.0)
+        );
+        let mut rates = vec![];
+        for k in 0..60 {
+            let at = ms(t0, 1600 + k * 100);
+            rates.extend(c.answered(at, at, true, limits(10, 9)));
+        }
+        // A blind cut comes back a quarter of the way to 90 per second, or by 5% when that
+        // is more (from about 75 on).
+        assert!(rates.len() >= 5, "{rates:?}");
+        assert!(close(rates[0], 60.0) && close(rates[1], 67.5), "{rates:?}");
+        assert!(close(rates[4], rates[3] * 1.05), "{rates:?}");
     }
 
     #[test]
@@ -769,8 +829,9 @@ mod tests {
         let measured = rates.iter().position(|r| (45.0..50.0).contains(r));
         let measured = measured.unwrap_or_else(|| panic!("{rates:?}"));
         assert!(measured <= 4, "within a few decreases: {rates:?}");
-        // From there only the slow additive probe above it.
-        assert!(rates[measured..].iter().all(|r| *r < 52.0), "{rates:?}");
+        // From there, while the bucket is full again, a probe above it, trimmed back as it
+        // drains.
+        assert!(rates[measured..].iter().all(|r| *r < 55.0), "{rates:?}");
     }
 
     #[test]
