@@ -154,10 +154,10 @@ async fn unknown_limit(bench: &Bench) -> anyhow::Result<()> {
         "\nA. unknown limit L: a first sync of 15 × L vehicles (at least 300), limit L/s not told \
          to the client, Retry-After enforced, 20 ms latency, ceiling 1000/s, 16 in flight"
     );
-    println!("targets: delivered/L ≥ 0.90, 429s after the first 2 s < 3%");
+    println!("targets: delivered/L ≥ 0.90, 429s after the first 2 s < 3% (\"met\" counts the whole run, the first 2 s included)");
     println!("(429s: bucket + early (inside an announced window) + spurious; delivered: 2xx answers per second from the first request to exit)\n");
-    println!("| L/s (burst) | X-RateLimit headers | vehicles | seconds | requests | 429s (bucket + early) | 2xx/s | delivered/L | 429s after 2 s | targets |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| L/s (burst) | X-RateLimit headers | vehicles | seconds | requests | 429s (bucket + early) | 2xx/s | delivered/L | delivered/L after 2 s | 429s after 2 s | targets |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (limit, burst) in [(20u32, 10u32), (50, 10), (200, 20)] {
         for headers in [true, false] {
             let rows = u64::from(limit * 15).max(300);
@@ -183,9 +183,13 @@ async fn unknown_limit(bench: &Bench) -> anyhow::Result<()> {
             let late_requests = n(&last["total_requests"]) - n(&run.at_2s["total_requests"]);
             let late_429 = throttled(last) - throttled(&run.at_2s);
             let late_share = late_429 as f64 / late_requests.max(1) as f64;
+            // The sample "at 2 s" is the first taken 2 s or more after the first request.
+            let late_answered = (ok_answers(last) - ok_answers(&run.at_2s)) as f64
+                / (run.seconds() - 2.0).max(1e-3);
+            let late_delivered = late_answered / f64::from(limit);
             let met = delivered >= 0.90 && late_share < 0.03;
             println!(
-                "| {limit} ({burst}) | {} | {rows} | {:.1} | {} | {} ({} + {}) | {:.1} | {:.2} | {:.2}% ({late_429} of {late_requests}) | {} |",
+                "| {limit} ({burst}) | {} | {rows} | {:.1} | {} | {} ({} + {}) | {:.1} | {:.2} | {late_delivered:.2} | {:.2}% ({late_429} of {late_requests}) | {} |",
                 if headers { "sent" } else { "not sent" },
                 run.seconds(),
                 n(&last["total_requests"]),
