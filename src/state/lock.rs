@@ -59,7 +59,10 @@ impl StateLock {
         };
         file.set_len(0).map_err(dir_error)?;
         file.rewind().map_err(dir_error)?;
-        writeln!(file, "{} {role} {command}", std::process::id()).map_err(dir_error)?;
+        // One write: `writeln!` on a file writes piece by piece, and a process reading between
+        // the pid and the role took a reader for an older lotsync's writer and gave up at once.
+        let line = format!("{} {role} {command}\n", std::process::id());
+        file.write_all(line.as_bytes()).map_err(dir_error)?;
         Ok(StateLock { _file: file })
     }
 }
