@@ -13,8 +13,12 @@
 //!   one that sends no rate headers. 2xx answers per second against the ideal computed from
 //!   the run's own shares of 429s and failures (target ≥ 70% of it; printed with the table).
 //! - **C. 5xx-only outage**: 200 vehicles, every request 500 for `--outage-secs`, then the
-//!   service is back (the default behaviour is put). Requests during the outage (target ≤ 30),
-//!   seconds from the return to the first 2xx, and from that to the sync's exit.
+//!   service is back (the default behaviour is put); give_up_after_secs = 3600, ceiling 100/s,
+//!   4 in flight. Requests during the outage (target ≤ 30), seconds from the return to the
+//!   first 2xx, and from that to the sync's exit. Twice: with the outage from the sync's start
+//!   (issue 14's case: the first sync's read of the service's list meets it), and from the
+//!   first 2xx (that list read) on, so that the whole queue of writes meets it. A sync that
+//!   exits within the outage is shown with its exit code.
 //! - **Sweep**: with no limit (20 ms latency still), requests/s as a function of requests in
 //!   flight.
 //!
@@ -74,8 +78,20 @@ struct Setup {
     in_flight: u32,
     /// More lines for the `[api]` table of the client's config.
     api_extra: String,
-    /// After this long from the sync's start, the sandbox is given this behaviour.
-    switch: Option<(Duration, Behaviour)>,
+    /// Behaviours given to the sandbox during the sync, in this order, each when its moment
+    /// comes.
+    switches: Vec<(When, Behaviour)>,
+}
+
+/// When a behaviour is put during a sync.
+#[derive(Clone, Copy)]
+enum When {
+    /// This long after the sync's start.
+    AfterStart(Duration),
+    /// At the first 2xx answer seen (looked for every 5 ms).
+    FirstOk,
+    /// This long after the previous switch.
+    AfterPrevious(Duration),
 }
 
 impl Setup {
@@ -86,7 +102,7 @@ impl Setup {
             ceiling,
             in_flight,
             api_extra: String::new(),
-            switch: None,
+            switches: Vec::new(),
         }
     }
 }
@@ -95,8 +111,6 @@ impl Setup {
 struct Run {
     /// When the sandbox was first seen to have a request.
     first_request: Instant,
-    /// When it was first seen to have answered one with a 2xx.
-    first_2xx: Option<Instant>,
     /// When the process was seen to have exited.
     end: Instant,
     /// The stats at the first sample 2 s or more after the first request (the last ones if
@@ -104,11 +118,33 @@ struct Run {
     at_2s: Value,
     /// The stats once the process exited.
     last: Value,
-    /// When the behaviour was switched, and the stats just before.
-    switched: Option<(Instant, Value)>,
+    /// When each behaviour of `switches` was put, and the stats just before.
+    switched: Vec<(Instant, Value)>,
+    /// Every sample: when, and 2xx answers so far (the first 2xx is the first sample with
+    /// one; see [`Run::first_ok_after`]).
+    samples: Vec<(Instant, u64)>,
+    status: std::process::ExitStatus,
 }
 
 impl Run {
+    /// The sync exited 0.
+    fn ensure_ok(self) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            self.status.code() == Some(0),
+            "lotsync sync exited {}",
+            self.status
+        );
+        Ok(self)
+    }
+
+    /// The first sample after `after` with more 2xx answers than `ok_before`.
+    fn first_ok_after(&self, after: Instant, ok_before: u64) -> Option<Instant> {
+        self.samples
+            .iter()
+            .find(|(at, ok)| *at > after && *ok > ok_before)
+            .map(|(at, _)| *at)
+    }
+
     /// From the first request to the exit.
     fn seconds(&self) -> f64 {
         (self.end - self.first_request).as_secs_f64().max(1e-3)
@@ -176,7 +212,8 @@ async fn unknown_limit(bench: &Bench) -> anyhow::Result<()> {
             };
             let run = bench
                 .sync_once(Setup::new(rows, behaviour, 1000.0, 16))
-                .await?;
+                .await?
+                .ensure_ok()?;
             let last = &run.last;
             let answered = ok_answers(last) as f64 / run.seconds();
             let delivered = answered / f64::from(limit);
@@ -250,7 +287,8 @@ async fn spurious_429s(bench: &Bench, rows: u64) -> anyhow::Result<()> {
         };
         let run = bench
             .sync_once(Setup::new(rows, behaviour, 1000.0, 4))
-            .await?;
+            .await?
+            .ensure_ok()?;
         let last = &run.last;
         let faults = &last["faults"];
         let spurious = n(&faults["http_429"]);
@@ -280,44 +318,84 @@ async fn spurious_429s(bench: &Bench, rows: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// C. Every request 500 for a while, then the service is back.
+/// C. Every request 500 for a while, then the service is back: from the sync's start (as
+/// issue 14 puts it), and from the moment the service's list has been read (the first 2xx),
+/// so that the whole queue waits behind the outage.
 async fn outage(bench: &Bench, outage_secs: u64) -> anyhow::Result<()> {
     const ROWS: u64 = 200;
     println!(
         "\nC. 5xx-only outage: a first sync of {ROWS} vehicles, every request 500 for \
-         {outage_secs} s from the sync's start, then the default behaviour; give_up_after_secs \
-         = 3600, ceiling 100/s, 4 in flight"
+         {outage_secs} s, then the default behaviour; give_up_after_secs = 3600, ceiling 100/s, \
+         4 in flight"
     );
     println!("target: requests during the outage ≤ 30\n");
-    println!("| outage s | requests during the outage | return → first 2xx s | first 2xx → exit s | return → exit s | requests after the return |");
-    println!("|---|---|---|---|---|---|");
-    let behaviour = Behaviour {
+    println!("| outage from | requests during the outage | 2xx before it | return → first 2xx s | first 2xx → exit s | return → exit s | requests after the return | exit |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let down = Behaviour {
         faults: Faults {
             http_500: 1.0,
             ..Faults::default()
         },
         ..Behaviour::default()
     };
-    let mut setup = Setup::new(ROWS, behaviour, 100.0, 4);
-    setup.api_extra = "give_up_after_secs = 3600\n".to_owned();
-    setup.switch = Some((Duration::from_secs(outage_secs), Behaviour::default()));
-    let run = bench.sync_once(setup).await?;
-    let (back, before) = run
-        .switched
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("the sync ended before the service came back"))?;
-    let first_2xx = run
-        .first_2xx
-        .ok_or_else(|| anyhow::anyhow!("no 2xx answer"))?;
-    anyhow::ensure!(ok_answers(before) == 0, "a 2xx during the outage");
-    let during = n(&before["total_requests"]);
-    println!(
-        "| {outage_secs} | {during} | {:.1} | {:.1} | {:.1} | {} |",
-        first_2xx.saturating_duration_since(*back).as_secs_f64(),
-        (run.end - first_2xx).as_secs_f64(),
-        (run.end - *back).as_secs_f64(),
-        n(&run.last["total_requests"]) - during,
-    );
+    let outage = Duration::from_secs(outage_secs);
+    let runs = [
+        (
+            "the sync's start",
+            down.clone(),
+            vec![(When::AfterStart(outage), Behaviour::default())],
+        ),
+        (
+            "the list read (first 2xx)",
+            Behaviour::default(),
+            vec![
+                (When::FirstOk, down),
+                (When::AfterPrevious(outage), Behaviour::default()),
+            ],
+        ),
+    ];
+    for (from, behaviour, switches) in runs {
+        let mut setup = Setup::new(ROWS, behaviour, 100.0, 4);
+        setup.api_extra = "give_up_after_secs = 3600\n".to_owned();
+        setup.switches = switches;
+        let returns = setup.switches.len() - 1;
+        let run = bench.sync_once(setup).await?;
+        let exit = run
+            .status
+            .code()
+            .map_or_else(|| run.status.to_string(), |c| c.to_string());
+        // Before the outage: nothing, or the stats when it began.
+        let (ok_before, requests_before) = match returns {
+            0 => (0, 0),
+            _ => run
+                .switched
+                .first()
+                .map_or((0, 0), |(_, st)| (ok_answers(st), n(&st["total_requests"]))),
+        };
+        let Some((back, at_return)) = run.switched.get(returns) else {
+            // The sync ended within the outage.
+            println!(
+                "| {from} | {} (the sync ended {:.1} s after its first request, within the outage) | {ok_before} | – | – | – | – | {exit} |",
+                n(&run.last["total_requests"]) - requests_before,
+                run.seconds(),
+            );
+            continue;
+        };
+        let during = n(&at_return["total_requests"]) - requests_before;
+        anyhow::ensure!(
+            ok_answers(at_return) == ok_before,
+            "a 2xx during the outage"
+        );
+        let first_2xx = run.first_ok_after(*back, ok_before);
+        let shown = |s: Option<f64>| s.map_or("–".to_owned(), |s| format!("{s:.1}"));
+        println!(
+            "| {from} | {during} | {ok_before} | {} | {} | {:.1} | {} | {exit} |",
+            shown(first_2xx.map(|t| (t - *back).as_secs_f64())),
+            shown(first_2xx.map(|t| (run.end - t).as_secs_f64())),
+            (run.end - *back).as_secs_f64(),
+            n(&run.last["total_requests"]) - n(&at_return["total_requests"]),
+        );
+    }
     Ok(())
 }
 
@@ -336,7 +414,8 @@ async fn sweep(bench: &Bench, rows: u64) -> anyhow::Result<()> {
         };
         let run = bench
             .sync_once(Setup::new(rows, behaviour, 100_000.0, in_flight))
-            .await?;
+            .await?
+            .ensure_ok()?;
         println!(
             "| {in_flight} | {:.1} |",
             n(&run.last["total_requests"]) as f64 / run.seconds()
@@ -363,18 +442,19 @@ impl Bench {
         drop(out);
         let config = run_dir.join("lotsync.toml");
         std::fs::write(&config, client_config(&sandbox.base_url(), &setup))?;
-        let result = self.watch(&sandbox, &config, &feed, setup.switch).await;
+        let result = self.watch(&sandbox, &config, &feed, setup.switches).await;
         sandbox.stop().await;
         result
     }
 
-    /// Runs the sync and samples the sandbox every 100 ms until the process exits.
+    /// Runs the sync and samples the sandbox every 100 ms (every 5 ms while a switch waits for
+    /// the first 2xx) until the process exits, putting the switches' behaviours on the way.
     async fn watch(
         &self,
         sandbox: &RunningSandbox,
         config: &Path,
         feed: &Path,
-        mut switch: Option<(Duration, Behaviour)>,
+        switches: Vec<(When, Behaviour)>,
     ) -> anyhow::Result<Run> {
         let start = Instant::now();
         let mut child = Command::new(&self.lotsync)
@@ -388,16 +468,24 @@ impl Bench {
             .stderr(Stdio::inherit())
             .spawn()?;
         let mut first_request: Option<Instant> = None;
-        let mut first_2xx: Option<Instant> = None;
         let mut at_2s: Option<Value> = None;
-        let mut switched = None;
-        let (end, last) = loop {
-            if let Some((after, _)) = &switch {
-                if start.elapsed() >= *after {
-                    let (_, behaviour) = switch.take().expect("checked above");
+        let mut switched: Vec<(Instant, Value)> = Vec::new();
+        let mut switches = switches.into_iter().peekable();
+        let mut samples = Vec::new();
+        let (end, last, status) = loop {
+            if let Some((when, _)) = switches.peek() {
+                let due = match *when {
+                    When::AfterStart(after) => start.elapsed() >= after,
+                    When::AfterPrevious(after) => {
+                        switched.last().map_or(start, |(at, _)| *at).elapsed() >= after
+                    }
+                    When::FirstOk => ok_answers(&self.stats(sandbox).await?) > 0,
+                };
+                if due {
+                    let (_, behaviour) = switches.next().expect("peeked");
                     let before = self.stats(sandbox).await?;
                     self.put_behaviour(sandbox, &behaviour).await?;
-                    switched = Some((Instant::now(), before));
+                    switched.push((Instant::now(), before));
                 }
             }
             let exited = child.try_wait()?;
@@ -406,25 +494,25 @@ impl Bench {
             if first_request.is_none() && n(&st["total_requests"]) > 0 {
                 first_request = Some(now);
             }
-            if first_2xx.is_none() && ok_answers(&st) > 0 {
-                first_2xx = Some(now);
-            }
+            samples.push((now, ok_answers(&st)));
             if at_2s.is_none() && first_request.is_some_and(|t| now - t >= Duration::from_secs(2)) {
                 at_2s = Some(st.clone());
             }
             if let Some(status) = exited {
-                anyhow::ensure!(status.code() == Some(0), "lotsync sync exited {status}");
-                break (now, st);
+                break (now, st, status);
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            let watching_first_ok = matches!(switches.peek(), Some((When::FirstOk, _)));
+            let every = if watching_first_ok { 5 } else { 100 };
+            tokio::time::sleep(Duration::from_millis(every)).await;
         };
         Ok(Run {
             first_request: first_request.ok_or_else(|| anyhow::anyhow!("no request was sent"))?,
-            first_2xx,
             end,
             at_2s: at_2s.unwrap_or_else(|| last.clone()),
             last,
             switched,
+            samples,
+            status,
         })
     }
 
