@@ -1,12 +1,15 @@
 //! The uploader: drains the outbox through the service client, as fast as the service allows
 //! and no faster, and records every answer back into the state.
 //!
-//! - Pacing: a governor limiter whose rate adapts to the service ([`pace`]), and a bound on
-//!   requests in flight. Operations waiting between retries hold neither.
-//! - Retries (backon): exponential backoff with jitter, capped, per operation; never sooner than
-//!   the service's Retry-After; for 429, 5xx, timeouts and dropped connections. An operation
-//!   still failing after every attempt goes back to the outbox and is taken again; when nothing
-//!   has been answered for [`UploadSettings::give_up_after`], delivery stops and says so.
+//! - Pacing ([`pace`]): one controller per token decides when the next request may go: the
+//!   service's Retry-After held for every sender, a rate that adapts to the service
+//!   ([`rate`]), and one probe at a time while every request fails ([`outage`]); plus a bound
+//!   on requests in flight. Operations waiting between retries hold neither.
+//! - Retries (backon): short exponential backoff with jitter per call (the long waits are the
+//!   pace's), never sooner than the service's Retry-After; for 429, 5xx, timeouts and dropped
+//!   connections. An operation still failing after every attempt goes back to the outbox and
+//!   is taken again. When nothing has been answered for [`UploadSettings::give_up_after`] on
+//!   the wall clock, or the service asks to wait longer than that, delivery stops and says so.
 //! - Rejected answers (400, 404, 422) are recorded on the vehicle and reported; the diff does
 //!   not send the same payload again.
 //! - Fatal answers (401, 403) stop delivery at once; the outbox keeps every operation not
