@@ -173,6 +173,26 @@ async fn an_unknown_limit_is_found_and_kept_with_few_429s() {
     }
 }
 
+/// The same cars, each 100 dearer.
+fn repriced(cars: &[Car]) -> Vec<Car> {
+    cars.iter()
+        .map(|c| Car {
+            price: c.price + 100,
+            ..c.clone()
+        })
+        .collect()
+}
+
+/// Waits until `count` files are archived in `inbox`, with their reports.
+async fn archived(site: &Site, inbox: &std::path::Path, count: usize) {
+    site.wait_until(
+        Duration::from_secs(20),
+        &format!("{count} files archived"),
+        || reports(inbox, "archive").len() == count,
+    )
+    .await;
+}
+
 /// A site whose daemon delivers to `sb`, with `api` added to its `[api]`.
 fn site(name: &str, sb: &lotsync::sandbox::RunningSandbox, api: &str) -> Site {
     Site::with(name, &sb.base_url(), 1000, api, "", common::MAIN_FEED)
@@ -190,10 +210,7 @@ async fn a_long_retry_after_holds_every_request_and_status_says_until_when() {
     let inbox = site.inbox();
     let cars: Vec<Car> = (0..30).map(Car::new).collect();
     drop_file(&inbox, "day1.csv", export(&cars[..20]).as_bytes());
-    site.wait_until(Duration::from_secs(20), "day1 archived", || {
-        reports(&inbox, "archive").len() == 1
-    })
-    .await;
+    archived(&site, &inbox, 1).await;
 
     // From now on one 429 with an hour's Retry-After, then the service would answer, but
     // holds the window it announced.
@@ -230,15 +247,9 @@ async fn a_long_retry_after_holds_every_request_and_status_says_until_when() {
     // Requests already in flight land; after that, nothing.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let landed = n(&stats(&sb).await["total_requests"]);
-    site.wait_until(Duration::from_secs(20), "day2 archived", || {
-        reports(&inbox, "archive").len() == 2
-    })
-    .await;
+    archived(&site, &inbox, 2).await;
     drop_file(&inbox, "day3.csv", export(&cars[..25]).as_bytes());
-    site.wait_until(Duration::from_secs(20), "day3 archived", || {
-        reports(&inbox, "archive").len() == 3
-    })
-    .await;
+    archived(&site, &inbox, 3).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         n(&stats(&sb).await["total_requests"]),
@@ -293,10 +304,7 @@ async fn a_silent_service_is_said_after_the_first_failed_round() {
     let inbox = site.inbox();
     let cars: Vec<Car> = (0..10).map(Car::new).collect();
     drop_file(&inbox, "day1.csv", export(&cars).as_bytes());
-    site.wait_until(Duration::from_secs(20), "day1 archived", || {
-        reports(&inbox, "archive").len() == 1
-    })
-    .await;
+    archived(&site, &inbox, 1).await;
 
     set_behaviour(
         &sb,
@@ -309,13 +317,7 @@ async fn a_silent_service_is_said_after_the_first_failed_round() {
         },
     )
     .await;
-    let changed: Vec<Car> = cars
-        .iter()
-        .map(|c| Car {
-            price: c.price + 100,
-            ..c.clone()
-        })
-        .collect();
+    let changed = repriced(&cars);
     let dropped = Instant::now();
     drop_file(&inbox, "day2.csv", export(&changed).as_bytes());
     // One timeout for the first round, a second of silence more, and room for a slow CI.
@@ -417,13 +419,7 @@ async fn sync_gives_up_on_the_wall_clock() {
         .unwrap()
         .replace(&sb.base_url(), "http://127.0.0.1:9");
     std::fs::write(&site.config, config).unwrap();
-    let changed: Vec<Car> = cars
-        .iter()
-        .map(|c| Car {
-            price: c.price + 100,
-            ..c.clone()
-        })
-        .collect();
+    let changed = repriced(&cars);
     let day2 = site.export("day2.csv", &changed);
     let started = Instant::now();
     let out = site

@@ -279,8 +279,6 @@ impl Pace {
                 "the service fails every request; delivery slows to one probe at a time until it answers"
             );
         }
-        let mut turn = turn;
-        turn.probe = false; // its result is in
         self.finish(turn, changed, None);
     }
 
