@@ -22,7 +22,7 @@ pub use vin::{check_digit, check_vin, VinCheck};
 
 use crate::api::{
     Amount, BodyType, Color, Price, PriceSet, SpecEnum, TransmissionSpeed, TransmissionType,
-    VehiclePayload,
+    VehiclePayload, VehicleType,
 };
 use crate::feed::{Record, Schema};
 use crate::text::Escaped;
@@ -463,6 +463,17 @@ impl<'a> One<'a> {
         self.fill(Target::Model, |p| &mut p.model);
         self.fill(Target::Trim, |p| &mut p.trim);
         self.out.payload.vehicle_type = self.spec_value(Target::Type, synonyms::vehicle_type);
+        // A "Certified"/"CPO" flag makes a used vehicle (or one of no stated type) Certified;
+        // a new vehicle stays new.
+        let certified = |s: &str| match synonyms::vehicle_type(s) {
+            Found::One(VehicleType::Certified) => Ok(Some(true)),
+            _ => parse::boolean(s),
+        };
+        if self.number(Target::Certified, certified) == Some(true)
+            && self.out.payload.vehicle_type != Some(VehicleType::New)
+        {
+            self.out.payload.vehicle_type = Some(VehicleType::Certified);
+        }
         self.out.payload.miles = None;
         if let Some((miles, from_km)) = self.number(Target::Miles, parse::miles) {
             if from_km {

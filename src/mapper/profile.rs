@@ -54,10 +54,12 @@ pub enum Target {
     Status,
     /// A lot code, looked up in the profile's `[locations]`.
     Location,
+    /// A yes/no "Certified" / "CPO" flag: a used vehicle flagged yes is Certified.
+    Certified,
 }
 
 impl Target {
-    pub const ALL: [Target; 36] = [
+    pub const ALL: [Target; 37] = [
         Target::Vin,
         Target::Stock,
         Target::Year,
@@ -94,6 +96,7 @@ impl Target {
         Target::Url,
         Target::Status,
         Target::Location,
+        Target::Certified,
     ];
 
     /// The name used in profiles and messages (a payload parameter where there is one).
@@ -135,6 +138,7 @@ impl Target {
             Target::Url => "url",
             Target::Status => "status",
             Target::Location => "location",
+            Target::Certified => "certified",
         }
     }
 
@@ -321,6 +325,7 @@ impl Target {
                 "dealercode",
                 "lotlocation",
             ],
+            Target::Certified => &["certified", "cpo", "iscertified", "certifiedpreowned"],
         }
     }
 }
