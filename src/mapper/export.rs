@@ -329,8 +329,9 @@ mod tests {
 
     #[test]
     fn a_cut_file_is_incomplete_until_accepted_as_it_is() {
+        // Names differ from the other tests': they run at once in one folder.
         let path = temp_file(
-            "cut.csv",
+            "incomplete.csv",
             "VIN,Stock\n1HGCM82633A004352,A1\n1M8GDM9AXKP042788,A",
         );
         let auto = Profile::auto();
