@@ -2,8 +2,9 @@
 //! `plan`, `sync`, the daemon). A row the reader cannot split becomes a rejection like any
 //! other; only what stops the whole file is an [`ExportError`].
 
-use super::{parse, Mapped, Mapper, Problem, Profile, Rejected, Target, Twin};
-use crate::feed::{self, FeedError, FeedReader, Item, Record};
+use super::{infer, parse, Mapped, Mapper, Problem, Profile, Rejected, Target, Twin};
+use crate::feed::{self, FeedError, FeedReader, Item, Record, RowProblem};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 /// The file as a whole cannot be read or mapped.
@@ -56,6 +57,19 @@ pub struct ExportFile {
     mapper: Mapper,
     record: Record,
     checked_fields: bool,
+    /// What the reader gave for the first records, read ahead to judge columns by their
+    /// values ([`Mapper::recognize`]); served before the reader is asked again.
+    ahead: VecDeque<Ahead>,
+    sampled: bool,
+}
+
+/// One item read ahead.
+enum Ahead {
+    Record(Record),
+    Problem(RowProblem),
+    End,
+    /// Reading stopped here; the error is given when its turn comes, as it would have been.
+    Failed(FeedError),
 }
 
 impl ExportFile {
@@ -90,11 +104,14 @@ impl ExportFile {
             mapper: Mapper::new(profile.clone(), location_id),
             record: Record::default(),
             checked_fields: false,
+            ahead: VecDeque::new(),
+            sampled: false,
         };
         // A CSV header is known before the first record: a file without key fields fails
-        // before anything is mapped. XML paths appear as records are read.
+        // before anything is mapped (its first records are read to judge the columns no
+        // header names). XML paths appear as records are read.
         if matches!(file.reader, FeedReader::Csv(_)) {
-            file.mapper.bind(file.reader.schema());
+            file.sample();
             file.require_key_fields()?;
         }
         Ok(file)
@@ -145,7 +162,7 @@ impl ExportFile {
     fn read_to_end_cut(path: &Path, profile: &Profile) -> Option<String> {
         let mut file = ExportFile::open(path, profile, 0).ok()?;
         loop {
-            match file.reader.next(&mut file.record) {
+            match file.next_item() {
                 Ok(Item::End) => return None,
                 Ok(_) => {}
                 Err(e) if e.is_incomplete() => return Some(e.to_string()),
@@ -154,9 +171,66 @@ impl ExportFile {
         }
     }
 
+    /// Reads the first [`infer::SAMPLE`] records ahead and lets the mapper judge the columns
+    /// no header names by their values. Once per file; what stops the reading is kept for its
+    /// turn.
+    fn sample(&mut self) {
+        if self.sampled {
+            return;
+        }
+        self.sampled = true;
+        if !self.mapper.profile().auto {
+            self.mapper.bind(self.reader.schema());
+            return;
+        }
+        let mut read = 0;
+        while read < infer::SAMPLE {
+            let mut record = Record::default();
+            match self.reader.next(&mut record) {
+                Ok(Item::Record) => {
+                    read += 1;
+                    self.ahead.push_back(Ahead::Record(record));
+                }
+                Ok(Item::Problem(p)) => self.ahead.push_back(Ahead::Problem(p)),
+                Ok(Item::End) => {
+                    self.ahead.push_back(Ahead::End);
+                    break;
+                }
+                Err(e) => {
+                    self.ahead.push_back(Ahead::Failed(e));
+                    break;
+                }
+            }
+        }
+        let records: Vec<&Record> = self
+            .ahead
+            .iter()
+            .filter_map(|item| match item {
+                Ahead::Record(record) => Some(record),
+                _ => None,
+            })
+            .collect();
+        self.mapper.recognize(self.reader.schema(), &records);
+    }
+
+    /// The next item: read ahead, or from the reader.
+    fn next_item(&mut self) -> Result<Item, FeedError> {
+        match self.ahead.pop_front() {
+            None => self.reader.next(&mut self.record),
+            Some(Ahead::Record(record)) => {
+                self.record = record;
+                Ok(Item::Record)
+            }
+            Some(Ahead::Problem(p)) => Ok(Item::Problem(p)),
+            Some(Ahead::End) => Ok(Item::End),
+            Some(Ahead::Failed(e)) => Err(e),
+        }
+    }
+
     /// The next record, mapped; None at the end of the file.
     pub fn next_record(&mut self) -> Result<Option<Mapped<'_>>, ExportError> {
-        let mapped = match self.reader.next(&mut self.record)? {
+        self.sample();
+        let mapped = match self.next_item()? {
             Item::End => {
                 self.require_key_fields()?;
                 return Ok(None);
@@ -271,37 +345,96 @@ impl ExportFile {
     }
 
     /// A file in which neither the profile nor auto finds a VIN or stock field cannot be
-    /// mapped. Checked once, as soon as the fields are known.
+    /// mapped. Checked once, as soon as the fields are known. The message names the columns
+    /// looked at and the profile line that would fix it.
     fn require_key_fields(&mut self) -> Result<(), ExportError> {
         if self.checked_fields {
             return Ok(());
         }
         self.checked_fields = true;
         let binding = self.mapper.binding();
-        let missing: Vec<&str> = [Target::Vin, Target::Stock]
-            .into_iter()
-            .filter(|t| binding.field(*t).is_none())
-            .map(Target::name)
-            .collect();
-        if missing.is_empty() {
+        let schema = self.reader.schema();
+        let mut problems = Vec::new();
+        if binding.field(Target::Vin).is_none() {
+            problems.push(self.no_vin_column());
+        }
+        if binding.field(Target::Stock).is_none() {
+            let names: Vec<String> = binding
+                .unused(schema)
+                .iter()
+                .take(12)
+                .map(|n| format!("{n:?}"))
+                .collect();
+            problems.push(format!(
+                "no column for stock: no header lotsync knows for it among {}; name the stock \
+                 number's column in a profile: [fields] stock = \"...\"",
+                if names.is_empty() {
+                    "no fields at all".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        }
+        if problems.is_empty() {
             return Ok(());
         }
-        let names: Vec<String> = self
-            .reader
-            .schema()
-            .names()
-            .take(12)
-            .map(|(_, n)| format!("{n:?}"))
+        Err(ExportError::NoKeyFields(problems.join("; and ")))
+    }
+
+    /// Why no column is the VIN: the columns looked at, by their share of VIN-like values, and
+    /// the profile line for the likeliest.
+    fn no_vin_column(&self) -> String {
+        let schema = self.reader.schema();
+        let candidates = &self.mapper.binding().vin_candidates;
+        if schema.is_empty() {
+            return "no column for vin: the file has no fields at all".to_owned();
+        }
+        if !self.mapper.profile().auto {
+            return "no column for vin: the profile names none and matches no others (auto = \
+                    false); name it: [fields] vin = \"...\""
+                .to_owned();
+        }
+        let looked_at: Vec<String> = candidates
+            .iter()
+            .take(8)
+            .map(|l| {
+                format!(
+                    "{:?} {}",
+                    schema.name(l.field),
+                    if l.of == 0 {
+                        "(empty)".to_owned()
+                    } else {
+                        format!("({:.0}% VIN-like)", (l.share() * 100.0).floor())
+                    }
+                )
+            })
             .collect();
-        Err(ExportError::NoKeyFields(format!(
-            "no field for {} among {}; name it in a profile ([fields] vin = \"...\", stock = \"...\")",
-            missing.join(" or "),
-            if names.is_empty() {
-                "no fields at all".to_owned()
+        let more = candidates.len().saturating_sub(looked_at.len());
+        let best = candidates.first().filter(|l| l.agree > 0);
+        let fix = match best {
+            Some(l) => format!(
+                "if {:?} holds the VINs, name it in a profile: [fields] vin = {:?}",
+                schema.name(l.field),
+                infer::name_in_profile(schema, l.field)
+            ),
+            None => "name the VIN's column in a profile: [fields] vin = \"...\" (and \
+                     vin_check = \"lenient\" for serials that are not 17-character VINs)"
+                .to_owned(),
+        };
+        format!(
+            "no column for vin: no header lotsync knows for it, and no column whose values are \
+             nearly all VINs (looked at {}{}); {fix}",
+            if looked_at.is_empty() {
+                "no columns: every one feeds another field".to_owned()
             } else {
-                names.join(", ")
+                looked_at.join(", ")
+            },
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
             }
-        )))
+        )
     }
 }
 

@@ -11,6 +11,7 @@
 //! per vehicle, and whoever keeps a payload clones it.
 
 mod export;
+mod infer;
 mod parse;
 mod profile;
 mod synonyms;
@@ -205,6 +206,17 @@ impl Mapper {
         if schema.len() != self.binding.seen_names {
             self.binding.extend(&self.profile, schema);
         }
+    }
+
+    /// Judges the columns no header named by the values of `sample` (records read ahead of
+    /// mapping) and binds those recognized ([`infer`]); only when the profile lets auto match.
+    pub fn recognize(&mut self, schema: &Schema, sample: &[&Record]) {
+        self.bind(schema);
+        if !self.profile.auto {
+            return;
+        }
+        let recognition = infer::recognize(schema, sample, &self.binding, self.year_max);
+        self.binding.adopt(recognition);
     }
 
     /// The first pair of fields named alike ([`Binding::twins`]) whose values differ in

@@ -3,6 +3,7 @@
 //! DMS exports use; a profile file (`config/profiles/*.toml`) names what auto cannot guess and
 //! may leave the rest to it.
 
+use super::infer::{Likeness, Recognition};
 use super::vin::VinCheck;
 use crate::feed::{FieldId, Format, ReadOptions, Schema};
 use serde::Deserialize;
@@ -518,6 +519,12 @@ pub struct Binding {
     /// Fields named like the one bound to a target (the same name in a profile's terms, or
     /// in auto's), whose values must agree with its values on every record.
     pub twins: Vec<Twin>,
+    /// Fields no header named, taken by their values ([`super::infer`]), with how many of
+    /// the sampled values agreed.
+    pub by_values: Vec<Likeness>,
+    /// When no column is the VIN: the columns looked at, best first, with their share of
+    /// VIN-like values.
+    pub vin_candidates: Vec<Likeness>,
     /// How many schema names were looked at.
     pub(super) seen_names: usize,
 }
@@ -616,6 +623,17 @@ impl Binding {
         }
     }
 
+    /// Takes what the values of the unmatched columns say: binds the columns recognized,
+    /// keeps the notes and the VIN candidates.
+    pub fn adopt(&mut self, recognition: Recognition) {
+        for likeness in recognition.taken {
+            self.set(likeness.target, likeness.field);
+            self.by_values.push(likeness);
+        }
+        self.notes.extend(recognition.notes);
+        self.vin_candidates = recognition.vin_candidates;
+    }
+
     fn set(&mut self, target: Target, id: FieldId) {
         self.by_target.insert(target, id);
         let slot = target as usize;
@@ -643,10 +661,20 @@ impl Binding {
                         .names()
                         .any(|(other, n)| other != id && squash(n) == squashed)
                 };
+                let by_values = self
+                    .by_values
+                    .iter()
+                    .find(|l| l.target == *target)
+                    .map(|l| format!(" (by its values: {})", l.shown()))
+                    .unwrap_or_default();
                 if alike {
-                    format!("{} <- {name:?} (column {})", target.name(), id + 1)
+                    format!(
+                        "{} <- {name:?} (column {}){by_values}",
+                        target.name(),
+                        id + 1
+                    )
                 } else {
-                    format!("{} <- {name:?}", target.name())
+                    format!("{} <- {name:?}{by_values}", target.name())
                 }
             })
             .collect()

@@ -1,0 +1,515 @@
+//! Columns recognized by their values, for profiles that let `auto` match (every profile but
+//! those with `auto = false`), when no header names them: a column whose values are nearly
+//! all 17-character VINs is the VIN; years, photo URL lists, links and columns whose values
+//! name one of the spec's lists (colors, body styles, fuels, drive types, transmissions) the
+//! same way. A column is used only when at least [`TAKE`] of its sampled values agree and
+//! nothing competes for it; a weaker or contested likeness, and mileages and prices (a dealer's
+//! export has many columns of plain numbers: cost, invoice, days in stock), become a note that
+//! names the profile line to write, never a silent value.
+//!
+//! Owns judging sampled values. Not reading the sample (the export file reads it ahead) nor
+//! matching headers (the profile's [`Binding`]).
+
+use super::synonyms::{self, Found};
+use super::{parse, Binding, Target};
+use crate::feed::{FieldId, Record, Schema};
+
+/// Records read ahead of mapping to judge columns by.
+pub const SAMPLE: usize = 200;
+/// Share of a column's sampled values that must agree for the column to be used.
+pub const TAKE: f64 = 0.95;
+/// Below this share a likeness is not worth a note.
+const NOTE: f64 = 0.5;
+/// Fewest values judged for a likeness to count (unless every sampled record has one).
+const FEWEST: u32 = 3;
+/// Values longer than this are no enum value (an options list naming "Black Wheels").
+const ENUM_VALUE_MAX: usize = 40;
+
+/// How well one column's values fit one field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Likeness {
+    pub target: Target,
+    pub field: FieldId,
+    /// Values that fit, of `of` non-empty values judged.
+    pub agree: u32,
+    pub of: u32,
+}
+
+impl Likeness {
+    pub fn share(&self) -> f64 {
+        if self.of == 0 {
+            0.0
+        } else {
+            f64::from(self.agree) / f64::from(self.of)
+        }
+    }
+
+    /// "40 of 40 sampled values (100%)".
+    pub fn shown(&self) -> String {
+        format!(
+            "{} of {} sampled values ({:.0}%)",
+            self.agree,
+            self.of,
+            (self.share() * 100.0).floor()
+        )
+    }
+}
+
+/// What the values of the columns no header names say.
+#[derive(Debug, Default)]
+pub struct Recognition {
+    /// Columns to bind to their field.
+    pub taken: Vec<Likeness>,
+    /// Likenesses not used, said for people with the profile line that would use them.
+    pub notes: Vec<String>,
+    /// When no column is the VIN: every column looked at, with its share of VIN-like values,
+    /// best first.
+    pub vin_candidates: Vec<Likeness>,
+}
+
+/// The kinds of value a column can be recognized by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Vin,
+    Year,
+    Miles,
+    Price,
+    Images,
+    Link,
+    Color,
+    BodyStyle,
+    Fuel,
+    DriveType,
+    Transmission,
+}
+
+impl Kind {
+    const ALL: [Kind; 11] = [
+        Kind::Vin,
+        Kind::Year,
+        Kind::Miles,
+        Kind::Price,
+        Kind::Images,
+        Kind::Link,
+        Kind::Color,
+        Kind::BodyStyle,
+        Kind::Fuel,
+        Kind::DriveType,
+        Kind::Transmission,
+    ];
+
+    /// The field a column of this kind feeds, when that field has no column yet.
+    fn target(self, binding: &Binding) -> Option<Target> {
+        let free = |t: Target| binding.field(t).is_none();
+        match self {
+            Kind::Vin => free(Target::Vin).then_some(Target::Vin),
+            Kind::Year => free(Target::Year).then_some(Target::Year),
+            Kind::Miles => free(Target::Miles).then_some(Target::Miles),
+            Kind::Price => [Target::Price, Target::InternetPrice, Target::Msrp]
+                .into_iter()
+                .all(free)
+                .then_some(Target::Price),
+            Kind::Images => free(Target::Images).then_some(Target::Images),
+            Kind::Link => free(Target::Url).then_some(Target::Url),
+            // The color of a car is its exterior; a second color beside it, the interior.
+            Kind::Color => [Target::ExteriorColor, Target::InteriorColor]
+                .into_iter()
+                .find(|&t| free(t)),
+            Kind::BodyStyle => free(Target::BodyStyle).then_some(Target::BodyStyle),
+            Kind::Fuel => free(Target::Fuel).then_some(Target::Fuel),
+            Kind::DriveType => free(Target::DriveType).then_some(Target::DriveType),
+            Kind::Transmission => [
+                Target::Transmission,
+                Target::TransmissionType,
+                Target::TransmissionSpeed,
+            ]
+            .into_iter()
+            .all(free)
+            .then_some(Target::Transmission),
+        }
+    }
+
+    /// Only proposed, never used by values alone: plain numbers could be any count or amount.
+    fn proposed_only(self) -> bool {
+        matches!(self, Kind::Miles | Kind::Price)
+    }
+
+    /// Whether a non-empty value fits; None when it says nothing either way (a price of 0).
+    fn fits(self, value: &str, year_max: u16) -> Option<bool> {
+        let enum_like = |found: bool| {
+            Some(value.len() <= ENUM_VALUE_MAX && value.split_whitespace().count() <= 5 && found)
+        };
+        match self {
+            Kind::Vin => Some(looks_like_vin(value)),
+            Kind::Year => Some(matches!(parse::year(value, year_max), Ok(Some(_)))),
+            Kind::Miles => Some(is_whole_number(value)),
+            Kind::Price => {
+                let written_as_money = value.contains('$') || has_cents(value);
+                match parse::plausible_price(value) {
+                    Ok(Some(_)) => Some(written_as_money),
+                    Ok(None) => None,
+                    Err(_) => Some(false),
+                }
+            }
+            Kind::Images => {
+                let items = url_items(value);
+                Some(
+                    items.iter().all(|u| parse::is_web_url(u))
+                        && (items.len() > 1 || items.iter().any(|u| looks_like_image(u))),
+                )
+            }
+            Kind::Link => {
+                let items = url_items(value);
+                Some(items.len() == 1 && parse::is_web_url(items[0]) && !looks_like_image(items[0]))
+            }
+            // A value of the list that is unclear ("Black/Red", "2WD") still says the column
+            // is of that list.
+            Kind::Color => enum_like(!matches!(synonyms::color(value), Found::None)),
+            Kind::BodyStyle => enum_like(!matches!(synonyms::body_style(value), Found::None)),
+            Kind::Fuel => enum_like(!matches!(synonyms::fuel(value), Found::None)),
+            Kind::DriveType => enum_like(!matches!(synonyms::drive_type(value), Found::None)),
+            Kind::Transmission => {
+                let read = parse::transmission(value);
+                enum_like(read.kind.is_some() || read.speed.is_some())
+            }
+        }
+    }
+}
+
+/// 17 letters and digits, no I, O or Q, both letters and digits: the shape of a VIN, its check
+/// digit aside (the mapper checks it record by record, and a typo in one VIN must not hide the
+/// column).
+fn looks_like_vin(value: &str) -> bool {
+    let b = value.trim().as_bytes();
+    b.len() == 17
+        && b.iter().all(u8::is_ascii_alphanumeric)
+        && !b
+            .iter()
+            .any(|c| matches!(c.to_ascii_uppercase(), b'I' | b'O' | b'Q'))
+        && b.iter().any(u8::is_ascii_digit)
+        && b.iter().any(u8::is_ascii_alphabetic)
+}
+
+/// "48,210", "48210": digits with thousands commas at most.
+fn is_whole_number(value: &str) -> bool {
+    let t = value.trim();
+    !t.is_empty()
+        && t.bytes().all(|b| b.is_ascii_digit() || b == b',')
+        && t.bytes().next().is_some_and(|b| b.is_ascii_digit())
+}
+
+/// "24995.00": a decimal point followed by exactly two digits at the end.
+fn has_cents(value: &str) -> bool {
+    let t = value.trim().as_bytes();
+    t.len() > 3 && t[t.len() - 3] == b'.' && t[t.len() - 2..].iter().all(u8::is_ascii_digit)
+}
+
+fn url_items(value: &str) -> Vec<&str> {
+    value
+        .split(|c: char| c == '|' || c == ',' || c == ';' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn looks_like_image(url: &str) -> bool {
+    let path = url.split(['?', '#']).next().unwrap_or(url).to_ascii_lowercase();
+    [".jpg", ".jpeg", ".png", ".gif", ".webp"]
+        .iter()
+        .any(|ext| path.ends_with(ext))
+}
+
+/// Judges the sampled values of every column the binding leaves unused, for every field that
+/// has no column.
+pub fn recognize(
+    schema: &Schema,
+    records: &[&Record],
+    binding: &Binding,
+    year_max: u16,
+) -> Recognition {
+    let mut out = Recognition::default();
+    let free_columns: Vec<FieldId> = schema
+        .names()
+        .map(|(id, _)| id)
+        .filter(|id| {
+            !binding.by_target.values().any(|bound| bound == id)
+                && !binding.twins.iter().any(|twin| twin.other == *id)
+        })
+        .collect();
+    let profile_line = |target: Target, id: FieldId| {
+        format!("[fields] {} = {:?}", target.name(), name_in_profile(schema, id))
+    };
+    let column = |id: FieldId| format!("{:?}", schema.name(id));
+
+    // Per kind with a free field: the columns whose values fit well enough to say so.
+    let mut strong: Vec<(Kind, Likeness)> = Vec::new();
+    for kind in Kind::ALL {
+        let Some(target) = kind.target(binding) else {
+            continue;
+        };
+        for &id in &free_columns {
+            let likeness = judge(kind, target, id, records, year_max);
+            if kind == Kind::Vin {
+                out.vin_candidates.push(likeness);
+            }
+            if likeness.of < FEWEST.min(records.len() as u32) || likeness.share() < NOTE {
+                continue;
+            }
+            if likeness.share() >= TAKE {
+                strong.push((kind, likeness));
+            } else if !kind.proposed_only() {
+                out.notes.push(format!(
+                    "column {} looks like {} by its values, but only {} fit (lotsync uses a \
+                     column by its values at {:.0}%): if it is, name it in a profile: {}",
+                    column(id),
+                    target.name(),
+                    likeness.shown(),
+                    TAKE * 100.0,
+                    profile_line(target, id)
+                ));
+            }
+        }
+    }
+    out.vin_candidates
+        .sort_by(|a, b| b.share().total_cmp(&a.share()).then(a.field.cmp(&b.field)));
+
+    // A year column is all whole numbers too: it is no mileage.
+    let years: Vec<FieldId> = strong
+        .iter()
+        .filter(|(k, _)| *k == Kind::Year)
+        .map(|(_, l)| l.field)
+        .collect();
+    strong.retain(|(k, l)| *k != Kind::Miles || !years.contains(&l.field));
+
+    for kind in Kind::ALL {
+        let fitting: Vec<Likeness> = strong
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, l)| *l)
+            .collect();
+        let Some(&first) = fitting.first() else {
+            continue;
+        };
+        let names: Vec<String> = fitting.iter().map(|l| column(l.field)).collect();
+        let other_kinds: Vec<Kind> = strong
+            .iter()
+            .filter(|(k, l)| *k != kind && l.field == first.field)
+            .map(|(k, _)| *k)
+            .collect();
+        if kind.proposed_only() {
+            let (what, field) = if kind == Kind::Miles {
+                ("whole numbers", "the mileage")
+            } else {
+                ("amounts of money", "the price")
+            };
+            let (columns, hold, which) = if fitting.len() == 1 {
+                ("column", "holds", "it is")
+            } else {
+                ("columns", "hold", "one is")
+            };
+            out.notes.push(format!(
+                "{columns} {} {hold} {what}; lotsync does not take {} by values alone: if \
+                 {which} {field}, name it in a profile: {}",
+                names.join(", "),
+                first.target.name(),
+                profile_line(first.target, first.field)
+            ));
+        } else if fitting.len() > 1 {
+            out.notes.push(format!(
+                "columns {} all look like {} by their values; lotsync will not guess which: \
+                 name one in a profile: {}",
+                names.join(", "),
+                first.target.name(),
+                profile_line(first.target, first.field)
+            ));
+        } else if !other_kinds.is_empty() {
+            out.notes.push(format!(
+                "column {} looks like more than one field by its values; lotsync will not \
+                 guess which: name it in a profile, e.g. {}",
+                column(first.field),
+                profile_line(first.target, first.field)
+            ));
+        } else {
+            out.taken.push(first);
+        }
+    }
+    out
+}
+
+/// How a profile names a column so as to mean only it: its header, or `#3` when another
+/// column has the same header.
+pub fn name_in_profile(schema: &Schema, id: FieldId) -> String {
+    let name = schema.name(id);
+    let alike = schema
+        .names()
+        .any(|(other, n)| other != id && n.trim().eq_ignore_ascii_case(name.trim()));
+    if alike && schema.numbered() {
+        format!("#{}", id + 1)
+    } else {
+        name.to_owned()
+    }
+}
+
+fn judge(kind: Kind, target: Target, id: FieldId, records: &[&Record], year_max: u16) -> Likeness {
+    let mut likeness = Likeness {
+        target,
+        field: id,
+        agree: 0,
+        of: 0,
+    };
+    for record in records {
+        let Some(value) = record.get(id) else {
+            continue;
+        };
+        let value = parse::clean(value);
+        if value.is_empty() {
+            continue;
+        }
+        if let Some(fits) = kind.fits(&value, year_max) {
+            likeness.of += 1;
+            likeness.agree += u32::from(fits);
+        }
+    }
+    likeness
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::{Item, ReadOptions};
+    use crate::mapper::Profile;
+
+    /// The recognition of a CSV text's columns, after auto matched what its headers name.
+    fn recognized(csv: &str) -> (Schema, Recognition) {
+        let mut reader = crate::feed::from_bytes(csv.as_bytes(), &ReadOptions::default()).unwrap();
+        let mut records = Vec::new();
+        loop {
+            let mut record = Record::default();
+            match reader.next(&mut record).unwrap() {
+                Item::Record => records.push(record),
+                Item::Problem(p) => panic!("{p:?}"),
+                Item::End => break,
+            }
+        }
+        let schema = reader.schema().clone();
+        let binding = Binding::new(&Profile::auto(), &schema);
+        let records: Vec<&Record> = records.iter().collect();
+        let recognition = recognize(&schema, &records, &binding, 2027);
+        (schema, recognition)
+    }
+
+    fn taken(r: &Recognition, schema: &Schema) -> Vec<(String, &'static str)> {
+        r.taken
+            .iter()
+            .map(|l| (schema.name(l.field).to_owned(), l.target.name()))
+            .collect()
+    }
+
+    const VINS: [&str; 4] = [
+        "1FTFW1E56MFA38127",
+        "2T3P1RFV7RW198233",
+        "1C4RJFAG8KC318842",
+        "5YJ3E1EA8LF617352",
+    ];
+
+    #[test]
+    fn a_column_of_vins_is_the_vin_and_a_typo_does_not_hide_it() {
+        let mut csv = String::from("Unit Key,Stock,Built,Shade,Gallery\n");
+        for (i, vin) in VINS.iter().enumerate() {
+            // One VIN with a wrong check digit: still the shape of a VIN.
+            let vin = if i == 2 { "1C4RJFAG1KC318842" } else { vin };
+            csv.push_str(&format!(
+                "{vin},S{i},20{:02},Agate Black Metallic,https://x.example/{i}/1.jpg|https://x.example/{i}/2.jpg\n",
+                18 + i
+            ));
+        }
+        let (schema, r) = recognized(&csv);
+        assert_eq!(
+            taken(&r, &schema),
+            [
+                ("Unit Key".to_owned(), "vin"),
+                ("Built".to_owned(), "year"),
+                ("Gallery".to_owned(), "images"),
+                ("Shade".to_owned(), "exterior_color"),
+            ]
+        );
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn a_weak_likeness_is_a_note_with_the_profile_line_never_a_value() {
+        let mut csv = String::from("Stock,Ident\n");
+        for (i, vin) in VINS.iter().enumerate() {
+            csv.push_str(&format!("S{i},{vin}\n"));
+        }
+        for i in 0..4 {
+            csv.push_str(&format!("T{i},PENDING{i}\n"));
+        }
+        let (_, r) = recognized(&csv);
+        assert!(r.taken.is_empty(), "{:?}", r.taken);
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert!(
+            r.notes[0].contains("4 of 8 sampled values (50%)")
+                && r.notes[0].contains(r#"[fields] vin = "Ident""#),
+            "{}",
+            r.notes[0]
+        );
+        assert_eq!(r.vin_candidates[0].agree, 4);
+    }
+
+    #[test]
+    fn two_columns_alike_are_contested_and_neither_is_used() {
+        let csv = "VIN,Stock,Shade A,Shade B\n\
+                   1FTFW1E56MFA38127,A,Red,Blue\n\
+                   2T3P1RFV7RW198233,B,White,Silver\n\
+                   1C4RJFAG8KC318842,C,Black,Gray\n";
+        let (_, r) = recognized(csv);
+        assert!(r.taken.is_empty(), "{:?}", r.taken);
+        assert!(
+            r.notes[0].contains(r#""Shade A", "Shade B" all look like exterior_color"#),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    #[test]
+    fn mileages_and_prices_are_only_proposed() {
+        let csv = "VIN,Stock,Reading,Days,Tag\n\
+                   1FTFW1E56MFA38127,A,\"48,210\",12,$24995\n\
+                   2T3P1RFV7RW198233,B,1200,40,$31000\n\
+                   1C4RJFAG8KC318842,C,88000,3,$9999\n";
+        let (_, r) = recognized(csv);
+        assert!(r.taken.is_empty(), "{:?}", r.taken);
+        assert_eq!(r.notes.len(), 2, "{:?}", r.notes);
+        assert!(
+            r.notes[0].starts_with(r#"columns "Reading", "Days" hold whole numbers"#),
+            "{:?}",
+            r.notes
+        );
+        assert!(r.notes[0].contains(r#"[fields] miles = "Reading""#));
+        assert!(r.notes[1].contains(r#"[fields] price = "Tag""#));
+    }
+
+    #[test]
+    fn a_year_column_is_no_mileage_and_links_are_no_photos() {
+        let csv = "VIN,Stock,Built,Page\n\
+                   1FTFW1E56MFA38127,A,2021,https://dealer.example/v/1\n\
+                   2T3P1RFV7RW198233,B,2024,https://dealer.example/v/2\n\
+                   1C4RJFAG8KC318842,C,2019,https://dealer.example/v/3\n";
+        let (schema, r) = recognized(csv);
+        assert_eq!(
+            taken(&r, &schema),
+            [("Built".to_owned(), "year"), ("Page".to_owned(), "url")]
+        );
+        assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn free_text_that_names_a_color_now_and_then_is_no_color_column() {
+        let csv = "VIN,Stock,Notes\n\
+                   1FTFW1E56MFA38127,A,Black wheels and a tow package\n\
+                   2T3P1RFV7RW198233,B,One owner\n\
+                   1C4RJFAG8KC318842,C,Red interior trim\n";
+        let (_, r) = recognized(csv);
+        assert!(r.taken.is_empty() && r.notes.is_empty(), "{r:?}");
+    }
+}
