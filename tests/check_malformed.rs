@@ -165,7 +165,22 @@ fn cases() -> Vec<Case> {
             "no-known-headers.csv",
             "Foo,Bar,Baz\n1,2,3\n",
             2,
-            "no field for vin or stock among \"Foo\", \"Bar\", \"Baz\"",
+            "no column for vin: no header lotsync knows for it, and no column whose values are nearly all VINs (looked at \"Foo\" (0% VIN-like), \"Bar\" (0% VIN-like), \"Baz\" (0% VIN-like)); name the VIN's column in a profile",
+        ),
+        case(
+            // Half the values of "Unit" are VINs: named, with the line that would use it, but
+            // not used.
+            "half-vins.csv",
+            "Unit,Stock,Make\n1HGCM82633A004352,A1,Honda\nPENDING,A2,Ford\n1M8GDM9AXKP042788,A3,Ford\nTBD,A4,Kia\n",
+            2,
+            "looked at \"Unit\" (50% VIN-like)); if \"Unit\" holds the VINs, name it in a profile: [fields] vin = \"Unit\"",
+        ),
+        case(
+            // No header says VIN, but every value of "Unit" is one: it is the VIN.
+            "vins-by-value.csv",
+            "Unit,Stock,Make\n1HGCM82633A004352,A1,Honda\n1M8GDM9AXKP042788,A3,Ford\n5YJ3E1EA2KF317000,A4,Tesla\n",
+            0,
+            "vin <- \"Unit\" (by its values: 3 of 3 sampled values (100%))",
         ),
         case(
             "broken.xml",

@@ -212,7 +212,11 @@ fn url_items(value: &str) -> Vec<&str> {
 }
 
 fn looks_like_image(url: &str) -> bool {
-    let path = url.split(['?', '#']).next().unwrap_or(url).to_ascii_lowercase();
+    let path = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(url)
+        .to_ascii_lowercase();
     [".jpg", ".jpeg", ".png", ".gif", ".webp"]
         .iter()
         .any(|ext| path.ends_with(ext))
@@ -236,7 +240,11 @@ pub fn recognize(
         })
         .collect();
     let profile_line = |target: Target, id: FieldId| {
-        format!("[fields] {} = {:?}", target.name(), name_in_profile(schema, id))
+        format!(
+            "[fields] {} = {:?}",
+            target.name(),
+            name_in_profile(schema, id)
+        )
     };
     let column = |id: FieldId| format!("{:?}", schema.name(id));
 
