@@ -1,5 +1,6 @@
 //! XML exports: one record per repeated element, fields from child elements (nested paths such
-//! as `Prices/Internet`), attributes (`@VIN`), repeated children as lists, CDATA and the
+//! as `Prices/Internet`), attributes (`@VIN`), repeated children as lists (but those told apart
+//! by a `type`-like attribute, `Price[@type=Internet]`, are fields of their own), CDATA and the
 //! predefined entities. No entity is ever expanded beyond those: a DOCTYPE declaring entities or
 //! pointing outside the file is refused, and so is any other named entity.
 
@@ -85,23 +86,25 @@ impl<R: BufRead> XmlReader<R> {
                     }
                     let name = local_name(&e);
                     if self.in_record {
+                        let (name, kind) = qualified(&e, name);
                         let prefix = self.child_path(&name);
-                        self.attributes(&e, &format!("{prefix}/"), record)?;
+                        self.attributes(&e, &format!("{prefix}/"), kind.as_deref(), record)?;
                         self.path.push(name);
                         self.texts.push(String::new());
                     } else if name == self.element {
                         self.begin(record);
-                        self.attributes(&e, "", record)?;
+                        self.attributes(&e, "", None, record)?;
                     }
                 }
                 Event::Empty(e) => {
                     let name = local_name(&e);
                     if self.in_record {
+                        let (name, kind) = qualified(&e, name);
                         let prefix = self.child_path(&name);
-                        self.attributes(&e, &format!("{prefix}/"), record)?;
+                        self.attributes(&e, &format!("{prefix}/"), kind.as_deref(), record)?;
                     } else if name == self.element {
                         self.begin(record);
-                        self.attributes(&e, "", record)?;
+                        self.attributes(&e, "", None, record)?;
                         self.in_record = false;
                         return Ok(Item::Record);
                     }
@@ -200,11 +203,13 @@ impl<R: BufRead> XmlReader<R> {
         }
     }
 
-    /// Adds the element's attributes as `{prefix}@name` fields.
+    /// Adds the element's attributes as `{prefix}@name` fields, but for `kind`, the attribute
+    /// already in the element's name ([`qualified`]).
     fn attributes(
         &mut self,
         e: &BytesStart<'_>,
         prefix: &str,
+        kind: Option<&str>,
         record: &mut Record,
     ) -> Result<(), FeedError> {
         for attribute in e.attributes() {
@@ -212,6 +217,9 @@ impl<R: BufRead> XmlReader<R> {
                 line: self.line(),
                 reason: err.to_string(),
             })?;
+            if Some(attribute.key.local_name().as_ref()) == kind {
+                continue;
+            }
             let key = attribute.key.local_name().as_ref().to_owned();
             let value = attribute
                 .normalized_value(quick_xml::XmlVersion::Implicit1_0)
@@ -273,6 +281,38 @@ fn local_name(e: &BytesStart<'_>) -> String {
     e.local_name().as_ref().to_owned()
 }
 
+/// Attributes that say which of several elements of one name an element is.
+const KIND_ATTRIBUTES: [&str; 6] = ["type", "kind", "name", "category", "label", "qualifier"];
+
+/// An element told apart from its namesakes by an attribute (`<Price type="Internet">`) is
+/// named with it, `Price[@type=Internet]`, so that each price is a field of its own rather
+/// than one list; with the attribute's local name, left out of its fields. Values that are
+/// numbers (`<Photo name="1">`) or hold `/`, `[` or `]` name no kind.
+fn qualified(e: &BytesStart<'_>, name: String) -> (String, Option<String>) {
+    for attribute in e.attributes().flatten() {
+        let key = attribute.key.local_name();
+        if !KIND_ATTRIBUTES
+            .iter()
+            .any(|k| k.eq_ignore_ascii_case(key.as_ref()))
+        {
+            continue;
+        }
+        let Ok(value) = attribute.normalized_value(quick_xml::XmlVersion::Implicit1_0) else {
+            continue;
+        };
+        let value = value.trim();
+        let names_a_kind = !value.is_empty()
+            && value.len() <= 40
+            && value.chars().any(char::is_alphabetic)
+            && !value.contains(['/', '[', ']']);
+        if names_a_kind {
+            let key = key.as_ref().to_owned();
+            return (format!("{name}[@{key}={value}]"), Some(key));
+        }
+    }
+    (name, None)
+}
+
 /// `&amp;` and friends, and character references; `None` for any other entity.
 fn resolve_reference(r: &BytesRef<'_>) -> Option<char> {
     if r.is_char_ref() {
@@ -296,7 +336,7 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, Feed
     struct Node {
         name: String,
         children: Vec<usize>,
-        has_attributes: bool,
+        attributes: usize,
     }
     let mut reader = quick_xml::Reader::from_reader(Tracked::new(input, DETECT_BUDGET));
     let mut nodes: Vec<Node> = Vec::new();
@@ -342,14 +382,15 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, Feed
         nodes.push(Node {
             name: name.clone(),
             children: Vec::new(),
-            has_attributes: e.attributes().next().is_some(),
+            attributes: e.attributes().count(),
         });
         let depth = open.len() + 1;
         if let Some(&parent) = open.last() {
             // A twin of an earlier sibling is a record candidate if that sibling (complete by
-            // now) has fields of its own: repeated leaves such as <Photo> are lists instead.
+            // now) has fields of its own: repeated leaves such as <Photo> are lists instead,
+            // and so are leaves told apart by one attribute (<Price type="Internet">).
             let repeats = nodes[parent].children.iter().any(|&c| {
-                nodes[c].name == name && (nodes[c].has_attributes || !nodes[c].children.is_empty())
+                nodes[c].name == name && (nodes[c].attributes > 1 || !nodes[c].children.is_empty())
             });
             nodes[parent].children.push(id);
             if repeats && best.as_ref().is_none_or(|(d, _)| depth < *d) {
@@ -372,7 +413,7 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, Feed
     let mut current = root;
     while let [only] = current.children[..] {
         let child = &nodes[only];
-        if child.children.is_empty() && !child.has_attributes {
+        if child.children.is_empty() && child.attributes == 0 {
             break;
         }
         current = child;
@@ -445,6 +486,27 @@ mod tests {
         );
         assert_eq!(field(r, "Description"), ["<b>Clean</b> & shiny"]);
         assert_eq!(field(&records[1], "VIN"), ["2"]);
+    }
+
+    #[test]
+    fn elements_told_apart_by_an_attribute_are_fields_of_their_own() {
+        // One vehicle only: its repeated <Price> elements are not taken for records.
+        let xml = r#"<Inventory><Vehicle>
+            <VIN>1HGCM82633A004352</VIN>
+            <Price type="Internet">22995</Price>
+            <Price type="MSRP" currency="USD">25995</Price>
+            <Color kind="Exterior">Red</Color>
+            <Photo name="1">https://i/1.jpg</Photo><Photo name="2">https://i/2.jpg</Photo>
+        </Vehicle></Inventory>"#;
+        let records = read_all(xml).unwrap();
+        assert_eq!(records.len(), 1);
+        let r = &records[0];
+        assert_eq!(field(r, "Price[@type=Internet]"), ["22995"]);
+        assert_eq!(field(r, "Price[@type=MSRP]"), ["25995"]);
+        assert_eq!(field(r, "Price[@type=MSRP]/@currency"), ["USD"]);
+        assert_eq!(field(r, "Color[@kind=Exterior]"), ["Red"]);
+        assert_eq!(field(r, "Photo"), ["https://i/1.jpg", "https://i/2.jpg"]);
+        assert!(field(r, "Price").is_empty() && field(r, "Price/@type").is_empty());
     }
 
     #[test]

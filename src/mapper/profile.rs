@@ -361,7 +361,8 @@ pub struct Profile {
     #[serde(default = "yes")]
     pub auto: bool,
     /// Field → source column (CSV: its header, or `#7` for the 7th column) or path (XML:
-    /// `Prices/Internet`, `@VIN`, `Photos/Photo`).
+    /// `Prices/Internet`, `@VIN`, `Photos/Photo`, `Price[@type=Internet]` for the `<Price>`
+    /// whose `type` attribute is `Internet`).
     #[serde(default)]
     pub fields: BTreeMap<Target, String>,
     /// Per field, source value → value to use instead (matched ignoring case and spacing).
