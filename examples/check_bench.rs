@@ -1,0 +1,142 @@
+//! The whole-process figure of `lotsync check --format ndjson` on a 100,000-vehicle export
+//! (payloads to a file, problems to a file), next to the in-process parse + map of the same
+//! file timed in the same run (what `cargo bench --bench ingest` times). Two exports: the
+//! generator's, which warns about nothing, and the same with every drive type "2WD" (ambiguous:
+//! one warning line per vehicle).
+//!
+//! `cargo build --release && cargo run --release --example check_bench`
+
+#[path = "../benches/feedgen.rs"]
+mod feedgen;
+
+use clap::Parser;
+use lotsync::feed::{self, Item, ReadOptions, Record};
+use lotsync::mapper::{Mapped, Mapper, Profile};
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+struct Args {
+    /// Vehicles in each export.
+    #[arg(long, default_value_t = 100_000)]
+    rows: u64,
+    /// Timed runs of each; the median is shown.
+    #[arg(long, default_value_t = 7)]
+    runs: usize,
+    /// The lotsync binary to run.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/lotsync"))]
+    bin: PathBuf,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(
+        args.bin.is_file(),
+        "{} not found: build it first (cargo build --release)",
+        args.bin.display()
+    );
+    let dir = std::env::temp_dir().join(format!("lotsync-check-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let clean = dir.join("clean.csv");
+    let mut feed = Vec::new();
+    feedgen::write_feed(&mut feed, args.rows)?;
+    std::fs::write(&clean, &feed)?;
+    // Every drive type the generator writes becomes "2WD", which the mapper leaves out with a
+    // warning: front or rear cannot be told.
+    let mut text = String::from_utf8(feed)?;
+    for drive in [
+        ",4WD,",
+        ",FWD,",
+        ",AWD,",
+        ",All Wheel Drive,",
+        ",Rear Wheel Drive,",
+    ] {
+        text = text.replace(drive, ",2WD,");
+    }
+    let warning = dir.join("warning-every-row.csv");
+    std::fs::write(&warning, text)?;
+
+    let in_process = median(args.runs, || {
+        let start = Instant::now();
+        black_box(parse_and_map(&clean));
+        Ok(start.elapsed())
+    })?;
+    println!(
+        "{} vehicles, {:.1} MB; median of {} runs",
+        args.rows,
+        std::fs::metadata(&clean)?.len() as f64 / 1e6,
+        args.runs
+    );
+    println!("| what | time | × in-process parse + map |");
+    println!("|---|---|---|");
+    println!(
+        "| in-process parse + map (no output) | {:.1} ms | 1.00 |",
+        ms(in_process)
+    );
+    for (name, path) in [("no warnings", &clean), ("a warning every row", &warning)] {
+        let out = dir.join("out.ndjson");
+        let err = dir.join("problems.ndjson");
+        let took = median(args.runs, || {
+            let start = Instant::now();
+            let status = Command::new(&args.bin)
+                .args(["check", "--format", "ndjson"])
+                .arg(path)
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(&out)?)
+                .stderr(std::fs::File::create(&err)?)
+                .status()?;
+            let took = start.elapsed();
+            anyhow::ensure!(status.success(), "lotsync check exited with {status}");
+            Ok(took)
+        })?;
+        let lines = |p: &Path| -> anyhow::Result<usize> {
+            Ok(std::fs::read(p)?.iter().filter(|&&b| b == b'\n').count())
+        };
+        println!(
+            "| `lotsync check --format ndjson`, {name} ({} payload lines, {} problem lines) | {:.1} ms | {:.2} |",
+            lines(&out)?,
+            lines(&err)?,
+            ms(took),
+            took.as_secs_f64() / in_process.as_secs_f64()
+        );
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// What `check` does per file before writing anything: read, detect, decode, map.
+fn parse_and_map(path: &Path) -> u64 {
+    let mut reader = feed::open(path, &ReadOptions::default()).expect("the export just written");
+    let mut mapper = Mapper::new(Profile::auto(), 10);
+    let mut record = Record::default();
+    let mut accepted = 0;
+    loop {
+        match reader.next(&mut record).expect("the export just written") {
+            Item::End => return accepted,
+            Item::Problem(_) => {}
+            Item::Record => {
+                if let Mapped::Accepted(a) = mapper.map(reader.schema(), &record) {
+                    black_box(&a.payload);
+                    accepted += 1;
+                }
+            }
+        }
+    }
+}
+
+fn median(
+    runs: usize,
+    mut run: impl FnMut() -> anyhow::Result<Duration>,
+) -> anyhow::Result<Duration> {
+    let mut times = (0..runs.max(1))
+        .map(|_| run())
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
