@@ -16,6 +16,7 @@ mod parse;
 mod profile;
 mod synonyms;
 mod vin;
+mod vocabulary;
 
 pub use export::{Disagreement, ExportError, ExportFile};
 pub use profile::{Binding, Profile, ProfileError, Target, Twin};
@@ -546,16 +547,19 @@ impl<'a> One<'a> {
     /// Checks the VIN into `out`; false (with the reason among the rejections) when it is
     /// missing or not a VIN.
     fn vin(&mut self) -> bool {
-        let checked = self.with_text(Target::Vin, |one, text| {
-            match check_vin(text, one.mapper.profile.vin_check) {
-                Ok(vin) => {
-                    refill(&mut one.out.payload.vin, &vin);
-                    true
-                }
-                Err(reason) => {
-                    one.rejections.push(Problem::new("vin", reason, Some(text)));
-                    false
-                }
+        let vin_check = if self.mapper.binding.serial_vin {
+            VinCheck::Lenient
+        } else {
+            self.mapper.profile.vin_check
+        };
+        let checked = self.with_text(Target::Vin, |one, text| match check_vin(text, vin_check) {
+            Ok(vin) => {
+                refill(&mut one.out.payload.vin, &vin);
+                true
+            }
+            Err(reason) => {
+                one.rejections.push(Problem::new("vin", reason, Some(text)));
+                false
             }
         });
         checked.unwrap_or_else(|| {

@@ -142,193 +142,6 @@ impl Target {
             Target::Certified => "certified",
         }
     }
-
-    /// Header spellings `auto` recognizes, as letters and digits only, lower case ("Stock #"
-    /// and "stock" both become "stock"). XML paths are tried whole ("Prices/Internet" is
-    /// "pricesinternet") and by their last part.
-    fn synonyms(self) -> &'static [&'static str] {
-        match self {
-            Target::Vin => &[
-                "vin",
-                "vinnumber",
-                "vinno",
-                "vehiclevin",
-                "vehicleidentificationnumber",
-                "serialnumber",
-            ],
-            Target::Stock => &[
-                "stock",
-                "stocknumber",
-                "stockno",
-                "stocknum",
-                "stocknbr",
-                "stk",
-                "stkno",
-                "stocknr",
-            ],
-            Target::Year => &["year", "yr", "modelyear", "vehicleyear"],
-            Target::Make => &["make", "manufacturer", "brand", "makename"],
-            Target::Model => &["model", "modelname"],
-            Target::Trim => &["trim", "series", "trimlevel", "trimname"],
-            Target::Type => &[
-                "type",
-                "newused",
-                "neworused",
-                "condition",
-                "vehiclecondition",
-                "stocktype",
-                "inventorytype",
-                "vehicletype",
-            ],
-            Target::Miles => &["miles", "mileage", "odometer", "odometerreading", "odo"],
-            Target::Price => &[
-                "price",
-                "sellingprice",
-                "saleprice",
-                "askingprice",
-                "ourprice",
-                "retailprice",
-                "retail",
-                "pricesretail",
-                "pricesselling",
-                "selling",
-            ],
-            Target::InternetPrice => &[
-                "internetprice",
-                "webprice",
-                "onlineprice",
-                "eprice",
-                "internetspecial",
-                "internet",
-                "pricesinternet",
-            ],
-            Target::Msrp => &["msrp", "listprice", "stickerprice", "pricesmsrp"],
-            Target::ExteriorColor => &[
-                "exteriorcolor",
-                "extcolor",
-                "color",
-                "colour",
-                "exteriorcolour",
-                "extcolour",
-                "colorsexterior",
-                "colorexterior",
-            ],
-            Target::InteriorColor => &[
-                "interiorcolor",
-                "intcolor",
-                "interiorcolour",
-                "intcolour",
-                "colorsinterior",
-                "colorinterior",
-            ],
-            Target::InteriorType => &[
-                "interior",
-                "interiortype",
-                "upholstery",
-                "seattrim",
-                "interiormaterial",
-                "seatmaterial",
-            ],
-            Target::BodyStyle => &["body", "bodystyle", "bodytype", "style", "vehiclestyle"],
-            Target::BodyType => &[],
-            Target::Fuel => &["fuel", "fueltype", "enginefuel"],
-            Target::TitleStatus => &["title", "titlestatus", "titlebrand", "titletype"],
-            Target::Tonnage => &["tonnage", "tons"],
-            Target::Transmission => &[
-                "transmission",
-                "trans",
-                "transmissiondescription",
-                "transdesc",
-                "transmissiontype",
-                "gearbox",
-            ],
-            Target::TransmissionType => &[],
-            Target::TransmissionSpeed => &["transmissionspeed", "speeds", "gears"],
-            Target::DriveType => &[
-                "drive",
-                "drivetype",
-                "drivetrain",
-                "drivewheels",
-                "drivetraintype",
-                "drivetrain",
-            ],
-            Target::Engine => &["engine", "enginedescription", "enginedesc", "motor"],
-            Target::EngineDisplacement => &[
-                "displacement",
-                "enginedisplacement",
-                "enginesize",
-                "liters",
-                "litres",
-            ],
-            Target::EngineCylinders => {
-                &["cylinders", "cyl", "enginecylinders", "numberofcylinders"]
-            }
-            Target::Doors => &["doors", "numberofdoors", "doorcount", "numdoors"],
-            Target::Seats => &[
-                "seats",
-                "seating",
-                "seatingcapacity",
-                "passengers",
-                "passengercapacity",
-            ],
-            Target::Lifted => &["lifted"],
-            Target::Lowered => &["lowered"],
-            Target::Active => &[],
-            Target::Options => &[
-                "options",
-                "features",
-                "equipment",
-                "optionlist",
-                "installedoptions",
-                "featurelist",
-                "optionsoption",
-                "featuresfeature",
-            ],
-            Target::Images => &[
-                "images",
-                "photos",
-                "photourls",
-                "imagelist",
-                "imageurls",
-                "pictures",
-                "pictureurls",
-                "photo",
-                "image",
-                "imageurl",
-                "photourl",
-                "photosphoto",
-                "imagesimage",
-                "picturespicture",
-            ],
-            Target::Url => &[
-                "url",
-                "vdpurl",
-                "detailurl",
-                "vehicleurl",
-                "link",
-                "website",
-                "vdp",
-            ],
-            Target::Status => &[
-                "status",
-                "vehiclestatus",
-                "inventorystatus",
-                "salestatus",
-                "availability",
-            ],
-            Target::Location => &[
-                "lot",
-                "location",
-                "lotcode",
-                "locationcode",
-                "store",
-                "storecode",
-                "dealercode",
-                "lotlocation",
-            ],
-            Target::Certified => &["certified", "cpo", "iscertified", "certifiedpreowned"],
-        }
-    }
 }
 
 /// A profile file, or the built-in `auto`.
@@ -496,6 +309,24 @@ fn squash(name: &str) -> String {
         .collect()
 }
 
+/// The names an XML element told apart by an attribute goes by: `Price[@type=Internet]` is
+/// looked up as "internetprice", "priceinternet" and "internet", `Color[@type=Exterior]` as
+/// "exteriorcolor" (squashed, as the vocabulary holds them).
+fn kind_forms(name: &str) -> Vec<String> {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let Some((base, rest)) = last.split_once("[@") else {
+        return Vec::new();
+    };
+    let Some((_, kind)) = rest.trim_end_matches(']').split_once('=') else {
+        return Vec::new();
+    };
+    vec![
+        squash(&format!("{kind}{base}")),
+        squash(&format!("{base}{kind}")),
+        squash(kind),
+    ]
+}
+
 /// A second field named like the one that feeds a target: two columns both headed "Price".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Twin {
@@ -526,6 +357,9 @@ pub struct Binding {
     /// When no column is the VIN: the columns looked at, best first, with their share of
     /// VIN-like values.
     pub vin_candidates: Vec<Likeness>,
+    /// The VIN was matched by a header naming a non-road serial ("Serial", "HIN"): read it
+    /// leniently whatever the profile's `vin_check`.
+    pub serial_vin: bool,
     /// How many schema names were looked at.
     pub(super) seen_names: usize,
 }
@@ -588,12 +422,25 @@ impl Binding {
             }
             let whole = squash(name);
             let last = squash(name.rsplit('/').next().unwrap_or(name));
-            let target = Target::ALL.into_iter().find(|t| {
-                !profile.fields.contains_key(t)
-                    && (t.synonyms().contains(&whole.as_str())
-                        || t.synonyms().contains(&last.as_str()))
+            // The whole name first, then the last path part; a loose name ("Type", "ID")
+            // gives way to another of the new names that names its target plainly.
+            let others = || {
+                new_names
+                    .iter()
+                    .filter(move |&&(other, _)| other != id)
+                    .map(|&(_, n)| n)
+            };
+            let mut forms = vec![whole.clone(), last];
+            forms.extend(kind_forms(name));
+            let matched = forms.iter().find_map(|squashed| {
+                super::vocabulary::target_of(squashed)
+                    .filter(|t| !profile.fields.contains_key(t))
+                    .filter(|&t| !super::vocabulary::gives_way(squashed, t, others()))
+                    .map(|t| (t, squashed))
             });
-            let Some(target) = target else { continue };
+            let Some((target, matched_name)) = matched else {
+                continue;
+            };
             if let Some(&first) = self.by_target.get(&target) {
                 if squash(schema.name(first)) == whole {
                     self.twins.push(Twin {
@@ -621,6 +468,9 @@ impl Binding {
             }
             self.set(target, id);
             self.by_header.push(target);
+            if target == Target::Vin && super::vocabulary::is_serial_header(matched_name) {
+                self.serial_vin = true;
+            }
         }
     }
 
@@ -751,6 +601,19 @@ mod tests {
         assert_eq!(b.field(Target::InteriorColor), Some(2));
         assert_eq!(b.field(Target::Images), Some(3));
         assert_eq!(b.field(Target::Options), Some(4));
+    }
+
+    #[test]
+    fn xml_elements_told_apart_by_an_attribute_match_by_it() {
+        let schema = schema_of(
+            "Prices/Price[@type=Internet],Price[@type=MSRP],Price[@type=Invoice],Color[@type=Exterior],Price[@type=Sale]",
+        );
+        let b = Binding::new(&Profile::auto(), &schema);
+        assert_eq!(b.field(Target::InternetPrice), Some(0));
+        assert_eq!(b.field(Target::Msrp), Some(1));
+        assert_eq!(b.field(Target::ExteriorColor), Some(3));
+        assert_eq!(b.field(Target::Price), Some(4));
+        assert_eq!(b.unused(&schema), ["Price[@type=Invoice]"]);
     }
 
     #[test]
