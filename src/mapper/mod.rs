@@ -503,7 +503,7 @@ impl<'a> One<'a> {
         self.out.payload.exterior_color =
             self.spec_value::<Color>(Target::ExteriorColor, synonyms::color);
         self.out.payload.interior_color =
-            self.spec_value::<Color>(Target::InteriorColor, synonyms::color);
+            self.spec_value::<Color>(Target::InteriorColor, synonyms::interior_color);
         self.out.payload.interior_type =
             self.spec_value(Target::InteriorType, synonyms::interior_type);
         self.out.payload.body_style = self.spec_value(Target::BodyStyle, synonyms::body_style);

@@ -289,42 +289,29 @@ pub fn tonnage(s: &str) -> Found<Tonnage> {
     lookup(TONNAGES, s, false)
 }
 
-/// Color words, and a few manufacturer names that are a color by themselves.
+/// Color words. A name holding one of these is that color ("Agate Black Metallic"); a name
+/// holding two different ones is ambiguous ("Black/Red", "White Gold"). Phrases name a spec
+/// shade that would otherwise clash with its own "gray".
 const COLOR_WORDS: &[(&str, Color)] = &[
+    ("slate gray", Color::Slate),
+    ("slate grey", Color::Slate),
+    ("pewter gray", Color::Pewter),
+    ("pewter grey", Color::Pewter),
+    ("charcoal gray", Color::Charcoal),
+    ("charcoal grey", Color::Charcoal),
     ("black", Color::Black),
-    ("ebony", Color::Black),
-    ("onyx", Color::Black),
-    ("obsidian", Color::Black),
-    ("jet", Color::Black),
-    ("noir", Color::Black),
     ("blue", Color::Blue),
-    ("navy", Color::Blue),
-    ("cobalt", Color::Blue),
-    ("sapphire", Color::Blue),
-    ("blueprint", Color::Blue),
     ("brown", Color::Brown),
-    ("mocha", Color::Brown),
-    ("chocolate", Color::Brown),
-    ("espresso", Color::Brown),
     ("burgundy", Color::Burgundy),
     ("maroon", Color::Burgundy),
-    ("wine", Color::Burgundy),
     ("gold", Color::Gold),
     ("gray", Color::Gray),
     ("grey", Color::Gray),
-    ("graphite", Color::Gray),
-    ("gunmetal", Color::Gray),
     ("green", Color::Green),
-    ("emerald", Color::Green),
     ("orange", Color::Orange),
     ("purple", Color::Purple),
     ("violet", Color::Purple),
-    ("plum", Color::Purple),
     ("red", Color::Red),
-    ("ruby", Color::Red),
-    ("crimson", Color::Red),
-    ("scarlet", Color::Red),
-    ("cherry", Color::Red),
     ("silver", Color::Silver),
     ("tan", Color::Tan),
     ("teal", Color::Teal),
@@ -338,10 +325,109 @@ const COLOR_WORDS: &[(&str, Color)] = &[
     ("charcoal", Color::Charcoal),
 ];
 
-/// The friendly color in a manufacturer's color name: "Agate Black Metallic" → Black, "Magnetic
-/// Gray Metallic" → Gray; "Black/Red" is ambiguous; "Hydro Shimmer" names none.
+/// Paint vocabulary: words that name a color when no color word does ("Modern Steel Metallic"
+/// is gray, "Lunar Rock" gray, "Ebony" black) and are only a modifier beside one ("Blue Steel" is
+/// blue, "Obsidian Blue Pearl" blue, "Midnight Silver" silver). Each is here because the paints
+/// sold under it look that color. Finishes (metallic, pearl, mica, crystal, tintcoat, tri-coat)
+/// name no color; neither do words whose paints go several ways ("ice": Silver Ice, Toyota's
+/// pale Ice Edge; "carbon": Carbon Black, Carbonized Gray).
+const PAINT_WORDS: &[(&str, Color)] = &[
+    ("lunar rock", Color::Gray),
+    ("gun metallic", Color::Gray),
+    ("wind chill", Color::White),
+    ("go mango", Color::Orange),
+    ("ebony", Color::Black),
+    ("onyx", Color::Black),
+    ("obsidian", Color::Black),
+    ("jet", Color::Black),
+    ("noir", Color::Black),
+    ("midnight", Color::Black),
+    ("navy", Color::Blue),
+    ("cobalt", Color::Blue),
+    ("sapphire", Color::Blue),
+    ("blueprint", Color::Blue),
+    ("mocha", Color::Brown),
+    ("chocolate", Color::Brown),
+    ("espresso", Color::Brown),
+    ("wine", Color::Burgundy),
+    ("graphite", Color::Gray),
+    ("gunmetal", Color::Gray),
+    ("steel", Color::Gray),
+    ("magnetic", Color::Gray),
+    ("granite", Color::Gray),
+    ("cement", Color::Gray),
+    ("emerald", Color::Green),
+    ("plum", Color::Purple),
+    ("ruby", Color::Red),
+    ("crimson", Color::Red),
+    ("scarlet", Color::Red),
+    ("cherry", Color::Red),
+    ("torred", Color::Red),
+    ("quicksilver", Color::Silver),
+    ("blizzard", Color::White),
+    ("snow", Color::White),
+    ("frost", Color::White),
+];
+
+/// The values `table` names in `words`, left to right, longest phrase first at each word.
+fn scan<T: Copy>(table: &[(&str, T)], words: &[&str]) -> Vec<T> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    'words: while i < words.len() {
+        for n in (1..=3.min(words.len() - i)).rev() {
+            if let Some(v) = exact(table, &words[i..i + n].join(" ")) {
+                found.push(v);
+                i += n;
+                continue 'words;
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The colors of one part of a name (between slashes), in order: its color words if it has
+/// any, else its paint vocabulary.
+fn part_colors(part: &str) -> Vec<Color> {
+    let words: Vec<&str> = part.split(' ').filter(|w| !w.is_empty()).collect();
+    let named = scan(COLOR_WORDS, &words);
+    if named.is_empty() {
+        scan(PAINT_WORDS, &words)
+    } else {
+        named
+    }
+}
+
+/// The friendly color in a manufacturer's color name: "Agate Black Metallic" → Black, "Modern
+/// Steel Metallic" → Gray, "Granite Crystal" → Gray; "Black/Red" and "White Gold" are
+/// ambiguous; "Hydro Shimmer" names none.
 pub fn color(s: &str) -> Found<Color> {
-    lookup(COLOR_WORDS, s, true)
+    let mut found: Option<Color> = None;
+    for part in key(s).split('/') {
+        for c in part_colors(part) {
+            match found {
+                Some(f) if f != c => return Found::Ambiguous,
+                _ => found = Some(c),
+            }
+        }
+    }
+    found.map_or(Found::None, Found::One)
+}
+
+/// An interior's color: the first one named, since two-color interiors lead with the main
+/// color ("Black/Red", "Ebony w/ Tan Accents", "Jet Black/Light Ash Gray" are black).
+pub fn interior_color(s: &str) -> Found<Color> {
+    // "with" and "and" join two colors as a slash does.
+    let k = key(s);
+    let parts: Vec<&str> = k
+        .split(' ')
+        .map(|w| if w == "with" || w == "and" { "/" } else { w })
+        .collect();
+    parts
+        .join(" ")
+        .split('/')
+        .find_map(|part| part_colors(part).first().copied())
+        .map_or(Found::None, Found::One)
 }
 
 /// The export's own sale status: Some(true) sold, Some(false) on the lot, None unknown.
@@ -465,6 +551,99 @@ mod tests {
             One(Color::Red),
             "tan inside a word is not tan"
         );
+    }
+
+    #[test]
+    fn paint_vocabulary() {
+        for (s, c) in [
+            ("Modern Steel Metallic", Color::Gray),
+            ("Lunar Rock", Color::Gray),
+            ("Granite Crystal Metallic", Color::Gray),
+            ("Magnetic", Color::Gray),
+            ("Blue Steel", Color::Blue),
+            ("Steel Gray", Color::Gray),
+            ("Obsidian Blue Pearl", Color::Blue),
+            ("Midnight Silver Metallic", Color::Silver),
+            ("Black Sapphire Metallic", Color::Black),
+            ("Slate Gray Metallic", Color::Slate),
+            ("Pewter Gray Pearlcoat", Color::Pewter),
+        ] {
+            assert_eq!(color(s), One(c), "{s}");
+        }
+        // Finishes name no color, and a word beside a color word does not count against it.
+        assert_eq!(color("Crystal White Pearl"), One(Color::White));
+        assert_eq!(color("Silver Ice Metallic"), One(Color::Silver));
+        assert_eq!(color("Pearl Metallic Tri-Coat"), None);
+        assert_eq!(color("Ice Edge"), None);
+        assert_eq!(color("Rocky Mountain Pearl"), None);
+        assert_eq!(color("White Gold Pearlcoat"), Ambiguous);
+        // Two-tone: each side is read on its own, so paint vocabulary still counts.
+        assert_eq!(color("Granite Crystal/Bright White"), Ambiguous);
+        assert_eq!(color("Lunar Rock/Lunar Rock"), One(Color::Gray));
+        assert_eq!(color(""), None);
+    }
+
+    /// Every name of paint_names.tsv maps to the color a person would choose for it; all
+    /// mismatches are reported at once.
+    #[test]
+    fn real_paint_names() {
+        let table = include_str!("paint_names.tsv");
+        let mut rows = 0;
+        let mut wrong = Vec::new();
+        for (n, line) in table.lines().enumerate() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let cols: Vec<&str> = line.split('\t').collect();
+            assert_eq!(cols.len(), 4, "paint_names.tsv:{}: want 4 columns", n + 1);
+            let (make, name, want) = (cols[0], cols[1], cols[2]);
+            let want = match want {
+                "none" => None,
+                "ambiguous" => Ambiguous,
+                c => One(c
+                    .parse::<Color>()
+                    .unwrap_or_else(|e| panic!("line {}: {e}", n + 1))),
+            };
+            let got = color(name);
+            if got != want {
+                wrong.push(format!(
+                    "  {}: {make} {name:?}: want {want:?}, got {got:?}",
+                    n + 1
+                ));
+            }
+            rows += 1;
+        }
+        assert!(
+            rows >= 200,
+            "paint_names.tsv has {rows} names, want at least 200"
+        );
+        assert!(
+            wrong.is_empty(),
+            "{} of {rows} paint names map wrong:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        );
+    }
+
+    #[test]
+    fn interior_colors() {
+        for (s, c) in [
+            ("Black/Red", Color::Black),
+            ("Ebony w/ Tan Accents", Color::Black),
+            ("Ebony with Tan Accents", Color::Black),
+            ("Graphite and Red", Color::Gray),
+            ("Jet Black/Light Ash Gray", Color::Black),
+            ("Light Ash Gray/Jet Black", Color::Gray),
+            ("Charcoal", Color::Charcoal),
+            ("Steel Gray", Color::Gray),
+            ("Jet Black", Color::Black),
+            ("Beige", Color::Beige),
+            ("Premium/Black", Color::Black),
+        ] {
+            assert_eq!(interior_color(s), One(c), "{s}");
+        }
+        assert_eq!(interior_color("Macadamia"), None);
+        assert_eq!(interior_color(""), None);
     }
 
     #[test]
