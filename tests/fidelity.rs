@@ -1,0 +1,23 @@
+//! Mapping fidelity (issue 15 item 5): the layouts under `tests/fidelity/`, written from published
+//! feed documentation, read with `Profile::auto()` and scored against what a person would map.
+//! Goals: at least 98% of unambiguous fields right, no value outside the spec's lists, every
+//! record that must be refused refused. `cargo run --example fidelity` prints the table.
+
+#[path = "fidelity/score.rs"]
+mod score;
+
+#[test]
+fn auto_profile_meets_the_fidelity_goals() {
+    let score = score::score_corpus(&score::corpus_dir());
+    assert!(
+        score.layouts.len() >= 10,
+        "the corpus has {} layouts; the issue asks for at least 10",
+        score.layouts.len()
+    );
+    assert!(
+        score.meets_goals(),
+        "mapping fidelity below the goals of issue 15 item 5\n\n{}\nwhat to fix (layout, vehicle, field: expected, got):\n{}",
+        score.table(),
+        score.problems()
+    );
+}
