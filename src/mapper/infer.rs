@@ -237,6 +237,7 @@ pub fn recognize(
         .filter(|id| {
             !binding.by_target.values().any(|bound| bound == id)
                 && !binding.twins.iter().any(|twin| twin.other == *id)
+                && !binding.continued.iter().any(|(_, more)| more == id)
         })
         .collect();
     let profile_line = |target: Target, id: FieldId| {

@@ -717,14 +717,24 @@ impl<'a> One<'a> {
     }
 
     /// The items of a list field, written over `items`.
+    /// The items of a list field, written over `items`; numbered columns that continue it
+    /// ("Image Url 2") add theirs in order.
     fn list(&self, target: Target, split_on_blanks: bool, items: &mut Vec<String>) {
-        match self.mapper.binding.field(target) {
-            Some(id) => parse::list_into(
-                self.record.all(id),
-                split_on_blanks,
-                self.record.tidy,
-                items,
-            ),
+        let binding = &self.mapper.binding;
+        match binding.field(target) {
+            Some(id) => {
+                let more = binding
+                    .continued
+                    .iter()
+                    .filter(move |(t, _)| *t == target)
+                    .flat_map(|&(_, more)| self.record.all(more));
+                parse::list_into(
+                    self.record.all(id).chain(more),
+                    split_on_blanks,
+                    self.record.tidy,
+                    items,
+                )
+            }
             None => items.clear(),
         }
     }
@@ -837,6 +847,32 @@ mod tests {
         assert_eq!(bare.line, 4);
         assert_eq!(bare.sold, None);
         assert!(bare.warnings.is_empty());
+    }
+
+    #[test]
+    fn numbered_photo_columns_make_one_list_and_a_cpo_flag_certifies_used_vehicles() {
+        let out = map_csv(
+            "VIN,Stock,N/U,CPO,Image Url 1,Image Url 2,Image Url 3\n\
+             1HGCM82633A004352,A1,U,Y,https://i.example/1.jpg,,https://i.example/3.jpg\n\
+             1M8GDM9AXKP042788,A2,N,Y,https://i.example/4.jpg,https://i.example/5.jpg,\n\
+             5YJ3E1EA2KF317000,A3,Used,N,,,\n",
+        );
+        let a = accepted(&out[0]);
+        assert_eq!(
+            a.payload.images,
+            ["https://i.example/1.jpg", "https://i.example/3.jpg"]
+        );
+        assert_eq!(a.payload.vehicle_type, Some(VehicleType::Certified));
+        let b = accepted(&out[1]);
+        assert_eq!(b.payload.images.len(), 2);
+        assert_eq!(
+            b.payload.vehicle_type,
+            Some(VehicleType::New),
+            "a new car stays new"
+        );
+        let c = accepted(&out[2]);
+        assert!(c.payload.images.is_empty());
+        assert_eq!(c.payload.vehicle_type, Some(VehicleType::Used));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::infer::{Likeness, Recognition};
 use super::vin::VinCheck;
+use super::vocabulary;
 use crate::feed::{FieldId, Format, ReadOptions, Schema};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -309,6 +310,20 @@ fn squash(name: &str) -> String {
         .collect()
 }
 
+/// "imageurl" for "imageurl1" or "image0url": a squashed name with digits whose digit-less
+/// form names a list field (photos, options).
+fn numbered_list_stem(squashed: &str) -> Option<String> {
+    if !squashed.bytes().any(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let stem: String = squashed.chars().filter(|c| !c.is_ascii_digit()).collect();
+    matches!(
+        vocabulary::target_of(&stem),
+        Some(Target::Images | Target::Options)
+    )
+    .then_some(stem)
+}
+
 /// The names an XML element told apart by an attribute goes by: `Price[@type=Internet]` is
 /// looked up as "internetprice", "priceinternet" and "internet", `Color[@type=Exterior]` as
 /// "exteriorcolor" (squashed, as the vocabulary holds them).
@@ -357,6 +372,9 @@ pub struct Binding {
     /// When no column is the VIN: the columns looked at, best first, with their share of
     /// VIN-like values.
     pub vin_candidates: Vec<Likeness>,
+    /// Further numbered columns of a list field ("Image Url 2" after "Image Url 1"), whose
+    /// items follow the bound column's.
+    pub continued: Vec<(Target, FieldId)>,
     /// The VIN was matched by a header naming a non-road serial ("Serial", "HIN"): read it
     /// leniently whatever the profile's `vin_check`.
     pub serial_vin: bool,
@@ -430,18 +448,32 @@ impl Binding {
                     .filter(move |&&(other, _)| other != id)
                     .map(|&(_, n)| n)
             };
-            let mut forms = vec![whole.clone(), last];
+            let mut forms = vec![whole.clone(), last.clone()];
             forms.extend(kind_forms(name));
+            // Numbered list columns ("Image Url 1", `image[0].url`, "Photo2") continue one list.
+            let numbered = numbered_list_stem(&last);
+            forms.extend(numbered.clone());
+            let free = |t: &Target| !profile.fields.contains_key(t);
             let matched = forms.iter().find_map(|squashed| {
-                super::vocabulary::target_of(squashed)
-                    .filter(|t| !profile.fields.contains_key(t))
-                    .filter(|&t| !super::vocabulary::gives_way(squashed, t, others()))
-                    .map(|t| (t, squashed))
+                let target = vocabulary::target_of(squashed).filter(free)?;
+                if !vocabulary::gives_way(squashed, target, others()) {
+                    return Some((target, squashed));
+                }
+                // Giving way, it may mean another field that nothing names plainly.
+                let instead = vocabulary::instead(squashed)
+                    .filter(free)
+                    .filter(|&t| !vocabulary::named_plainly(t, others()))?;
+                Some((instead, squashed))
             });
             let Some((target, matched_name)) = matched else {
                 continue;
             };
             if let Some(&first) = self.by_target.get(&target) {
+                let first_last = squash(schema.name(first).rsplit('/').next().unwrap_or(""));
+                if numbered.is_some() && numbered_list_stem(&first_last) == numbered {
+                    self.continued.push((target, id));
+                    continue;
+                }
                 if squash(schema.name(first)) == whole {
                     self.twins.push(Twin {
                         target,
@@ -468,7 +500,7 @@ impl Binding {
             }
             self.set(target, id);
             self.by_header.push(target);
-            if target == Target::Vin && super::vocabulary::is_serial_header(matched_name) {
+            if target == Target::Vin && vocabulary::is_serial_header(matched_name) {
                 self.serial_vin = true;
             }
         }
@@ -512,6 +544,12 @@ impl Binding {
                         .names()
                         .any(|(other, n)| other != id && squash(n) == squashed)
                 };
+                let continued = self.continued.iter().filter(|(t, _)| t == target).count();
+                let continued = match continued {
+                    0 => String::new(),
+                    1 => " and the numbered column after it".to_owned(),
+                    n => format!(" and the {n} numbered columns after it"),
+                };
                 let by_values = self
                     .by_values
                     .iter()
@@ -520,12 +558,12 @@ impl Binding {
                     .unwrap_or_default();
                 if alike {
                     format!(
-                        "{} <- {name:?} (column {}){by_values}",
+                        "{} <- {name:?} (column {}){continued}{by_values}",
                         target.name(),
                         id + 1
                     )
                 } else {
-                    format!("{} <- {name:?}{by_values}", target.name())
+                    format!("{} <- {name:?}{continued}{by_values}", target.name())
                 }
             })
             .collect()
@@ -535,7 +573,10 @@ impl Binding {
     pub fn unused<'a>(&self, schema: &'a Schema) -> Vec<&'a str> {
         schema
             .names()
-            .filter(|(id, _)| !self.by_target.values().any(|bound| bound == id))
+            .filter(|(id, _)| {
+                !self.by_target.values().any(|bound| bound == id)
+                    && !self.continued.iter().any(|(_, more)| more == id)
+            })
             .map(|(_, name)| name)
             .collect()
     }

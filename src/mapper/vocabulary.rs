@@ -46,6 +46,9 @@ pub struct Source {
 /// - "Interior" is the material (cloth, leather) in lotsync's existing spellings and in the
 ///   vAuto report CarDescribe documents, but the colour in AX9: it stays
 ///   [`Target::InteriorType`].
+/// - "List Price" is the MSRP (the manufacturer's list price) in lotsync's existing spellings,
+///   but beside a plain MSRP column it can only be the price asked: loose, and then
+///   [`Target::Price`] unless a plain price column is there too.
 /// - "Engine #" (DX1's engine serial number) squashes to "engine", the engine description:
 ///   left as [`Target::Engine`]; a serial is not a displacement and is left out with a
 ///   warning.
@@ -172,6 +175,8 @@ pub const SOURCES: &[Source] = &[
             ("Make", Target::Make),
             ("Model", Target::Model),
             ("Year", Target::Year),
+            // The kind of unit (ATV, Motorcycle, Snowmobile, PWC, Boat): "also called Type".
+            ("Class", Target::BodyStyle),
             ("Style", Target::BodyStyle),
             ("VIN/Serial Number", Target::Vin),
             ("Condition", Target::Type),
@@ -266,6 +271,26 @@ pub const SOURCES: &[Source] = &[
             ("Is CPO", Target::Certified),
             ("Trans Type", Target::Transmission),
             ("Eng Desc", Target::Engine),
+            ("Mdl", Target::Model),
+            ("Ext Clr", Target::ExteriorColor),
+            ("Int Clr", Target::InteriorColor),
+            ("Drv", Target::DriveType),
+        ],
+    },
+    Source {
+        name: "eRepairables data import format (repairable and salvage vehicles)",
+        documented_at: "https://erepairables.com/en-US/developers (Data Import Format: fields \
+                        by position, pipe-delimited)",
+        headers: &[
+            ("Vehicle Make", Target::Make),
+            ("Vehicle Model", Target::Model),
+            ("Vehicle Year", Target::Year),
+            ("Vehicle Price", Target::Price),
+            ("Title Status", Target::TitleStatus),
+            ("Odometer", Target::Miles),
+            ("VIN #", Target::Vin),
+            ("Your Stock Number", Target::Stock),
+            ("External Link", Target::Url),
         ],
     },
 ];
@@ -464,7 +489,12 @@ pub const LOOSE: &[&str] = &[
     "conditon",
     "id",
     "vehicleid",
+    "listprice",
 ];
+
+/// Loose names that mean another field when they give way: "List Price" is the MSRP, but
+/// beside a plain MSRP column it is the price asked (squashed).
+const INSTEAD: &[(&str, Target)] = &[("listprice", Target::Price)];
 
 /// Columns that hold a VIN or, for boats, trailers and off-road units, a serial or hull ID
 /// that is no 17-character VIN.
@@ -524,16 +554,26 @@ pub fn gives_way<'a>(
     target: Target,
     others: impl IntoIterator<Item = &'a str>,
 ) -> bool {
-    if !is_loose(squashed) {
-        return false;
-    }
-    others.into_iter().any(|name| {
+    is_loose(squashed) && named_plainly(target, others)
+}
+
+/// Whether one of `names` names `target` with a name that is not loose.
+pub fn named_plainly<'a>(target: Target, names: impl IntoIterator<Item = &'a str>) -> bool {
+    names.into_iter().any(|name| {
         let whole = squash(name);
         let last = squash(name.rsplit('/').next().unwrap_or(name));
         [whole, last]
             .iter()
             .any(|n| !is_loose(n) && target_of(n) == Some(target))
     })
+}
+
+/// What a loose name that [gives way](gives_way) means instead, if anything.
+pub fn instead(squashed: &str) -> Option<Target> {
+    INSTEAD
+        .iter()
+        .find(|(name, _)| *name == squashed)
+        .map(|&(_, target)| target)
 }
 
 /// A VIN column named for non-road serials ("Serial", "Serial #", "HIN", "Hull ID"): read
@@ -1055,11 +1095,12 @@ mod tests {
              New/Used,Primary Color,Trim Color,Stock Number",
             &[
                 ("Unique ID", None),
-                ("Class", None),
+                ("Class", Some(Target::BodyStyle)),
                 ("Make", Some(Target::Make)),
                 ("Model", Some(Target::Model)),
                 ("Year", Some(Target::Year)),
-                ("Style", Some(Target::BodyStyle)),
+                // A second body-style column: Class, first, is used (a note says so).
+                ("Style", None),
                 ("VIN/Serial Number", Some(Target::Vin)),
                 // Wear (Excellent, Good): gives way to New/Used.
                 ("Condition", None),
@@ -1140,6 +1181,34 @@ mod tests {
                 ("transmission", Some(Target::Transmission)),
                 ("drive_type", Some(Target::DriveType)),
                 ("fuel_type", Some(Target::Fuel)),
+            ],
+        );
+    }
+
+    #[test]
+    fn erepairables_import_headers() {
+        assert_lands(
+            "Vehicle Make|Vehicle Model|Vehicle Type|Vehicle Condition|Vehicle Year|Vehicle Price|\
+             Vehicle Description|Title Status|Odometer|VIN #|Your Stock Number|Expiration date|\
+             External Link|Image Url 1",
+            &[
+                ("Vehicle Make", Some(Target::Make)),
+                ("Vehicle Model", Some(Target::Model)),
+                // Car, Truck, Suv: loose new/used, giving way to "Vehicle Condition".
+                ("Vehicle Type", None),
+                // Repaired, Damaged, Flood: damage, not new/used, but named as new/used is
+                // elsewhere; its values say no (a warning per record).
+                ("Vehicle Condition", Some(Target::Type)),
+                ("Vehicle Year", Some(Target::Year)),
+                ("Vehicle Price", Some(Target::Price)),
+                ("Vehicle Description", None),
+                ("Title Status", Some(Target::TitleStatus)),
+                ("Odometer", Some(Target::Miles)),
+                ("VIN #", Some(Target::Vin)),
+                ("Your Stock Number", Some(Target::Stock)),
+                ("Expiration date", None),
+                ("External Link", Some(Target::Url)),
+                ("Image Url 1", Some(Target::Images)),
             ],
         );
     }
