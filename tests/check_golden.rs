@@ -134,9 +134,13 @@ fn every_sample_accepts_the_clean_vehicles_and_names_each_planted_problem() {
             stdout.contains("already in this file"),
             "{name}: duplicate named"
         );
-        assert!(
-            stdout.contains("exterior_color:"),
-            "{name}: unmapped color named"
-        );
+        // The attributes file's paint without a color word, "Granite Crystal Metallic", is
+        // gray by paint vocabulary since step 8 (EXPECTED.md).
+        if name != "attributes" {
+            assert!(
+                stdout.contains("exterior_color:"),
+                "{name}: unmapped color named"
+            );
+        }
     }
 }

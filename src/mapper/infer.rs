@@ -18,6 +18,9 @@ use crate::feed::{FieldId, Record, Schema};
 pub const SAMPLE: usize = 200;
 /// Share of a column's sampled values that must agree for the column to be used.
 pub const TAKE: f64 = 0.95;
+/// Below this share of fitting values, a column matched by its header is in doubt: the values
+/// may put another column, or another field, in its place.
+const DOUBT: f64 = 0.1;
 /// Below this share a likeness is not worth a note.
 const NOTE: f64 = 0.5;
 /// Fewest values judged for a likeness to count (unless every sampled record has one).
@@ -65,6 +68,8 @@ pub struct Recognition {
     /// When no column is the VIN: every column looked at, with its share of VIN-like values,
     /// best first.
     pub vin_candidates: Vec<Likeness>,
+    /// Header matches the values contradict, given up for what `taken` puts in their place.
+    pub released: Vec<Likeness>,
 }
 
 /// The kinds of value a column can be recognized by.
@@ -81,10 +86,13 @@ enum Kind {
     Fuel,
     DriveType,
     Transmission,
+    VehicleType,
+    InteriorType,
+    TitleStatus,
 }
 
 impl Kind {
-    const ALL: [Kind; 11] = [
+    const ALL: [Kind; 14] = [
         Kind::Vin,
         Kind::Year,
         Kind::Miles,
@@ -96,28 +104,37 @@ impl Kind {
         Kind::Fuel,
         Kind::DriveType,
         Kind::Transmission,
+        Kind::VehicleType,
+        Kind::InteriorType,
+        Kind::TitleStatus,
     ];
 
-    /// The field a column of this kind feeds, when that field has no column yet.
-    fn target(self, binding: &Binding) -> Option<Target> {
-        let free = |t: Target| binding.field(t).is_none();
+    /// The field a column of this kind named `name` feeds, when `free` says that field has no
+    /// column yet.
+    fn target(self, name: &str, free: impl Fn(Target) -> bool) -> Option<Target> {
+        let one = |t: Target| free(t).then_some(t);
         match self {
-            Kind::Vin => free(Target::Vin).then_some(Target::Vin),
-            Kind::Year => free(Target::Year).then_some(Target::Year),
-            Kind::Miles => free(Target::Miles).then_some(Target::Miles),
+            Kind::Vin => one(Target::Vin),
+            Kind::Year => one(Target::Year),
+            Kind::Miles => one(Target::Miles),
             Kind::Price => [Target::Price, Target::InternetPrice, Target::Msrp]
                 .into_iter()
                 .all(free)
                 .then_some(Target::Price),
-            Kind::Images => free(Target::Images).then_some(Target::Images),
-            Kind::Link => free(Target::Url).then_some(Target::Url),
-            // The color of a car is its exterior; a second color beside it, the interior.
-            Kind::Color => [Target::ExteriorColor, Target::InteriorColor]
-                .into_iter()
-                .find(|&t| free(t)),
-            Kind::BodyStyle => free(Target::BodyStyle).then_some(Target::BodyStyle),
-            Kind::Fuel => free(Target::Fuel).then_some(Target::Fuel),
-            Kind::DriveType => free(Target::DriveType).then_some(Target::DriveType),
+            Kind::Images => one(Target::Images),
+            Kind::Link => one(Target::Url),
+            // The color of a car is its exterior, unless the column's name says interior.
+            Kind::Color => {
+                let lower = name.to_ascii_lowercase();
+                if lower.starts_with("int") || lower.contains("interior") {
+                    one(Target::InteriorColor)
+                } else {
+                    one(Target::ExteriorColor)
+                }
+            }
+            Kind::BodyStyle => one(Target::BodyStyle),
+            Kind::Fuel => one(Target::Fuel),
+            Kind::DriveType => one(Target::DriveType),
             Kind::Transmission => [
                 Target::Transmission,
                 Target::TransmissionType,
@@ -126,7 +143,27 @@ impl Kind {
             .into_iter()
             .all(free)
             .then_some(Target::Transmission),
+            Kind::VehicleType => one(Target::Type),
+            Kind::InteriorType => one(Target::InteriorType),
+            Kind::TitleStatus => one(Target::TitleStatus),
         }
+    }
+
+    /// The kind of value a column named for `target` should hold, where values can say
+    /// whether its name was right.
+    fn held_by(target: Target) -> Option<Kind> {
+        Some(match target {
+            Target::Year => Kind::Year,
+            Target::ExteriorColor | Target::InteriorColor => Kind::Color,
+            Target::BodyStyle => Kind::BodyStyle,
+            Target::Fuel => Kind::Fuel,
+            Target::DriveType => Kind::DriveType,
+            Target::Transmission | Target::TransmissionType => Kind::Transmission,
+            Target::Type => Kind::VehicleType,
+            Target::InteriorType => Kind::InteriorType,
+            Target::TitleStatus => Kind::TitleStatus,
+            _ => return None,
+        })
     }
 
     /// Only proposed, never used by values alone: plain numbers could be any count or amount.
@@ -172,6 +209,11 @@ impl Kind {
                 let read = parse::transmission(value);
                 enum_like(read.kind.is_some() || read.speed.is_some())
             }
+            // One letter ("N", "Y") is as likely a yes/no flag: it says nothing.
+            Kind::VehicleType if value.chars().count() < 2 => None,
+            Kind::VehicleType => enum_like(!matches!(synonyms::vehicle_type(value), Found::None)),
+            Kind::InteriorType => enum_like(!matches!(synonyms::interior_type(value), Found::None)),
+            Kind::TitleStatus => enum_like(!matches!(synonyms::title_status(value), Found::None)),
         }
     }
 }
@@ -223,7 +265,9 @@ fn looks_like_image(url: &str) -> bool {
 }
 
 /// Judges the sampled values of every column the binding leaves unused, for every field that
-/// has no column.
+/// has no column; and of every column matched by its header to a field whose values can be
+/// judged: one whose values nearly all say otherwise ([`DOUBT`]) is released when the values
+/// put that column, or another column for its field, in its place.
 pub fn recognize(
     schema: &Schema,
     records: &[&Record],
@@ -231,11 +275,24 @@ pub fn recognize(
     year_max: u16,
 ) -> Recognition {
     let mut out = Recognition::default();
+    let enough = |l: &Likeness| l.of >= FEWEST.min(records.len() as u32);
+    let doubtful: Vec<Likeness> = binding
+        .by_header
+        .iter()
+        .filter_map(|&target| {
+            let kind = Kind::held_by(target)?;
+            let own = judge(kind, target, binding.field(target)?, records, year_max);
+            (enough(&own) && own.share() < DOUBT).then_some(own)
+        })
+        .collect();
+    let free = |t: Target| binding.field(t).is_none() || doubtful.iter().any(|d| d.target == t);
     let free_columns: Vec<FieldId> = schema
         .names()
         .map(|(id, _)| id)
         .filter(|id| {
-            !binding.by_target.values().any(|bound| bound == id)
+            let bound = binding.by_target.values().any(|bound| bound == id)
+                && !doubtful.iter().any(|d| d.field == *id);
+            !bound
                 && !binding.twins.iter().any(|twin| twin.other == *id)
                 && !binding.continued.iter().any(|(_, more)| more == id)
         })
@@ -249,23 +306,23 @@ pub fn recognize(
     };
     let column = |id: FieldId| format!("{:?}", schema.name(id));
 
-    // Per kind with a free field: the columns whose values fit well enough to say so.
+    // Per kind: the columns whose values fit its field well enough to say so.
     let mut strong: Vec<(Kind, Likeness)> = Vec::new();
     for kind in Kind::ALL {
-        let Some(target) = kind.target(binding) else {
-            continue;
-        };
         for &id in &free_columns {
+            let Some(target) = kind.target(schema.name(id), free) else {
+                continue;
+            };
             let likeness = judge(kind, target, id, records, year_max);
             if kind == Kind::Vin {
                 out.vin_candidates.push(likeness);
             }
-            if likeness.of < FEWEST.min(records.len() as u32) || likeness.share() < NOTE {
+            if !enough(&likeness) || likeness.share() < NOTE {
                 continue;
             }
             if likeness.share() >= TAKE {
                 strong.push((kind, likeness));
-            } else if !kind.proposed_only() {
+            } else if !kind.proposed_only() && binding.field(target).is_none() {
                 out.notes.push(format!(
                     "column {} looks like {} by its values, but only {} fit (lotsync uses a \
                      column by its values at {:.0}%): if it is, name it in a profile: {}",
@@ -299,11 +356,9 @@ pub fn recognize(
             continue;
         };
         let names: Vec<String> = fitting.iter().map(|l| column(l.field)).collect();
-        let other_kinds: Vec<Kind> = strong
+        let other_kinds = strong
             .iter()
-            .filter(|(k, l)| *k != kind && l.field == first.field)
-            .map(|(k, _)| *k)
-            .collect();
+            .any(|(k, l)| *k != kind && l.field == first.field);
         if kind.proposed_only() {
             let (what, field) = if kind == Kind::Miles {
                 ("whole numbers", "the mileage")
@@ -330,7 +385,7 @@ pub fn recognize(
                 first.target.name(),
                 profile_line(first.target, first.field)
             ));
-        } else if !other_kinds.is_empty() {
+        } else if other_kinds {
             out.notes.push(format!(
                 "column {} looks like more than one field by its values; lotsync will not \
                  guess which: name it in a profile, e.g. {}",
@@ -340,6 +395,27 @@ pub fn recognize(
         } else {
             out.taken.push(first);
         }
+    }
+
+    // A doubtful header match gives way only to what the values put in its place.
+    for d in doubtful {
+        let by_column = out.taken.iter().find(|l| l.field == d.field);
+        let by_target = out.taken.iter().find(|l| l.target == d.target);
+        let instead = match (by_column, by_target) {
+            (None, None) => continue,
+            (Some(l), _) => format!("its values are {}: used for that", l.target.name()),
+            (None, Some(l)) => format!(
+                "column {} is used for it instead by its values",
+                column(l.field)
+            ),
+        };
+        out.notes.push(format!(
+            "column {} is named like {}, but only {} are one; {instead}",
+            column(d.field),
+            d.target.name(),
+            d.shown()
+        ));
+        out.released.push(d);
     }
     out
 }

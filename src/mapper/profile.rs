@@ -509,6 +509,16 @@ impl Binding {
     /// Takes what the values of the unmatched columns say: binds the columns recognized,
     /// keeps the notes and the VIN candidates.
     pub fn adopt(&mut self, recognition: Recognition) {
+        for released in recognition.released {
+            if self.field(released.target) == Some(released.field) {
+                self.by_target.remove(&released.target);
+                self.slots[released.target as usize] = None;
+                self.by_header.retain(|t| *t != released.target);
+                if released.target == Target::Vin {
+                    self.serial_vin = false;
+                }
+            }
+        }
         for likeness in recognition.taken {
             self.set(likeness.target, likeness.field);
             self.by_values.push(likeness);
