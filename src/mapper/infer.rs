@@ -403,7 +403,7 @@ pub fn recognize(
         let by_target = out.taken.iter().find(|l| l.target == d.target);
         let instead = match (by_column, by_target) {
             (None, None) => continue,
-            (Some(l), _) => format!("its values are {}: used for that", l.target.name()),
+            (Some(l), _) => format!("its values say {}: used for that", l.target.name()),
             (None, Some(l)) => format!(
                 "column {} is used for it instead by its values",
                 column(l.field)
@@ -586,6 +586,55 @@ mod tests {
             [("Built".to_owned(), "year"), ("Page".to_owned(), "url")]
         );
         assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn a_header_match_the_values_contradict_gives_way_to_what_they_say() {
+        // AX9 spells new/used "title" and the kind of vehicle "type"; its "interior" is the
+        // color, where lotsync's vocabulary says title status, type and material.
+        let csv = "vin,stock,title,type,interior,Trim Color\n\
+                   1FTFW1E56MFA38127,A,Used,CARS & TRUCKS,Black,Red\n\
+                   2T3P1RFV7RW198233,B,New,CARS & TRUCKS,Gray,Blue\n\
+                   1C4RJFAG8KC318842,C,Certified Pre-Owned,ATVS,Black,\n";
+        let (schema, r) = recognized(csv);
+        assert_eq!(
+            taken(&r, &schema),
+            [
+                ("interior".to_owned(), "interior_color"),
+                ("title".to_owned(), "type")
+            ]
+        );
+        let released: Vec<(&str, &str)> = r
+            .released
+            .iter()
+            .map(|l| (schema.name(l.field), l.target.name()))
+            .collect();
+        assert_eq!(
+            released,
+            [
+                ("title", "title_status"),
+                ("type", "type"),
+                ("interior", "interior_type")
+            ]
+        );
+        assert!(
+            r.notes.iter().any(|n| n
+                == r#"column "title" is named like title_status, but only 0 of 3 sampled values (0%) are one; its values say type: used for that"#),
+            "{:?}",
+            r.notes
+        );
+        // "Trim Color" is a second color, not named interior: not taken for any field.
+        assert!(!r.taken.iter().any(|l| schema.name(l.field) == "Trim Color"));
+    }
+
+    #[test]
+    fn a_header_match_in_doubt_stays_when_nothing_better_is_found() {
+        let csv = "VIN,Stock,Body\n\
+                   1FTFW1E56MFA38127,A,Utility\n\
+                   2T3P1RFV7RW198233,B,Mountain\n\
+                   1C4RJFAG8KC318842,C,Trail\n";
+        let (_, r) = recognized(csv);
+        assert!(r.released.is_empty() && r.taken.is_empty(), "{r:?}");
     }
 
     #[test]
