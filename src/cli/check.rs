@@ -10,6 +10,7 @@ use crate::text::{shown_path, Escaped};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 
 /// Arguments of `lotsync check`.
 #[derive(Debug, clap::Args)]
@@ -45,12 +46,13 @@ const PLACEHOLDER_LOCATION: u64 = 0;
 pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     let profile = Profile::find(&args.profile, &args.profiles_dir)?;
     let location_id = args.location_id.unwrap_or(PLACEHOLDER_LOCATION);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
-    // Buffered too: a problem line written to a bare stderr is many small writes, and an
-    // export with many warnings spent most of its time in them. Flushed at the end, and
-    // before a file's "cannot be read", so that what came before it shows first.
-    let mut err = std::io::BufWriter::with_capacity(64 * 1024, std::io::stderr().lock());
+    // Both streams are buffered, and written by threads of their own, so that the kernel
+    // copies one buffer into its file while the next is filled: a problem line written to a
+    // bare stderr was many small writes, and an export with many warnings spent most of its
+    // time in them. Flushed at the end, and before a file's "cannot be read", so that what
+    // came before it shows first.
+    let mut out = WrittenAside::new(std::io::stdout());
+    let mut err = WrittenAside::new(std::io::stderr());
     if args.location_id.is_none() {
         let note = format!(
             "no --location-id: vehicles get the placeholder location {PLACEHOLDER_LOCATION}"
@@ -283,4 +285,155 @@ enum CheckError {
     Export(#[from] ExportError),
     #[error("cannot write: {0}")]
     Output(#[from] std::io::Error),
+}
+
+/// Bytes gathered before a buffer goes to the writing thread.
+const BUFFER: usize = 256 * 1024;
+/// Buffers handed over and not yet written, at most.
+const IN_FLIGHT: usize = 2;
+
+/// A buffered stream whose buffers a thread of its own writes, so that formatting the next
+/// lines goes on while the kernel copies the last ones. `flush` returns once everything
+/// handed over is written; a write that failed is the error of the next call.
+struct WrittenAside {
+    buf: Vec<u8>,
+    to_writer: Option<mpsc::SyncSender<Vec<u8>>>,
+    /// Written buffers coming back, emptied: one per buffer handed over.
+    written: mpsc::Receiver<Vec<u8>>,
+    in_flight: usize,
+    writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl WrittenAside {
+    fn new(mut sink: impl Write + Send + 'static) -> WrittenAside {
+        let (to_writer, buffers) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT);
+        let (give_back, written) = mpsc::sync_channel(IN_FLIGHT + 1);
+        let writer = std::thread::spawn(move || {
+            for mut buf in buffers {
+                sink.write_all(&buf)?;
+                sink.flush()?;
+                buf.clear();
+                // The other side may be gone (it failed, or is done): nothing to hand back.
+                let _ = give_back.send(buf);
+            }
+            Ok(())
+        });
+        WrittenAside {
+            buf: Vec::with_capacity(BUFFER),
+            to_writer: Some(to_writer),
+            written,
+            in_flight: 0,
+            writer: Some(writer),
+        }
+    }
+
+    /// Hands the buffer to the writer; waits while too many are in flight.
+    fn hand_over(&mut self, limit: usize) -> std::io::Result<()> {
+        if !self.buf.is_empty() {
+            let spare = Vec::with_capacity(BUFFER);
+            let full = std::mem::replace(&mut self.buf, spare);
+            let sent = self.to_writer.as_ref().map(|tx| tx.send(full));
+            if !matches!(sent, Some(Ok(()))) {
+                return Err(self.failure());
+            }
+            self.in_flight += 1;
+        }
+        while self.in_flight > limit {
+            match self.written.recv() {
+                Ok(back) => {
+                    self.in_flight -= 1;
+                    if back.capacity() >= BUFFER && self.buf.is_empty() {
+                        self.buf = back;
+                    }
+                }
+                Err(_) => return Err(self.failure()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Why the writer stopped: its own error.
+    fn failure(&mut self) -> std::io::Error {
+        self.to_writer = None;
+        match self.writer.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(Err(e))) => e,
+            _ => std::io::Error::other("the output's writer stopped"),
+        }
+    }
+}
+
+impl Write for WrittenAside {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= BUFFER {
+            self.hand_over(IN_FLIGHT)?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.hand_over(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A sink whose bytes the test reads back, failing once it holds `fail_after` bytes.
+    #[derive(Clone)]
+    struct Shared {
+        bytes: Arc<Mutex<Vec<u8>>>,
+        fail_after: usize,
+    }
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let mut bytes = self.bytes.lock().unwrap();
+            if bytes.len() >= self.fail_after {
+                return Err(std::io::Error::other("disk full"));
+            }
+            bytes.extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn written_aside_keeps_every_byte_in_order_and_flush_waits_for_them() {
+        let sink = Shared {
+            bytes: Arc::default(),
+            fail_after: usize::MAX,
+        };
+        let mut out = WrittenAside::new(sink.clone());
+        let mut expected = Vec::new();
+        for n in 0..100_000u32 {
+            let line = format!("line {n}\n");
+            out.write_all(line.as_bytes()).unwrap();
+            expected.extend_from_slice(line.as_bytes());
+        }
+        out.flush().unwrap();
+        assert_eq!(*sink.bytes.lock().unwrap(), expected);
+    }
+
+    #[test]
+    fn written_aside_reports_the_writers_error() {
+        let sink = Shared {
+            bytes: Arc::default(),
+            fail_after: 10,
+        };
+        let mut out = WrittenAside::new(sink);
+        let mut result = Ok(());
+        for _ in 0..10 {
+            result = out.write_all(&[b'x'; BUFFER]).and_then(|()| out.flush());
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result.unwrap_err().to_string(), "disk full");
+    }
 }
