@@ -368,7 +368,7 @@ fn reader_for<R: BufRead>(
     options: &ReadOptions,
     size: u64,
     encoding: impl FnOnce() -> csv::Encoding,
-    detect_element: impl FnOnce() -> Result<String, FeedError>,
+    detect_element: impl FnOnce() -> Result<xml::RecordElement, FeedError>,
 ) -> Result<FeedReader<R>, FeedError> {
     let head = input.fill_buf().map_err(FeedError::Io)?;
     if head.is_empty() {
@@ -385,13 +385,10 @@ fn reader_for<R: BufRead>(
             size,
             encoding(),
         )?)),
-        Format::Xml => {
-            let element = match &options.record_element {
-                Some(e) => e.clone(),
-                None => detect_element()?,
-            };
-            Ok(FeedReader::Xml(XmlReader::new(input, element)))
-        }
+        Format::Xml => Ok(FeedReader::Xml(match &options.record_element {
+            Some(e) => XmlReader::new(input, e.clone()),
+            None => XmlReader::detected(input, detect_element()?),
+        })),
     }
 }
 

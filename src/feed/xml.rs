@@ -28,9 +28,34 @@ pub struct XmlReader<R: BufRead> {
     texts: Vec<String>,
     index: u64,
     warnings: Vec<String>,
+    /// Where records were detected, the path of their parent from the root, and the names of
+    /// its other children that are records too (`<trailer>` beside `<truck>`). None when the
+    /// record element was named.
+    siblings_under: Option<(Vec<String>, Vec<String>)>,
+    /// Names of the open elements outside any record, from the root.
+    outside: Vec<String>,
+}
+
+/// The record element of a file, as detected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordElement {
+    pub name: String,
+    /// The path of its parent from the root (`["Feed", "Units"]`).
+    pub parent: Vec<String>,
+    /// Other children of the parent that are records too: they share a field name with
+    /// the records (`trailer` beside `truck`, both with a `vin`).
+    pub siblings: Vec<String>,
 }
 
 impl<R: BufRead> XmlReader<R> {
+    /// Reads records detected in the file: `element`'s, and its siblings' that have fields of
+    /// their own.
+    pub fn detected(input: R, element: RecordElement) -> Self {
+        let mut reader = XmlReader::new(input, element.name);
+        reader.siblings_under = Some((element.parent, element.siblings));
+        reader
+    }
+
     /// Reads records named `element` (a local name, any depth).
     pub fn new(input: R, element: String) -> Self {
         let mut reader = quick_xml::Reader::from_reader(Tracked::new(input, RECORD_LIMIT));
@@ -48,7 +73,17 @@ impl<R: BufRead> XmlReader<R> {
             texts: Vec::new(),
             index: 0,
             warnings: Vec::new(),
+            siblings_under: None,
+            outside: Vec::new(),
         }
+    }
+
+    /// Whether an element named `name` starting outside any record begins one.
+    fn begins_record(&self, name: &str) -> bool {
+        name == self.element
+            || self.siblings_under.as_ref().is_some_and(|(parent, names)| {
+                *parent == self.outside && names.iter().any(|n| n == name)
+            })
     }
 
     pub fn schema(&self) -> &Schema {
@@ -91,9 +126,11 @@ impl<R: BufRead> XmlReader<R> {
                         self.attributes(&e, &format!("{prefix}/"), kind.as_deref(), record)?;
                         self.path.push(name);
                         self.texts.push(String::new());
-                    } else if name == self.element {
+                    } else if self.begins_record(&name) {
                         self.begin(record);
                         self.attributes(&e, "", None, record)?;
+                    } else {
+                        self.outside.push(name);
                     }
                 }
                 Event::Empty(e) => {
@@ -102,7 +139,7 @@ impl<R: BufRead> XmlReader<R> {
                         let (name, kind) = qualified(&e, name);
                         let prefix = self.child_path(&name);
                         self.attributes(&e, &format!("{prefix}/"), kind.as_deref(), record)?;
-                    } else if name == self.element {
+                    } else if self.begins_record(&name) {
                         self.begin(record);
                         self.attributes(&e, "", None, record)?;
                         self.in_record = false;
@@ -134,6 +171,7 @@ impl<R: BufRead> XmlReader<R> {
                 Event::End(_) => {
                     self.depth = self.depth.saturating_sub(1);
                     if !self.in_record {
+                        self.outside.pop();
                         continue;
                     }
                     let text = self.texts.pop().unwrap_or_default();
@@ -332,16 +370,19 @@ fn resolve_reference(r: &BytesRef<'_>) -> Option<char> {
 /// its own that repeats under one parent (reading at most `DETECT_BUDGET` bytes); failing that,
 /// the element reached
 /// from the root through single-child wrappers (`<Feed><Units><Unit/></Units></Feed>`).
-pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, FeedError> {
+pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElement, FeedError> {
     struct Node {
         name: String,
         children: Vec<usize>,
         attributes: usize,
+        /// Its attributes' and children's names, for telling sibling records.
+        fields: Vec<String>,
     }
     let mut reader = quick_xml::Reader::from_reader(Tracked::new(input, DETECT_BUDGET));
     let mut nodes: Vec<Node> = Vec::new();
     let mut open: Vec<usize> = Vec::new();
-    let mut best: Option<(usize, String)> = None;
+    // (depth, parent node, record element)
+    let mut best: Option<(usize, usize, RecordElement)> = None;
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -383,9 +424,15 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, Feed
             name: name.clone(),
             children: Vec::new(),
             attributes: e.attributes().count(),
+            fields: e
+                .attributes()
+                .flatten()
+                .map(|a| a.key.local_name().as_ref().to_owned())
+                .collect(),
         });
         let depth = open.len() + 1;
         if let Some(&parent) = open.last() {
+            nodes[parent].fields.push(name.clone());
             // A twin of an earlier sibling is a record candidate if that sibling (complete by
             // now) has fields of its own: repeated leaves such as <Photo> are lists instead,
             // and so are leaves told apart by one attribute (<Price type="Internet">).
@@ -393,29 +440,50 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, Feed
                 nodes[c].name == name && (nodes[c].attributes > 1 || !nodes[c].children.is_empty())
             });
             nodes[parent].children.push(id);
-            if repeats && best.as_ref().is_none_or(|(d, _)| depth < *d) {
-                if depth == 2 {
-                    return Ok(name);
-                }
-                best = Some((depth, name));
+            if repeats && best.as_ref().is_none_or(|(d, _, _)| depth < *d) {
+                let found = RecordElement {
+                    name,
+                    parent: open.iter().map(|&id| nodes[id].name.clone()).collect(),
+                    siblings: Vec::new(),
+                };
+                best = Some((depth, parent, found));
             }
         }
         if !empty {
             open.push(id);
         }
     }
-    if let Some((_, name)) = best {
-        return Ok(name);
+    if let Some((_, parent, mut found)) = best {
+        // Siblings that share a field name with the records are records of another kind
+        // (`<trailer>` beside `<truck>`); others (`<dealer>`, `<count>`) are not.
+        let children = &nodes[parent].children;
+        let record_fields: Vec<&String> = children
+            .iter()
+            .filter(|&&c| nodes[c].name == found.name)
+            .flat_map(|&c| &nodes[c].fields)
+            .collect();
+        for &c in children {
+            let sibling = &nodes[c];
+            if sibling.name != found.name
+                && !found.siblings.contains(&sibling.name)
+                && sibling.fields.iter().any(|f| record_fields.contains(&f))
+            {
+                found.siblings.push(sibling.name.clone());
+            }
+        }
+        return Ok(found);
     }
     let Some(root) = nodes.first() else {
         return Err(FeedError::Layout("no XML element found".into()));
     };
     let mut current = root;
+    let mut parent = Vec::new();
     while let [only] = current.children[..] {
         let child = &nodes[only];
         if child.children.is_empty() && child.attributes == 0 {
             break;
         }
+        parent.push(current.name.clone());
         current = child;
     }
     if std::ptr::eq(current, root) {
@@ -424,7 +492,11 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<String, Feed
             root.name
         )));
     }
-    Ok(current.name.clone())
+    Ok(RecordElement {
+        name: current.name.clone(),
+        parent,
+        siblings: Vec::new(),
+    })
 }
 
 #[cfg(test)]
@@ -435,7 +507,7 @@ mod tests {
 
     fn read_all(xml: &str) -> Result<Vec<Fields>, FeedError> {
         let element = detect_record_element(xml.as_bytes())?;
-        let mut reader = XmlReader::new(xml.as_bytes(), element);
+        let mut reader = XmlReader::detected(xml.as_bytes(), element);
         let mut out = Vec::new();
         let mut record = Record::default();
         loop {
@@ -526,12 +598,45 @@ mod tests {
         assert_eq!(
             detect_record_element("<Feed><Units><Unit VIN=\"A\"/></Units></Feed>".as_bytes())
                 .unwrap(),
-            "Unit"
+            RecordElement {
+                name: "Unit".into(),
+                parent: vec!["Feed".into(), "Units".into()],
+                siblings: Vec::new(),
+            }
         );
         assert_eq!(
-            detect_record_element("<Inventory><Vehicle><VIN>A</VIN><Photos><Photo/><Photo/></Photos></Vehicle></Inventory>".as_bytes()).unwrap(),
+            detect_record_element("<Inventory><Vehicle><VIN>A</VIN><Photos><Photo/><Photo/></Photos></Vehicle></Inventory>".as_bytes()).unwrap().name,
             "Vehicle"
         );
+    }
+
+    #[test]
+    fn siblings_of_detected_records_with_fields_are_records_too() {
+        let xml = r#"<inventory exported="today">
+  <count>3</count>
+  <trailer><vin>T1</vin></trailer>
+  <truck><vin>A</vin></truck>
+  <truck><vin>B</vin></truck>
+  <generated/>
+  <trailer vin="T2"/>
+  <dealer><address><city>X</city></address></dealer>
+</inventory>"#;
+        let records = read_all(xml).unwrap();
+        let vins: Vec<&str> = records
+            .iter()
+            .flat_map(|r| field(r, "vin").into_iter().chain(field(r, "@vin")))
+            .collect();
+        // <dealer> shares no field with the trucks: no record.
+        assert_eq!(vins, ["T1", "A", "B", "T2"]);
+        assert_eq!(records.len(), 4);
+        // A named record element reads only its own.
+        let mut reader = XmlReader::new(xml.as_bytes(), "truck".to_owned());
+        let mut record = Record::default();
+        let mut n = 0;
+        while let Item::Record = reader.next(&mut record).unwrap() {
+            n += 1;
+        }
+        assert_eq!(n, 2);
     }
 
     #[test]

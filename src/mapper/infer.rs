@@ -89,10 +89,11 @@ enum Kind {
     VehicleType,
     InteriorType,
     TitleStatus,
+    SaleStatus,
 }
 
 impl Kind {
-    const ALL: [Kind; 14] = [
+    const ALL: [Kind; 15] = [
         Kind::Vin,
         Kind::Year,
         Kind::Miles,
@@ -107,6 +108,7 @@ impl Kind {
         Kind::VehicleType,
         Kind::InteriorType,
         Kind::TitleStatus,
+        Kind::SaleStatus,
     ];
 
     /// The field a column of this kind named `name` feeds, when `free` says that field has no
@@ -146,6 +148,7 @@ impl Kind {
             Kind::VehicleType => one(Target::Type),
             Kind::InteriorType => one(Target::InteriorType),
             Kind::TitleStatus => one(Target::TitleStatus),
+            Kind::SaleStatus => one(Target::Status),
         }
     }
 
@@ -162,6 +165,7 @@ impl Kind {
             Target::Type => Kind::VehicleType,
             Target::InteriorType => Kind::InteriorType,
             Target::TitleStatus => Kind::TitleStatus,
+            Target::Status => Kind::SaleStatus,
             _ => return None,
         })
     }
@@ -214,6 +218,9 @@ impl Kind {
             Kind::VehicleType => enum_like(!matches!(synonyms::vehicle_type(value), Found::None)),
             Kind::InteriorType => enum_like(!matches!(synonyms::interior_type(value), Found::None)),
             Kind::TitleStatus => enum_like(!matches!(synonyms::title_status(value), Found::None)),
+            // Single letters ("A", "S") are as likely something else.
+            Kind::SaleStatus if value.chars().count() < 2 => None,
+            Kind::SaleStatus => enum_like(synonyms::sold(value).is_some()),
         }
     }
 }
@@ -346,10 +353,16 @@ pub fn recognize(
         .collect();
     strong.retain(|(k, l)| *k != Kind::Miles || !years.contains(&l.field));
 
-    for kind in Kind::ALL {
+    let mut contests: Vec<(Kind, Target)> = Vec::new();
+    for &(kind, l) in &strong {
+        if !contests.contains(&(kind, l.target)) {
+            contests.push((kind, l.target));
+        }
+    }
+    for (kind, target) in contests {
         let fitting: Vec<Likeness> = strong
             .iter()
-            .filter(|(k, _)| *k == kind)
+            .filter(|(k, l)| *k == kind && l.target == target)
             .map(|(_, l)| *l)
             .collect();
         let Some(&first) = fitting.first() else {

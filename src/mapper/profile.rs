@@ -450,6 +450,14 @@ impl Binding {
             };
             let mut forms = vec![whole.clone(), last.clone()];
             forms.extend(kind_forms(name));
+            // A report's "EXT COLOR DESC", "TRANSMISSION DESCRIPTION": the field described.
+            forms.extend(
+                ["description", "desc"]
+                    .iter()
+                    .find_map(|suffix| last.strip_suffix(suffix))
+                    .filter(|stem| !stem.is_empty())
+                    .map(str::to_owned),
+            );
             // Numbered list columns ("Image Url 1", `image[0].url`, "Photo2") continue one list.
             let numbered = numbered_list_stem(&last);
             forms.extend(numbered.clone());

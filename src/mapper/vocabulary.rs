@@ -278,6 +278,30 @@ pub const SOURCES: &[Source] = &[
         ],
     },
     Source {
+        name: "Hoot Interactive AutoWeb feed",
+        documented_at: "https://hootinteractive.atlassian.net/wiki/spaces/HD/pages/285900801/AutoWeb",
+        headers: &[
+            ("Dealer Stock", Target::Stock),
+            ("Destination URL", Target::Url),
+            // "Vehicle Status" is new, used or certified here, but sold / in stock in the
+            // exports lotsync knew: left to the values (a column of New/Used is the type).
+            ("Image URLs", Target::Images),
+            ("Exterior Color", Target::ExteriorColor),
+            ("Number of Doors", Target::Doors),
+        ],
+    },
+    Source {
+        name: "TruckRadar feed formats (trucks and trailers)",
+        documented_at: "https://truckradar.ai/dealers/docs/feed-formats (Feed Formats) and \
+                        https://truckradar.ai/dealers/docs/inventory (Inventory API)",
+        headers: &[
+            ("new_or_used", Target::Type),
+            ("odometer_miles", Target::Miles),
+            ("fuel_type", Target::Fuel),
+            ("transmission_type", Target::Transmission),
+        ],
+    },
+    Source {
         name: "eRepairables data import format (repairable and salvage vehicles)",
         documented_at: "https://erepairables.com/en-US/developers (Data Import Format: fields \
                         by position, pipe-delimited)",
@@ -1181,6 +1205,41 @@ mod tests {
                 ("transmission", Some(Target::Transmission)),
                 ("drive_type", Some(Target::DriveType)),
                 ("fuel_type", Some(Target::Fuel)),
+            ],
+        );
+    }
+
+    #[test]
+    fn hoot_autoweb_headers() {
+        assert_lands(
+            "Dealer ID,VIN,Dealer Stock,Destination URL,Vehicle Status,Image URLs,Year,\
+             Exterior Color,Number of Doors",
+            &[
+                ("Dealer ID", None),
+                ("VIN", Some(Target::Vin)),
+                ("Dealer Stock", Some(Target::Stock)),
+                ("Destination URL", Some(Target::Url)),
+                // Sold / in stock by its name; the values put it right (see `infer`).
+                ("Vehicle Status", Some(Target::Status)),
+                ("Image URLs", Some(Target::Images)),
+                ("Year", Some(Target::Year)),
+                ("Exterior Color", Some(Target::ExteriorColor)),
+                ("Number of Doors", Some(Target::Doors)),
+            ],
+        );
+    }
+
+    #[test]
+    fn truckradar_headers() {
+        assert_lands(
+            "stock_number,vin,new_or_used,odometer_miles,fuel_type,transmission_type",
+            &[
+                ("stock_number", Some(Target::Stock)),
+                ("vin", Some(Target::Vin)),
+                ("new_or_used", Some(Target::Type)),
+                ("odometer_miles", Some(Target::Miles)),
+                ("fuel_type", Some(Target::Fuel)),
+                ("transmission_type", Some(Target::Transmission)),
             ],
         );
     }
