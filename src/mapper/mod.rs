@@ -3,9 +3,11 @@
 //!
 //! It normalizes rather than merely validates: whitespace, prices ("$23,995.00"), miles ("45,123
 //! mi"), door and cylinder counts, engine and transmission text, and every enum through the
-//! synonym tables to the spec's exact spelling. It never guesses: an optional value it cannot
-//! map is left out with a warning, and a record without a stock number or a valid VIN, or with
-//! a VIN already seen in the file, is rejected. It owns no state beyond one file and does no
+//! synonym tables to the spec's exact spelling. Columns are found by their header
+//! ([`vocabulary`]) or, when none names a field, by their values ([`infer`], only when nearly
+//! all of them agree). It never guesses: an optional value it cannot map is left out with a
+//! warning, and a record without a stock number or a valid VIN, or with a VIN already seen in
+//! the file, is rejected. It owns no state beyond one file and does no
 //! I/O; the diff engine decides what the payloads mean for the service. An accepted record
 //! is lent, not given: the mapper refills one payload per file, so mapping allocates nothing
 //! per vehicle, and whoever keeps a payload clones it.

@@ -57,6 +57,9 @@ const ROUGH_SAMPLES: usize = 4;
 const ROUGH_SPAN: Duration = Duration::from_millis(5);
 /// The deepest cut, as a share of the rate before.
 const DEEPEST_CUT: f64 = 0.1;
+/// How far past the end of a window the service may still hold us to it: Retry-After is in
+/// whole seconds.
+const WINDOW_ROUNDING: Duration = Duration::from_secs(1);
 /// A 429 within this time of sending resumed (or of the run's start) says the rate is far
 /// above the limit: the cut is the share of this time that passed, between [`DEEPEST_SOON`]
 /// and [`FIRST_CUT`], rather than [`CUT`].
@@ -461,6 +464,17 @@ impl RateControl {
             }
             return None;
         }
+        // The service holding us to its own window, which its Retry-After rounded up to whole
+        // seconds: an empty bucket with no reset of its own, for a request sent within that
+        // rounding of the resume. Not a limit found.
+        let held_to_window = remaining == Some(0)
+            && limits.is_some_and(|l| l.reset.is_none())
+            && self
+                .resumed
+                .is_some_and(|r| sent_at >= r && sent_at < r + WINDOW_ROUNDING);
+        if held_to_window {
+            return None;
+        }
         if remaining.is_none() {
             let echo = !self.after_resume(sent_at)
                 || self.last_throttled_cut.is_some_and(|c| sent_at <= c);
@@ -711,6 +725,23 @@ mod tests {
         assert_eq!(c.throttled(ms(t0, 2000), ms(t0, 2010), None), None);
         // Sent a while after it.
         assert_eq!(c.throttled(ms(t0, 3600), ms(t0, 3610), None), Some(40.0));
+    }
+
+    #[test]
+    fn a_refusal_for_coming_back_inside_the_rounded_window_is_no_limit() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(60.0), t0);
+        c.resumes_at(ms(t0, 2000));
+        // A strict service's Retry-After of 1 s for a window that ends 0.3 s after ours: an
+        // empty bucket without a reset of its own, sent just after the resume.
+        assert_eq!(c.throttled(ms(t0, 2100), ms(t0, 2110), limits(10, 0)), None);
+        assert_eq!(c.rate(), 60.0);
+        // A bucket that is empty, with its reset: a limit, cut.
+        let empty = Some(RateLimit {
+            reset: Some(Duration::from_millis(500)),
+            ..limits(10, 0).unwrap()
+        });
+        assert!(c.throttled(ms(t0, 2200), ms(t0, 2210), empty).is_some());
     }
 
     #[test]
