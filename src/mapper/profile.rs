@@ -303,7 +303,7 @@ fn names_match(name: &str, source: &str) -> bool {
 }
 
 /// Letters and digits of a header, lower-cased: "Ext. Color" → "extcolor".
-fn squash(name: &str) -> String {
+pub(super) fn squash(name: &str) -> String {
     name.chars()
         .filter(char::is_ascii_alphanumeric)
         .map(|c| c.to_ascii_lowercase())
@@ -601,11 +601,12 @@ impl Binding {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::feed::{Item, Record};
 
-    fn schema_of(header: &str) -> Schema {
+    /// The schema of a CSV header line.
+    pub(in crate::mapper) fn schema_of(header: &str) -> Schema {
         let data = format!("{header}\n");
         let mut r = crate::feed::from_bytes(data.as_bytes(), &ReadOptions::default()).unwrap();
         let mut rec = Record::default();

@@ -7,7 +7,7 @@
 //! is `synonyms.rs`'s. Where each source is documented is recorded in
 //! `docs/header-vocabulary.md`.
 
-use super::profile::Target;
+use super::profile::{squash, Target};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -537,15 +537,6 @@ pub const SERIAL_HEADERS: &[&str] = &[
     "Hull Identification Number",
 ];
 
-/// Letters and digits of a name, lower-cased: "Ext. Color" → "extcolor". The same form as
-/// the binding's, which looks names up with it.
-fn squash(name: &str) -> String {
-    name.chars()
-        .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
-        .collect()
-}
-
 fn lookup() -> &'static HashMap<String, Target> {
     static TABLE: OnceLock<HashMap<String, Target>> = OnceLock::new();
     TABLE.get_or_init(|| {
@@ -611,16 +602,9 @@ pub fn is_serial_header(squashed: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::{Item, ReadOptions, Record, Schema};
+    use crate::feed::{Item, ReadOptions, Record};
+    use crate::mapper::profile::tests::schema_of;
     use crate::mapper::{Binding, Mapper, Profile, VinCheck};
-
-    fn schema_of(header: &str) -> Schema {
-        let data = format!("{header}\n");
-        let mut r = crate::feed::from_bytes(data.as_bytes(), &ReadOptions::default()).unwrap();
-        let mut rec = Record::default();
-        assert_eq!(r.next(&mut rec).unwrap(), Item::End);
-        r.schema().clone()
-    }
 
     /// Binds a header row with `auto` (and a `[locations]` table, so lot codes bind) and
     /// checks where every column lands (`None`: nowhere).
