@@ -51,8 +51,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     // bare stderr was many small writes, and an export with many warnings spent most of its
     // time in them. Flushed at the end, and before a file's "cannot be read", so that what
     // came before it shows first.
-    let mut out = WrittenAside::new(std::io::stdout());
-    let mut err = WrittenAside::new(std::io::stderr());
+    let mut out = ThreadedWriter::new(std::io::stdout());
+    let mut err = ThreadedWriter::new(std::io::stderr());
     if args.location_id.is_none() {
         let note = format!(
             "no --location-id: vehicles get the placeholder location {PLACEHOLDER_LOCATION}"
@@ -66,6 +66,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     for file in &args.files {
         let outcome = check_file(file, &profile, location_id, args.format, &mut out, &mut err);
         if let Err(CheckError::Output(e)) = outcome {
+            // What the other stream holds still goes out, before the error is said.
+            let _ = err.flush();
             return Err(anyhow::Error::from(e).context("writing the report"));
         }
         if let Err(e) = outcome {
@@ -295,7 +297,7 @@ const IN_FLIGHT: usize = 2;
 /// A buffered stream whose buffers a thread of its own writes, so that formatting the next
 /// lines goes on while the kernel copies the last ones. `flush` returns once everything
 /// handed over is written; a write that failed is the error of the next call.
-struct WrittenAside {
+struct ThreadedWriter {
     buf: Vec<u8>,
     to_writer: Option<mpsc::SyncSender<Vec<u8>>>,
     /// Written buffers coming back, emptied: one per buffer handed over.
@@ -304,8 +306,8 @@ struct WrittenAside {
     writer: Option<std::thread::JoinHandle<std::io::Result<()>>>,
 }
 
-impl WrittenAside {
-    fn new(mut sink: impl Write + Send + 'static) -> WrittenAside {
+impl ThreadedWriter {
+    fn new(mut sink: impl Write + Send + 'static) -> ThreadedWriter {
         let (to_writer, buffers) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT);
         let (give_back, written) = mpsc::sync_channel(IN_FLIGHT + 1);
         let writer = std::thread::spawn(move || {
@@ -318,7 +320,7 @@ impl WrittenAside {
             }
             Ok(())
         });
-        WrittenAside {
+        ThreadedWriter {
             buf: Vec::with_capacity(BUFFER),
             to_writer: Some(to_writer),
             written,
@@ -362,7 +364,24 @@ impl WrittenAside {
     }
 }
 
-impl Write for WrittenAside {
+impl Drop for ThreadedWriter {
+    /// What is buffered still goes out, and the writer is waited for: an early return (an
+    /// error) must not lose the lines before it.
+    fn drop(&mut self) {
+        if !self.buf.is_empty() {
+            if let Some(tx) = &self.to_writer {
+                // A writer already gone has said why to the last call; nothing to add here.
+                let _ = tx.send(std::mem::take(&mut self.buf));
+            }
+        }
+        self.to_writer = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Write for ThreadedWriter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.buf.extend_from_slice(bytes);
         if self.buf.len() >= BUFFER {
@@ -404,12 +423,12 @@ mod tests {
     }
 
     #[test]
-    fn written_aside_keeps_every_byte_in_order_and_flush_waits_for_them() {
+    fn threaded_writer_keeps_every_byte_in_order_and_flush_waits_for_them() {
         let sink = Shared {
             bytes: Arc::default(),
             fail_after: usize::MAX,
         };
-        let mut out = WrittenAside::new(sink.clone());
+        let mut out = ThreadedWriter::new(sink.clone());
         let mut expected = Vec::new();
         for n in 0..100_000u32 {
             let line = format!("line {n}\n");
@@ -421,12 +440,27 @@ mod tests {
     }
 
     #[test]
-    fn written_aside_reports_the_writers_error() {
+    fn threaded_writer_dropped_unflushed_still_writes_everything() {
+        let sink = Shared {
+            bytes: Arc::default(),
+            fail_after: usize::MAX,
+        };
+        let mut out = ThreadedWriter::new(sink.clone());
+        let line = [b'y'; 1000];
+        for _ in 0..1000 {
+            out.write_all(&line).unwrap();
+        }
+        drop(out);
+        assert_eq!(sink.bytes.lock().unwrap().len(), 1_000_000);
+    }
+
+    #[test]
+    fn threaded_writer_reports_the_writers_error() {
         let sink = Shared {
             bytes: Arc::default(),
             fail_after: 10,
         };
-        let mut out = WrittenAside::new(sink);
+        let mut out = ThreadedWriter::new(sink);
         let mut result = Ok(());
         for _ in 0..10 {
             result = out.write_all(&[b'x'; BUFFER]).and_then(|()| out.flush());

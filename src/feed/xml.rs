@@ -28,22 +28,20 @@ pub struct XmlReader<R: BufRead> {
     texts: Vec<String>,
     index: u64,
     warnings: Vec<String>,
-    /// Where records were detected, the path of their parent from the root, and the names of
-    /// its other children that are records too (`<trailer>` beside `<truck>`). None when the
-    /// record element was named.
-    siblings_under: Option<(Vec<String>, Vec<String>)>,
-    /// Names of the open elements outside any record, from the root.
-    outside: Vec<String>,
+    /// Other elements read as records, detected beside the record element (`<trailer>`
+    /// beside `<truck>`); none when the record element was named.
+    siblings: Vec<String>,
+    /// Per open element of the record (as `path`), its qualified path when an attribute
+    /// tells it from its namesakes ([`qualified`]): its text is a field under that path too.
+    kinds: Vec<Option<String>>,
 }
 
 /// The record element of a file, as detected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordElement {
     pub name: String,
-    /// The path of its parent from the root (`["Feed", "Units"]`).
-    pub parent: Vec<String>,
-    /// Other children of the parent that are records too: they share a field name with
-    /// the records (`trailer` beside `truck`, both with a `vin`).
+    /// Other children of its parent that are records too: most of their fields are the
+    /// record's (`trailer` beside `truck`, both with `vin`, `year`, `make`, …).
     pub siblings: Vec<String>,
 }
 
@@ -52,7 +50,17 @@ impl<R: BufRead> XmlReader<R> {
     /// their own.
     pub fn detected(input: R, element: RecordElement) -> Self {
         let mut reader = XmlReader::new(input, element.name);
-        reader.siblings_under = Some((element.parent, element.siblings));
+        if !element.siblings.is_empty() {
+            let names: Vec<String> = element.siblings.iter().map(|n| format!("<{n}>")).collect();
+            reader.warnings.push(format!(
+                "also reading {} as records: they have the fields of <{}>; name the record \
+                 element in a profile (record = \"{}\") to read only those",
+                names.join(", "),
+                reader.element,
+                reader.element
+            ));
+        }
+        reader.siblings = element.siblings;
         reader
     }
 
@@ -73,17 +81,14 @@ impl<R: BufRead> XmlReader<R> {
             texts: Vec::new(),
             index: 0,
             warnings: Vec::new(),
-            siblings_under: None,
-            outside: Vec::new(),
+            siblings: Vec::new(),
+            kinds: Vec::new(),
         }
     }
 
-    /// Whether an element named `name` starting outside any record begins one.
+    /// Whether an element named `name` starting outside any record begins one (at any depth).
     fn begins_record(&self, name: &str) -> bool {
-        name == self.element
-            || self.siblings_under.as_ref().is_some_and(|(parent, names)| {
-                *parent == self.outside && names.iter().any(|n| n == name)
-            })
+        name == self.element || self.siblings.iter().any(|n| n == name)
     }
 
     pub fn schema(&self) -> &Schema {
@@ -95,7 +100,11 @@ impl<R: BufRead> XmlReader<R> {
     }
 
     pub fn describe(&self) -> String {
-        format!("XML, one record per <{}>", self.element)
+        let mut also = String::new();
+        for name in &self.siblings {
+            also.push_str(&format!(" or <{name}>"));
+        }
+        format!("XML, one record per <{}>{also}", self.element)
     }
 
     fn line(&self) -> u64 {
@@ -121,27 +130,25 @@ impl<R: BufRead> XmlReader<R> {
                     }
                     let name = local_name(&e);
                     if self.in_record {
-                        let (name, kind) = qualified(&e, name);
                         let prefix = self.child_path(&name);
-                        self.attributes(&e, &format!("{prefix}/"), kind.as_deref(), record)?;
+                        self.attributes(&e, &format!("{prefix}/"), record)?;
+                        let kind = qualified(&e, &name).map(|q| self.child_path(&q));
                         self.path.push(name);
+                        self.kinds.push(kind);
                         self.texts.push(String::new());
                     } else if self.begins_record(&name) {
                         self.begin(record);
-                        self.attributes(&e, "", None, record)?;
-                    } else {
-                        self.outside.push(name);
+                        self.attributes(&e, "", record)?;
                     }
                 }
                 Event::Empty(e) => {
                     let name = local_name(&e);
                     if self.in_record {
-                        let (name, kind) = qualified(&e, name);
                         let prefix = self.child_path(&name);
-                        self.attributes(&e, &format!("{prefix}/"), kind.as_deref(), record)?;
+                        self.attributes(&e, &format!("{prefix}/"), record)?;
                     } else if self.begins_record(&name) {
                         self.begin(record);
-                        self.attributes(&e, "", None, record)?;
+                        self.attributes(&e, "", record)?;
                         self.in_record = false;
                         return Ok(Item::Record);
                     }
@@ -171,7 +178,6 @@ impl<R: BufRead> XmlReader<R> {
                 Event::End(_) => {
                     self.depth = self.depth.saturating_sub(1);
                     if !self.in_record {
-                        self.outside.pop();
                         continue;
                     }
                     let text = self.texts.pop().unwrap_or_default();
@@ -180,10 +186,15 @@ impl<R: BufRead> XmlReader<R> {
                         return Ok(Item::Record);
                     }
                     let text = text.trim();
+                    let kind = self.kinds.pop().flatten();
                     if !text.is_empty() {
                         let name = self.path.join("/");
                         let id = self.field_id(&name);
                         record.push(id, text);
+                        if let Some(kind) = kind {
+                            let id = self.field_id(&kind);
+                            record.push(id, text);
+                        }
                     }
                     self.path.pop();
                 }
@@ -229,6 +240,7 @@ impl<R: BufRead> XmlReader<R> {
         record.index = self.index;
         self.in_record = true;
         self.path.clear();
+        self.kinds.clear();
         self.texts.clear();
         self.texts.push(String::new());
     }
@@ -241,13 +253,11 @@ impl<R: BufRead> XmlReader<R> {
         }
     }
 
-    /// Adds the element's attributes as `{prefix}@name` fields, but for `kind`, the attribute
-    /// already in the element's name ([`qualified`]).
+    /// Adds the element's attributes as `{prefix}@name` fields.
     fn attributes(
         &mut self,
         e: &BytesStart<'_>,
         prefix: &str,
-        kind: Option<&str>,
         record: &mut Record,
     ) -> Result<(), FeedError> {
         for attribute in e.attributes() {
@@ -255,9 +265,6 @@ impl<R: BufRead> XmlReader<R> {
                 line: self.line(),
                 reason: err.to_string(),
             })?;
-            if Some(attribute.key.local_name().as_ref()) == kind {
-                continue;
-            }
             let key = attribute.key.local_name().as_ref().to_owned();
             let value = attribute
                 .normalized_value(quick_xml::XmlVersion::Implicit1_0)
@@ -322,11 +329,11 @@ fn local_name(e: &BytesStart<'_>) -> String {
 /// Attributes that say which of several elements of one name an element is.
 const KIND_ATTRIBUTES: [&str; 6] = ["type", "kind", "name", "category", "label", "qualifier"];
 
-/// An element told apart from its namesakes by an attribute (`<Price type="Internet">`) is
-/// named with it, `Price[@type=Internet]`, so that each price is a field of its own rather
-/// than one list; with the attribute's local name, left out of its fields. Values that are
-/// numbers (`<Photo name="1">`) or hold `/`, `[` or `]` name no kind.
-fn qualified(e: &BytesStart<'_>, name: String) -> (String, Option<String>) {
+/// The name of an element told apart from its namesakes by an attribute, `Price[@type=Internet]`
+/// for `<Price type="Internet">`: its text is a field under that name too, besides the plain
+/// path (which stays a list of every such element's text, as photos tagged by kind want).
+/// Values that are numbers (`<Photo name="1">`) or hold `/`, `[` or `]` name no kind.
+fn qualified(e: &BytesStart<'_>, name: &str) -> Option<String> {
     for attribute in e.attributes().flatten() {
         let key = attribute.key.local_name();
         if !KIND_ATTRIBUTES
@@ -344,11 +351,10 @@ fn qualified(e: &BytesStart<'_>, name: String) -> (String, Option<String>) {
             && value.chars().any(char::is_alphabetic)
             && !value.contains(['/', '[', ']']);
         if names_a_kind {
-            let key = key.as_ref().to_owned();
-            return (format!("{name}[@{key}={value}]"), Some(key));
+            return Some(format!("{name}[@{}={value}]", key.as_ref()));
         }
     }
-    (name, None)
+    None
 }
 
 /// `&amp;` and friends, and character references; `None` for any other entity.
@@ -443,7 +449,6 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
             if repeats && best.as_ref().is_none_or(|(d, _, _)| depth < *d) {
                 let found = RecordElement {
                     name,
-                    parent: open.iter().map(|&id| nodes[id].name.clone()).collect(),
                     siblings: Vec::new(),
                 };
                 best = Some((depth, parent, found));
@@ -454,8 +459,9 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
         }
     }
     if let Some((_, parent, mut found)) = best {
-        // Siblings that share a field name with the records are records of another kind
-        // (`<trailer>` beside `<truck>`); others (`<dealer>`, `<count>`) are not.
+        // Siblings most of whose fields (two at least) are the records' are records of another
+        // kind (`<trailer>` beside `<truck>`); others (`<dealer>`, `<count>`) are not, nor
+        // are elements named for vehicles gone (`<SoldVehicle>`).
         let children = &nodes[parent].children;
         let record_fields: Vec<&String> = children
             .iter()
@@ -464,9 +470,20 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
             .collect();
         for &c in children {
             let sibling = &nodes[c];
+            let shared = sibling
+                .fields
+                .iter()
+                .filter(|f| record_fields.contains(f))
+                .count();
+            let lower = sibling.name.to_ascii_lowercase();
+            let gone = ["sold", "removed", "deleted", "archive"]
+                .iter()
+                .any(|w| lower.contains(w));
             if sibling.name != found.name
                 && !found.siblings.contains(&sibling.name)
-                && sibling.fields.iter().any(|f| record_fields.contains(&f))
+                && shared >= 2
+                && shared * 2 >= sibling.fields.len()
+                && !gone
             {
                 found.siblings.push(sibling.name.clone());
             }
@@ -477,13 +494,11 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
         return Err(FeedError::Layout("no XML element found".into()));
     };
     let mut current = root;
-    let mut parent = Vec::new();
     while let [only] = current.children[..] {
         let child = &nodes[only];
         if child.children.is_empty() && child.attributes == 0 {
             break;
         }
-        parent.push(current.name.clone());
         current = child;
     }
     if std::ptr::eq(current, root) {
@@ -494,7 +509,6 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
     }
     Ok(RecordElement {
         name: current.name.clone(),
-        parent,
         siblings: Vec::new(),
     })
 }
@@ -561,24 +575,31 @@ mod tests {
     }
 
     #[test]
-    fn elements_told_apart_by_an_attribute_are_fields_of_their_own() {
+    fn elements_told_apart_by_an_attribute_are_fields_of_their_own_too() {
         // One vehicle only: its repeated <Price> elements are not taken for records.
         let xml = r#"<Inventory><Vehicle>
             <VIN>1HGCM82633A004352</VIN>
             <Price type="Internet">22995</Price>
             <Price type="MSRP" currency="USD">25995</Price>
             <Color kind="Exterior">Red</Color>
-            <Photo name="1">https://i/1.jpg</Photo><Photo name="2">https://i/2.jpg</Photo>
+            <Photo type="exterior">https://i/1.jpg</Photo><Photo type="interior">https://i/2.jpg</Photo>
+            <Photo name="3">https://i/3.jpg</Photo>
         </Vehicle></Inventory>"#;
         let records = read_all(xml).unwrap();
         assert_eq!(records.len(), 1);
         let r = &records[0];
         assert_eq!(field(r, "Price[@type=Internet]"), ["22995"]);
         assert_eq!(field(r, "Price[@type=MSRP]"), ["25995"]);
-        assert_eq!(field(r, "Price[@type=MSRP]/@currency"), ["USD"]);
+        assert_eq!(field(r, "Price/@currency"), ["USD"]);
         assert_eq!(field(r, "Color[@kind=Exterior]"), ["Red"]);
-        assert_eq!(field(r, "Photo"), ["https://i/1.jpg", "https://i/2.jpg"]);
-        assert!(field(r, "Price").is_empty() && field(r, "Price/@type").is_empty());
+        // The plain paths stay as they were: lists of every such element.
+        assert_eq!(field(r, "Price"), ["22995", "25995"]);
+        assert_eq!(field(r, "Price/@type"), ["Internet", "MSRP"]);
+        assert_eq!(
+            field(r, "Photo"),
+            ["https://i/1.jpg", "https://i/2.jpg", "https://i/3.jpg"]
+        );
+        assert_eq!(field(r, "Photo[@type=exterior]"), ["https://i/1.jpg"]);
     }
 
     #[test]
@@ -600,7 +621,6 @@ mod tests {
                 .unwrap(),
             RecordElement {
                 name: "Unit".into(),
-                parent: vec!["Feed".into(), "Units".into()],
                 siblings: Vec::new(),
             }
         );
@@ -611,27 +631,46 @@ mod tests {
     }
 
     #[test]
-    fn siblings_of_detected_records_with_fields_are_records_too() {
+    fn siblings_of_detected_records_with_their_fields_are_records_too() {
         let xml = r#"<inventory exported="today">
   <count>3</count>
-  <trailer><vin>T1</vin></trailer>
-  <truck><vin>A</vin></truck>
-  <truck><vin>B</vin></truck>
-  <generated/>
-  <trailer vin="T2"/>
-  <dealer><address><city>X</city></address></dealer>
+  <New>
+    <trailer><vin>T1</vin><year>2020</year><make>Wabash</make></trailer>
+    <truck><vin>A</vin><year>2021</year><make>Mack</make><model>Anthem</model></truck>
+    <truck><vin>B</vin><year>2022</year><make>Volvo</make></truck>
+    <generated/>
+    <dealer><name>X</name><address><city>Y</city></address><vin>none</vin></dealer>
+    <SoldTruck><vin>S</vin><year>2019</year><make>Mack</make></SoldTruck>
+  </New>
+  <Used>
+    <trailer><vin>T2</vin><year>2018</year><make>Utility</make></trailer>
+  </Used>
 </inventory>"#;
-        let records = read_all(xml).unwrap();
-        let vins: Vec<&str> = records
-            .iter()
-            .flat_map(|r| field(r, "vin").into_iter().chain(field(r, "@vin")))
-            .collect();
-        // <dealer> shares no field with the trucks: no record.
+        let element = detect_record_element(xml.as_bytes()).unwrap();
+        assert_eq!(
+            element,
+            RecordElement {
+                name: "truck".into(),
+                siblings: vec!["trailer".into()]
+            }
+        );
+        let mut reader = XmlReader::detected(xml.as_bytes(), element);
+        assert_eq!(
+            reader.describe(),
+            "XML, one record per <truck> or <trailer>"
+        );
+        let mut record = Record::default();
+        let mut vins = Vec::new();
+        while let Item::Record = reader.next(&mut record).unwrap() {
+            let id = reader.schema().find("vin").unwrap();
+            vins.push(record.get(id).unwrap().to_owned());
+        }
+        // <dealer> shares one field only, and <SoldTruck> is named for a vehicle gone; a
+        // <trailer> under another parent is read all the same.
         assert_eq!(vins, ["T1", "A", "B", "T2"]);
-        assert_eq!(records.len(), 4);
+        assert!(reader.take_warnings()[0].starts_with("also reading <trailer> as records"));
         // A named record element reads only its own.
         let mut reader = XmlReader::new(xml.as_bytes(), "truck".to_owned());
-        let mut record = Record::default();
         let mut n = 0;
         while let Item::Record = reader.next(&mut record).unwrap() {
             n += 1;

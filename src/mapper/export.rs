@@ -60,6 +60,7 @@ pub struct ExportFile {
     /// What the reader gave for the first records, read ahead to judge columns by their
     /// values ([`Mapper::recognize`]); served before the reader is asked again.
     ahead: VecDeque<Ahead>,
+    /// The read-ahead was done (once per file).
     sampled: bool,
 }
 
@@ -112,7 +113,11 @@ impl ExportFile {
         // header names). XML paths appear as records are read.
         if matches!(file.reader, FeedReader::Csv(_)) {
             file.sample();
-            file.require_key_fields()?;
+            if let Err(e) = file.require_key_fields() {
+                // A file cut short may lack only the records that would show its VIN column:
+                // wait for the rest rather than fail it.
+                return Err(file.incomplete_ahead().unwrap_or(e));
+            }
         }
         Ok(file)
     }
@@ -160,7 +165,11 @@ impl ExportFile {
 
     /// [`ExportFile::looks_cut`] by reading the whole file (without mapping it).
     fn read_to_end_cut(path: &Path, profile: &Profile) -> Option<String> {
-        let mut file = ExportFile::open(path, profile, 0).ok()?;
+        let mut file = match ExportFile::open(path, profile, 0) {
+            Ok(file) => file,
+            Err(e) if e.is_incomplete() => return Some(e.to_string()),
+            Err(_) => return None,
+        };
         loop {
             match file.next_item() {
                 Ok(Item::End) => return None,
@@ -184,7 +193,8 @@ impl ExportFile {
             return;
         }
         let mut read = 0;
-        while read < infer::SAMPLE {
+        // Rows that are problems count too, so that a file of nothing else is not held whole.
+        while read < infer::SAMPLE && self.ahead.len() < 4 * infer::SAMPLE {
             let mut record = Record::default();
             match self.reader.next(&mut record) {
                 Ok(Item::Record) => {
@@ -211,6 +221,18 @@ impl ExportFile {
             })
             .collect();
         self.mapper.recognize(self.reader.schema(), &records);
+    }
+
+    /// The error that stopped the read-ahead, when it says the file is incomplete.
+    fn incomplete_ahead(&mut self) -> Option<ExportError> {
+        let at = self
+            .ahead
+            .iter()
+            .position(|item| matches!(item, Ahead::Failed(e) if e.is_incomplete()))?;
+        match self.ahead.remove(at) {
+            Some(Ahead::Failed(e)) => Some(ExportError::Feed(e)),
+            _ => None,
+        }
     }
 
     /// The next item: read ahead, or from the reader.
@@ -520,6 +542,20 @@ mod tests {
         let mut named = Profile::auto();
         named.fields.insert(Target::Vin, "VIN".into());
         assert_eq!(read(ExportFile::open(&path, &named, 10)).unwrap(), 2);
+    }
+
+    /// A file cut before any record shows its VIN column is incomplete, not refused: only its
+    /// values would have named the column.
+    #[test]
+    fn a_file_cut_before_its_vins_show_is_incomplete() {
+        let auto = Profile::auto();
+        let path = temp_file("cut-before-vins.csv", "Unit,Stock\n\"1HGCM82633A004352\n");
+        let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
+        assert!(err.is_incomplete(), "{err}");
+        let mut lenient = Profile::auto();
+        lenient.ends_without_newline = true;
+        let path = temp_file("cut-in-a-vin.csv", "Unit,Stock,Make\n1HGCM82633A00");
+        assert!(ExportFile::looks_cut(&path, &lenient).is_some());
     }
 
     /// A file cut at its end looks cut from its last bytes; a whole one, or one whose other

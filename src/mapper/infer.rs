@@ -1,11 +1,12 @@
 //! Columns recognized by their values, for profiles that let `auto` match (every profile but
 //! those with `auto = false`), when no header names them: a column whose values are nearly
-//! all 17-character VINs is the VIN; years, photo URL lists, links and columns whose values
-//! name one of the spec's lists (colors, body styles, fuels, drive types, transmissions) the
-//! same way. A column is used only when at least [`TAKE`] of its sampled values agree and
-//! nothing competes for it; a weaker or contested likeness, and mileages and prices (a dealer's
-//! export has many columns of plain numbers: cost, invoice, days in stock), become a note that
-//! names the profile line to write, never a silent value.
+//! all 17-character VINs is the VIN; years, photo URL lists and columns whose values name one
+//! of the spec's lists (colors, body styles, fuels, drive types, transmissions, new/used,
+//! sale status) the same way. A column is used only when at least [`TAKE`] of its sampled
+//! values agree, at least [`FEWEST`] were judged, and nothing competes for it; a weaker or
+//! contested likeness, and mileages, prices and links (a dealer's export has many columns of
+//! plain numbers: cost, invoice, days in stock; and of links: Carfax, window sticker, video),
+//! become a note that names the profile line to write, never a silent value.
 //!
 //! Owns judging sampled values. Not reading the sample (the export file reads it ahead) nor
 //! matching headers (the profile's [`Binding`]).
@@ -23,7 +24,8 @@ pub const TAKE: f64 = 0.95;
 const DOUBT: f64 = 0.1;
 /// Below this share a likeness is not worth a note.
 const NOTE: f64 = 0.5;
-/// Fewest values judged for a likeness to count (unless every sampled record has one).
+/// Fewest values judged for a likeness to count: a file of one or two vehicles says too
+/// little about its columns.
 const FEWEST: u32 = 3;
 /// Values longer than this are no enum value (an options list naming "Black Wheels").
 const ENUM_VALUE_MAX: usize = 40;
@@ -125,11 +127,28 @@ impl Kind {
                 .then_some(Target::Price),
             Kind::Images => one(Target::Images),
             Kind::Link => one(Target::Url),
-            // The color of a car is its exterior, unless the column's name says interior.
+            // The color of a car is its exterior, unless the column's name says interior, or
+            // names another part ("Seat Color", "Trim Color": no field of the payload).
             Kind::Color => {
                 let lower = name.to_ascii_lowercase();
+                let other_part = [
+                    "seat",
+                    "trim",
+                    "upholster",
+                    "accent",
+                    "stripe",
+                    "roof",
+                    "wheel",
+                    "top",
+                    "cloth",
+                    "leather",
+                ]
+                .iter()
+                .any(|part| lower.contains(part));
                 if lower.starts_with("int") || lower.contains("interior") {
                     one(Target::InteriorColor)
+                } else if other_part {
+                    None
                 } else {
                     one(Target::ExteriorColor)
                 }
@@ -170,9 +189,10 @@ impl Kind {
         })
     }
 
-    /// Only proposed, never used by values alone: plain numbers could be any count or amount.
+    /// Only proposed, never used by values alone: plain numbers could be any count or amount,
+    /// and a link any page (a Carfax report, a window sticker, a video).
     fn proposed_only(self) -> bool {
-        matches!(self, Kind::Miles | Kind::Price)
+        matches!(self, Kind::Miles | Kind::Price | Kind::Link)
     }
 
     /// Whether a non-empty value fits; None when it says nothing either way (a price of 0).
@@ -209,9 +229,25 @@ impl Kind {
             Kind::BodyStyle => enum_like(!matches!(synonyms::body_style(value), Found::None)),
             Kind::Fuel => enum_like(!matches!(synonyms::fuel(value), Found::None)),
             Kind::DriveType => enum_like(!matches!(synonyms::drive_type(value), Found::None)),
+            // A word only a transmission uses: "Standard" (a bed) or "Auto" (a department)
+            // alone say nothing.
             Kind::Transmission => {
                 let read = parse::transmission(value);
-                enum_like(read.kind.is_some() || read.speed.is_some())
+                let lower = value.to_ascii_lowercase();
+                let own_word = read.speed.is_some()
+                    || read.unlisted_speed.is_some()
+                    || [
+                        "automatic",
+                        "manual",
+                        "cvt",
+                        "a/t",
+                        "m/t",
+                        "dual clutch",
+                        "dct",
+                    ]
+                    .iter()
+                    .any(|w| lower.contains(w));
+                enum_like(read.kind.is_some() && own_word)
             }
             // One letter ("N", "Y") is as likely a yes/no flag: it says nothing.
             Kind::VehicleType if value.chars().count() < 2 => None,
@@ -282,7 +318,7 @@ pub fn recognize(
     year_max: u16,
 ) -> Recognition {
     let mut out = Recognition::default();
-    let enough = |l: &Likeness| l.of >= FEWEST.min(records.len() as u32);
+    let enough = |l: &Likeness| l.of >= FEWEST;
     let doubtful: Vec<Likeness> = binding
         .by_header
         .iter()
@@ -373,10 +409,10 @@ pub fn recognize(
             .iter()
             .any(|(k, l)| *k != kind && l.field == first.field);
         if kind.proposed_only() {
-            let (what, field) = if kind == Kind::Miles {
-                ("whole numbers", "the mileage")
-            } else {
-                ("amounts of money", "the price")
+            let (what, field) = match kind {
+                Kind::Miles => ("whole numbers", "the mileage"),
+                Kind::Link => ("web links", "the vehicle's page"),
+                _ => ("amounts of money", "the price"),
             };
             let (columns, hold, which) = if fitting.len() == 1 {
                 ("column", "holds", "it is")
@@ -588,17 +624,28 @@ mod tests {
     }
 
     #[test]
-    fn a_year_column_is_no_mileage_and_links_are_no_photos() {
-        let csv = "VIN,Stock,Built,Page\n\
-                   1FTFW1E56MFA38127,A,2021,https://dealer.example/v/1\n\
-                   2T3P1RFV7RW198233,B,2024,https://dealer.example/v/2\n\
-                   1C4RJFAG8KC318842,C,2019,https://dealer.example/v/3\n";
+    fn a_year_column_is_no_mileage_and_links_are_no_photos_and_only_proposed() {
+        let csv = "VIN,Stock,Built,Page,Seat Shade,Bed\n\
+                   1FTFW1E56MFA38127,A,2021,https://dealer.example/v/1,Black,Standard\n\
+                   2T3P1RFV7RW198233,B,2024,https://dealer.example/v/2,Gray,Standard\n\
+                   1C4RJFAG8KC318842,C,2019,https://dealer.example/v/3,Black,Short\n";
         let (schema, r) = recognized(csv);
-        assert_eq!(
-            taken(&r, &schema),
-            [("Built".to_owned(), "year"), ("Page".to_owned(), "url")]
+        assert_eq!(taken(&r, &schema), [("Built".to_owned(), "year")]);
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert!(
+            r.notes[0].starts_with(r#"column "Page" holds web links"#)
+                && r.notes[0].contains(r#"[fields] url = "Page""#),
+            "{:?}",
+            r.notes
         );
-        assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn one_or_two_vehicles_say_too_little_about_a_column() {
+        let csv = "Unit,Stock\n1FTFW1E56MFA38127,A\n2T3P1RFV7RW198233,B\n";
+        let (_, r) = recognized(csv);
+        assert!(r.taken.is_empty(), "{:?}", r.taken);
+        assert_eq!(r.vin_candidates[0].agree, 2, "still named as a candidate");
     }
 
     #[test]

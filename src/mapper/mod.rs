@@ -718,7 +718,6 @@ impl<'a> One<'a> {
         (displacement, cylinders)
     }
 
-    /// The items of a list field, written over `items`.
     /// The items of a list field, written over `items`; numbered columns that continue it
     /// ("Image Url 2") add theirs in order.
     fn list(&self, target: Target, split_on_blanks: bool, items: &mut Vec<String>) {

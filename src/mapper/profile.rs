@@ -325,21 +325,52 @@ fn numbered_list_stem(squashed: &str) -> Option<String> {
 }
 
 /// The names an XML element told apart by an attribute goes by: `Price[@type=Internet]` is
-/// looked up as "internetprice", "priceinternet" and "internet", `Color[@type=Exterior]` as
-/// "exteriorcolor" (squashed, as the vocabulary holds them).
+/// looked up as "internetprice" and "priceinternet", and as "internet" because "internet"
+/// names a field of the same family as "price"; `Color[@type=Exterior]` as "exteriorcolor"
+/// (squashed, as the vocabulary holds them). `Photo[@type=Exterior]` is not "exterior": a
+/// color is no photo.
 fn kind_forms(name: &str) -> Vec<String> {
-    let last = name.rsplit('/').next().unwrap_or(name);
-    let Some((base, rest)) = last.split_once("[@") else {
+    let Some((base, kind)) = kind_of(name) else {
         return Vec::new();
     };
-    let Some((_, kind)) = rest.trim_end_matches(']').split_once('=') else {
-        return Vec::new();
-    };
-    vec![
+    let mut forms = vec![
         squash(&format!("{kind}{base}")),
         squash(&format!("{base}{kind}")),
-        squash(kind),
-    ]
+    ];
+    let alone = squash(kind);
+    let family = |t: Target| match t {
+        Target::Price | Target::InternetPrice | Target::Msrp => 1,
+        Target::ExteriorColor | Target::InteriorColor => 2,
+        _ => 0,
+    };
+    let same_family = vocabulary::target_of(&squash(base))
+        .zip(vocabulary::target_of(&alone))
+        .is_some_and(|(a, b)| family(a) != 0 && family(a) == family(b));
+    if same_family {
+        forms.push(alone);
+    }
+    forms
+}
+
+/// `("Price", "Internet")` for a last path part `Price[@type=Internet]`.
+fn kind_of(name: &str) -> Option<(&str, &str)> {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let (base, rest) = last.split_once("[@")?;
+    let (_, kind) = rest.trim_end_matches(']').split_once('=')?;
+    Some((base, kind))
+}
+
+/// Whether a plain XML path has namesakes told apart by an attribute that auto binds
+/// (`Price` beside `Price[@type=Internet]`): the plain path is then the mixture of them all.
+fn has_bound_kinds(name: &str, names: &[(FieldId, &str)]) -> bool {
+    names.iter().any(|&(_, other)| {
+        other
+            .strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with("[@"))
+            && kind_forms(other)
+                .iter()
+                .any(|form| vocabulary::target_of(form).is_some())
+    })
 }
 
 /// A second field named like the one that feeds a target: two columns both headed "Price".
@@ -436,6 +467,9 @@ impl Binding {
             if self.by_target.values().any(|&bound| bound == id)
                 || self.twins.iter().any(|twin| twin.other == id)
             {
+                continue;
+            }
+            if has_bound_kinds(name, &new_names) {
                 continue;
             }
             let whole = squash(name);
@@ -666,14 +700,26 @@ pub(super) mod tests {
     #[test]
     fn xml_elements_told_apart_by_an_attribute_match_by_it() {
         let schema = schema_of(
-            "Prices/Price[@type=Internet],Price[@type=MSRP],Price[@type=Invoice],Color[@type=Exterior],Price[@type=Sale]",
+            "Price,Price[@type=Internet],Price[@type=MSRP],Price[@type=Invoice],Colors/Color[@type=Exterior],Price[@type=Sale],Photos/Photo,Photos/Photo[@type=Exterior]",
         );
         let b = Binding::new(&Profile::auto(), &schema);
-        assert_eq!(b.field(Target::InternetPrice), Some(0));
-        assert_eq!(b.field(Target::Msrp), Some(1));
-        assert_eq!(b.field(Target::ExteriorColor), Some(3));
-        assert_eq!(b.field(Target::Price), Some(4));
-        assert_eq!(b.unused(&schema), ["Price[@type=Invoice]"]);
+        assert_eq!(b.field(Target::InternetPrice), Some(1));
+        assert_eq!(b.field(Target::Msrp), Some(2));
+        assert_eq!(b.field(Target::ExteriorColor), Some(4));
+        assert_eq!(b.field(Target::Price), Some(5), "not the plain mixture");
+        assert_eq!(
+            b.field(Target::Images),
+            Some(6),
+            "photos tagged by kind stay one list"
+        );
+        assert_eq!(
+            b.unused(&schema),
+            [
+                "Price",
+                "Price[@type=Invoice]",
+                "Photos/Photo[@type=Exterior]"
+            ]
+        );
     }
 
     #[test]

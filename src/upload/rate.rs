@@ -14,7 +14,9 @@
 //!   what remains, per second) is the service's real rate. A nearly empty bucket ([`LOW`] of
 //!   its size) sets the rate to [`TARGET`] of that refill rate, before any 429; a 429 that says
 //!   the bucket is empty does the same, or, with nothing measured, cuts the rate to
-//!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself.
+//!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. But an empty bucket without a
+//!   reset of its own, within [`WINDOW_ROUNDING`] of a pause's end, is taken for the service
+//!   holding us to a window (a strict service's early refusal); excused for one pause only.
 //! - 429s without any rate header cut the rate the same way, but they may come whatever the
 //!   pace (a proxy's throttle): `Unexplained` tries answering them with pauses alone and keeps
 //!   that when it delivers as much.
@@ -57,8 +59,8 @@ const ROUGH_SAMPLES: usize = 4;
 const ROUGH_SPAN: Duration = Duration::from_millis(5);
 /// The deepest cut, as a share of the rate before.
 const DEEPEST_CUT: f64 = 0.1;
-/// How far past the end of a window the service may still hold us to it: Retry-After is in
-/// whole seconds.
+/// How soon after a pause an empty-bucket refusal without a reset may still be the service
+/// holding us to a window (its Retry-After is whole seconds).
 const WINDOW_ROUNDING: Duration = Duration::from_secs(1);
 /// A 429 within this time of sending resumed (or of the run's start) says the rate is far
 /// above the limit: the cut is the share of this time that passed, between [`DEEPEST_SOON`]
@@ -383,6 +385,9 @@ pub struct RateControl {
     pushed_back_at: Option<f64>,
     /// When the last pause of the service ended: requests sent before it are echoes.
     resumed: Option<Instant>,
+    /// The pause (by its end) whose first moments' empty-bucket refusals were excused, until a
+    /// request sent after a pause gets through.
+    excused: Option<Instant>,
     started: Instant,
     /// Where the rate comes back to quickly after a cut (see [`RECOVER`]).
     recover_to: f64,
@@ -415,6 +420,7 @@ impl RateControl {
             last_throttled_cut: None,
             pushed_back_at: None,
             resumed: None,
+            excused: None,
             started: now,
             recover_to: 0.0,
             bucket: Bucket::default(),
@@ -464,16 +470,20 @@ impl RateControl {
             }
             return None;
         }
-        // The service holding us to its own window, which its Retry-After rounded up to whole
-        // seconds: an empty bucket with no reset of its own, for a request sent within that
-        // rounding of the resume. Not a limit found.
-        let held_to_window = remaining == Some(0)
-            && limits.is_some_and(|l| l.reset.is_none())
-            && self
-                .resumed
-                .is_some_and(|r| sent_at >= r && sent_at < r + WINDOW_ROUNDING);
-        if held_to_window {
-            return None;
+        // An empty bucket with no reset of its own, for a request sent within a second of the
+        // resume: most likely the service holding us to a window it announced meanwhile
+        // (another request's 429, not heard of yet when this one left) or ended later than
+        // ours (its Retry-After is whole seconds). Excused for one pause; if the next pause
+        // ends the same way before anything got through, it is a limit after all.
+        if remaining == Some(0) && limits.is_some_and(|l| l.reset.is_none()) {
+            if let Some(resumed) = self.resumed {
+                let just_after = sent_at >= resumed && sent_at < resumed + WINDOW_ROUNDING;
+                let excusable = self.excused.is_none_or(|pause| pause == resumed);
+                if just_after && excusable {
+                    self.excused = Some(resumed);
+                    return None;
+                }
+            }
         }
         if remaining.is_none() {
             let echo = !self.after_resume(sent_at)
@@ -522,6 +532,10 @@ impl RateControl {
         ok: bool,
         limits: Option<RateLimit>,
     ) -> Option<f64> {
+        if ok && self.after_resume(sent_at) {
+            // Through since the pause: a later refusal like the excused one may be excused.
+            self.excused = None;
+        }
         if let Some(remaining) = remaining(limits) {
             self.bucket
                 .observe(now, remaining, self.after_resume(sent_at));
@@ -742,6 +756,21 @@ mod tests {
             ..limits(10, 0).unwrap()
         });
         assert!(c.throttled(ms(t0, 2200), ms(t0, 2210), empty).is_some());
+    }
+
+    #[test]
+    fn an_empty_bucket_without_a_reset_is_excused_once_not_every_pause() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, Some(60.0), t0);
+        c.resumes_at(ms(t0, 2000));
+        assert_eq!(c.throttled(ms(t0, 2100), ms(t0, 2110), limits(10, 0)), None);
+        // Another of the same pause: excused too.
+        assert_eq!(c.throttled(ms(t0, 2105), ms(t0, 2115), limits(10, 0)), None);
+        // The next pause ends the same way, nothing through between: a limit.
+        c.resumes_at(ms(t0, 3110));
+        assert!(c
+            .throttled(ms(t0, 3150), ms(t0, 3160), limits(10, 0))
+            .is_some());
     }
 
     #[test]
