@@ -22,7 +22,7 @@ struct Args {
     /// Vehicles in each export.
     #[arg(long, default_value_t = 100_000)]
     rows: u64,
-    /// Timed runs of each; the median is shown.
+    /// Rounds, each timing the three once; medians are shown.
     #[arg(long, default_value_t = 7)]
     runs: usize,
     /// The lotsync binary to run.
@@ -58,50 +58,61 @@ fn main() -> anyhow::Result<()> {
     let warning = dir.join("warning-every-row.csv");
     std::fs::write(&warning, text)?;
 
-    let in_process = median(args.runs, || {
+    let out = dir.join("out.ndjson");
+    let err = dir.join("problems.ndjson");
+    let whole = |path: &Path| -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let status = Command::new(&args.bin)
+            .args(["check", "--format", "ndjson"])
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out)?)
+            .stderr(std::fs::File::create(&err)?)
+            .status()?;
+        let took = start.elapsed();
+        anyhow::ensure!(status.success(), "lotsync check exited with {status}");
+        Ok(took)
+    };
+    // Each round times the three back to back: on a machine whose load drifts, a ratio taken
+    // within a round is steadier than one taken across separate series.
+    let mut rounds = Vec::new();
+    for _ in 0..args.runs.max(1) {
         let start = Instant::now();
         black_box(parse_and_map(&clean));
-        Ok(start.elapsed())
-    })?;
+        let in_process = start.elapsed();
+        rounds.push([in_process, whole(&clean)?, whole(&warning)?]);
+    }
+    let lines = |p: &Path| -> anyhow::Result<usize> {
+        Ok(std::fs::read(p)?.iter().filter(|&&b| b == b'\n').count())
+    };
     println!(
-        "{} vehicles, {:.1} MB; median of {} runs",
+        "{} vehicles, {:.1} MB; medians of {} interleaved rounds",
         args.rows,
         std::fs::metadata(&clean)?.len() as f64 / 1e6,
-        args.runs
+        rounds.len()
     );
     println!("| what | time | × in-process parse + map |");
     println!("|---|---|---|");
     println!(
         "| in-process parse + map (no output) | {:.1} ms | 1.00 |",
-        ms(in_process)
+        ms(median(rounds.iter().map(|r| r[0].as_secs_f64())))
     );
-    for (name, path) in [("no warnings", &clean), ("a warning every row", &warning)] {
-        let out = dir.join("out.ndjson");
-        let err = dir.join("problems.ndjson");
-        let took = median(args.runs, || {
-            let start = Instant::now();
-            let status = Command::new(&args.bin)
-                .args(["check", "--format", "ndjson"])
-                .arg(path)
-                .stdin(Stdio::null())
-                .stdout(std::fs::File::create(&out)?)
-                .stderr(std::fs::File::create(&err)?)
-                .status()?;
-            let took = start.elapsed();
-            anyhow::ensure!(status.success(), "lotsync check exited with {status}");
-            Ok(took)
-        })?;
-        let lines = |p: &Path| -> anyhow::Result<usize> {
-            Ok(std::fs::read(p)?.iter().filter(|&&b| b == b'\n').count())
-        };
+    let warnings = lines(&err)?;
+    for (i, name) in [(1, "no warnings"), (2, "a warning every row")] {
         println!(
-            "| `lotsync check --format ndjson`, {name} ({} payload lines, {} problem lines) | {:.1} ms | {:.2} |",
-            lines(&out)?,
-            lines(&err)?,
-            ms(took),
-            took.as_secs_f64() / in_process.as_secs_f64()
+            "| `lotsync check --format ndjson`, {name} | {:.1} ms | {:.2} |",
+            ms(median(rounds.iter().map(|r| r[i].as_secs_f64()))),
+            median(
+                rounds
+                    .iter()
+                    .map(|r| r[i].as_secs_f64() / r[0].as_secs_f64())
+            )
         );
     }
+    println!(
+        "(the last run wrote {} payload lines and {warnings} problem lines)",
+        lines(&out)?
+    );
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
@@ -126,17 +137,12 @@ fn parse_and_map(path: &Path) -> u64 {
     }
 }
 
-fn median(
-    runs: usize,
-    mut run: impl FnMut() -> anyhow::Result<Duration>,
-) -> anyhow::Result<Duration> {
-    let mut times = (0..runs.max(1))
-        .map(|_| run())
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    times.sort();
-    Ok(times[times.len() / 2])
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
+fn ms(seconds: f64) -> f64 {
+    seconds * 1e3
 }
