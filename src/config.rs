@@ -126,6 +126,41 @@ pub struct DaemonConfig {
     /// Log level (`error`, `warn`, `info`, `debug`, or a tracing filter); `RUST_LOG` wins.
     #[serde(default = "default_log_level")]
     pub log_level: String,
+    /// How log lines are written; `LOTSYNC_LOG_FORMAT` wins.
+    #[serde(default)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// The journal when systemd connected stderr to it (`JOURNAL_STREAM`), else text.
+    #[default]
+    Auto,
+    /// Lines for a person: time, level, message, fields.
+    Text,
+    /// journald's own protocol: a priority and a field per value (`FEED`, `FILE`, `VIN`, `OP`),
+    /// one entry per event.
+    Journal,
+    /// One JSON object per line, for shipping to a log store.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(LogFormat::Auto),
+            "text" => Ok(LogFormat::Text),
+            "journal" => Ok(LogFormat::Journal),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!(
+                "{s:?} is not a log format (auto, text, journal, json)"
+            )),
+        }
+    }
 }
 
 impl Default for DaemonConfig {
@@ -136,6 +171,7 @@ impl Default for DaemonConfig {
             incomplete_wait_secs: default_incomplete_wait_secs(),
             archive_days: default_archive_days(),
             log_level: default_log_level(),
+            log_format: LogFormat::default(),
         }
     }
 }
@@ -525,6 +561,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "incomplete_wait_secs",
             "archive_days",
             "log_level",
+            "log_format",
         ],
     ),
 ];

@@ -88,7 +88,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("lotsync: {e:#}");
+            cli::last_error(&format!("{e:#}"));
             ExitCode::from(cli::EXIT_BAD_INPUT)
         }
     }

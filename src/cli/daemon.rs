@@ -47,11 +47,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let config = Config::load(&path);
     // The config's log level, unless RUST_LOG says otherwise; a config that cannot be read is
     // said at the default level.
-    super::init_logging(
-        config
-            .as_ref()
-            .map_or("info", |c| c.daemon.log_level.as_str()),
-    );
+    match &config {
+        Ok(c) => super::logging::init(&c.daemon.log_level, c.daemon.log_format),
+        Err(_) => super::init_logging("info"),
+    }
     let config = Arc::new(config?);
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {

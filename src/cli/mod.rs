@@ -7,6 +7,7 @@ mod check;
 mod daemon;
 mod deliver;
 mod demo;
+mod logging;
 mod plan;
 mod reconcile;
 mod sandbox;
@@ -35,18 +36,16 @@ struct ProblemLine<'a> {
 /// Exit code for bad input or config.
 pub const EXIT_BAD_INPUT: u8 = 2;
 
-/// Logs to stderr in a journald-friendly form: no colors unless stderr is a terminal, level
-/// from `RUST_LOG`, else `default` (such as `info`).
+/// Logs as `LOTSYNC_LOG_FORMAT` says, else to the journal under systemd and as text
+/// elsewhere; level from `RUST_LOG`, else `default` (such as `info`).
 pub fn init_logging(default: &str) {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .try_init();
+    logging::init(default, crate::config::LogFormat::Auto);
+}
+
+/// Says the error that ends the process, as the logging in place wants it (one journal entry
+/// under systemd).
+pub fn last_error(message: &str) {
+    logging::last_error(message);
 }
 
 /// Ctrl-C or SIGTERM.
