@@ -302,6 +302,12 @@ pub struct ApiConfig {
 /// A config that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error(
+        "no config file at {}: give its path with --config FILE or LOTSYNC_CONFIG=FILE \
+         (config/lotsync.example.toml is one to start from)",
+        crate::text::shown_path(.path)
+    )]
+    Missing { path: PathBuf },
     #[error("cannot read config {path}: {source}")]
     Read {
         path: PathBuf,
@@ -323,9 +329,17 @@ pub enum ConfigError {
 impl Config {
     /// Reads and checks a config; relative paths in it are taken from the file's folder.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ConfigError::Missing {
+                    path: path.to_owned(),
+                }
+            } else {
+                ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                }
+            }
         })?;
         let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
@@ -922,6 +936,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_missing_config_names_the_ways_to_give_one_and_a_bare_host_gets_https() {
+        let err = Config::load(Path::new("/nonexistent/lotsync.toml")).unwrap_err();
+        let said = err.to_string();
+        assert!(
+            said.contains("--config FILE") && said.contains("LOTSYNC_CONFIG"),
+            "{said}"
+        );
+        assert!(
+            !said.contains("os error"),
+            "said once, by the message: {said}"
+        );
+        let bare = crate::api::check_base_url("inventory.example.com", "v1").unwrap_err();
+        assert!(
+            bare.to_string()
+                .contains(r#"did you mean "https://inventory.example.com"?"#),
+            "{bare}"
+        );
     }
 
     #[test]

@@ -585,10 +585,16 @@ async fn a_slow_service_times_out_as_retryable() {
 async fn nothing_listening_is_retryable() {
     let sb = sandbox(SandboxConfig::default()).await;
     let api = client(&sb);
+    let host = sb.base_url().trim_start_matches("http://").to_owned();
     sb.stop().await;
     let err = api.list_vehicles().await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
-    assert!(err.to_string().contains("could not connect"), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("could not connect to {host} (")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("check api.base_url"), "{err}");
 }
 
 #[tokio::test]

@@ -70,6 +70,20 @@ fn cases() -> Vec<Case> {
         case("header-only.csv", "VIN,Stock\r\n", 0, "0 records: 0 accepted, 0 rejected"),
         case("binary.csv", binary, 2, "binary data (NUL bytes), not CSV or XML"),
         case("gzip.csv", vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3], 2, "gzip-compressed data"),
+        case(
+            // Excel's "Unicode Text": UTF-16 with its byte-order mark.
+            "utf16.csv",
+            [&[0xFF, 0xFE][..], &"VIN,Stock\n1HGCM82633A004352,A1\n".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>()].concat(),
+            2,
+            "UTF-16 text, which lotsync does not read (save the export as UTF-8",
+        ),
+        case(
+            // The same without the mark.
+            "utf16-bare.csv",
+            "VIN,Stock\n1HGCM82633A004352,A1\n".encode_utf16().flat_map(u16::to_be_bytes).collect::<Vec<u8>>(),
+            2,
+            "UTF-16 text",
+        ),
         case("zip.csv", b"PK\x03\x04\x14\x00\x00\x00".to_vec(), 2, "a ZIP archive"),
         case("report.pdf", b"%PDF-1.7\n%\xe2\xe3\n".to_vec(), 2, "a PDF document"),
         case(

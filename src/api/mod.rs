@@ -740,7 +740,22 @@ fn transport(call: Call, error: &reqwest::Error) -> ApiError {
     let reason = if error.is_timeout() {
         "timed out".to_owned()
     } else if error.is_connect() {
-        format!("could not connect ({})", root_cause(error))
+        // Refused, or a name that does not resolve: most often a wrong base_url, or a proxy
+        // in the way. Only the proxy's host is said: its URL may hold a password.
+        let host = error
+            .url()
+            .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+            .unwrap_or_else(|| "the service".into());
+        let proxy = ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+            .iter()
+            .find_map(|var| std::env::var(var).ok())
+            .and_then(|p| reqwest::Url::parse(&p).ok()?.host_str().map(str::to_owned))
+            .map(|p| format!(", and the proxy {p} (HTTPS_PROXY)"))
+            .unwrap_or_default();
+        format!(
+            "could not connect to {host} ({}); check api.base_url{proxy}",
+            root_cause(error)
+        )
     } else {
         format!("connection failed ({})", root_cause(error))
     };
@@ -793,7 +808,15 @@ pub fn check_base_url(base_url: &str, version: &str) -> Result<(), ApiError> {
 }
 
 fn root_url(base_url: &str, version: &str) -> Result<Url, ApiError> {
-    let mut root = Url::parse(base_url.trim())
+    let trimmed = base_url.trim();
+    if !trimmed.is_empty() && !trimmed.contains("://") {
+        // A bare host ("inventory.example.com", "inventory.example.com:443").
+        return Err(ApiError::Setup(format!(
+            "api.base_url {base_url:?} has no scheme: did you mean \"https://{}\"?",
+            trimmed.trim_start_matches('/')
+        )));
+    }
+    let mut root = Url::parse(trimmed)
         .map_err(|e| ApiError::Setup(format!("api.base_url {base_url:?} is not a URL: {e}")))?;
     match root.scheme() {
         "https" => {}

@@ -412,6 +412,12 @@ fn sniff(head: &[u8]) -> Result<Format, FeedError> {
     if let Some(kind) = kind {
         return Err(FeedError::NotText(kind));
     }
+    if is_utf16(head) {
+        return Err(FeedError::NotText(
+            "UTF-16 text, which lotsync does not read (save the export as UTF-8: Excel's \
+             \"CSV UTF-8\")",
+        ));
+    }
     if head.iter().take(8192).any(|&b| b == 0) {
         return Err(FeedError::NotText("binary data (NUL bytes)"));
     }
@@ -422,6 +428,23 @@ fn sniff(head: &[u8]) -> Result<Format, FeedError> {
     } else {
         Format::Csv
     })
+}
+
+/// UTF-16: its byte-order mark, or (without one) ASCII text with a NUL beside every character.
+fn is_utf16(head: &[u8]) -> bool {
+    if head.starts_with(&[0xFF, 0xFE]) || head.starts_with(&[0xFE, 0xFF]) {
+        return true;
+    }
+    let sample = &head[..head.len().min(256) & !1];
+    if sample.len() < 8 {
+        return false;
+    }
+    let pairs = sample.chunks_exact(2);
+    let half_nul = pairs
+        .clone()
+        .filter(|p| (p[0] == 0) != (p[1] == 0) && (p[0] | p[1]).is_ascii())
+        .count();
+    half_nul * 10 >= pairs.len() * 9
 }
 
 fn check_confined(path: &Path, folder: &Path) -> Result<(), FeedError> {
