@@ -1,4 +1,4 @@
-//! The typed client of the Vehicle Inventory Service (`spec/vehicle-inventory-service.md`).
+//! The typed client of the Vehicle Inventory Service (its interface: `docs/service.md`).
 //!
 //! Owns every HTTP call lotsync makes to the service: the headers, the URL layout
 //! `{base_url}/{version}/...`, following list pages, reading answers (never more than

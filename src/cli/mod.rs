@@ -1,6 +1,6 @@
 //! The command line: one thin function per subcommand, each wiring library stages together.
 //!
-//! `anyhow` lives here and only here; exit codes follow DESIGN.md (0 done, 2 bad input or
+//! `anyhow` lives here and only here; exit codes follow `docs/design.md` (0 done, 2 bad input or
 //! config, 3 done with rejected or undelivered vehicles).
 
 mod check;
