@@ -6,6 +6,7 @@ use super::EXIT_BAD_INPUT;
 use crate::config::Config;
 use crate::daemon::control::{self, Reply, Request};
 use crate::daemon::{status, Daemon, Signal};
+use crate::text::shown_path;
 use anyhow::Context;
 use std::io::Write;
 use std::sync::Arc;
@@ -16,6 +17,10 @@ use std::time::Duration;
 pub struct RunArgs {
     #[command(flatten)]
     pub config: ConfigArg,
+    /// Create the feeds' inboxes that do not exist, instead of refusing to start (the
+    /// package's tmpfiles unit creates its own).
+    #[arg(long)]
+    pub create_dirs: bool,
 }
 
 /// Arguments of `lotsync status`.
@@ -40,6 +45,37 @@ pub enum StatusFormat {
     Json,
 }
 
+/// Every feed's inbox is there, or is created when asked: a missing one is a wrong path more
+/// often than a folder to make, and one made by lotsync may not be where the DMS writes.
+fn inboxes_exist(config: &Config, create: bool) -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    for feed in &config.feeds {
+        if feed.inbox.is_dir() {
+            continue;
+        }
+        if create {
+            std::fs::create_dir_all(&feed.inbox).with_context(|| {
+                format!(
+                    "feed {}: cannot create the inbox {}",
+                    feed.name,
+                    shown_path(&feed.inbox)
+                )
+            })?;
+            tracing::info!(feed = %feed.name, inbox = %feed.inbox.display(), "inbox created");
+        } else {
+            missing.push(format!("feed {}: {}", feed.name, shown_path(&feed.inbox)));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no such inbox: {}; create it (writable by lotsync's user), or start with \
+         --create-dirs to have lotsync create it",
+        missing.join(", ")
+    )
+}
+
 /// `lotsync run`: until SIGTERM or Ctrl-C (exit 0); SIGHUP reloads the config. Exit 2 when
 /// it cannot start (the message says why).
 pub fn run(args: RunArgs) -> anyhow::Result<u8> {
@@ -52,6 +88,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         Err(_) => super::init_logging("info"),
     }
     let config = Arc::new(config?);
+    inboxes_exist(&config, args.create_dirs)?;
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
         // Listening for signals before anything else: a SIGTERM during the start (while the

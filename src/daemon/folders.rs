@@ -63,8 +63,15 @@ impl FeedFolders {
         &self.inbox
     }
 
-    /// Creates the working folders.
+    /// Creates the working folders inside the inbox, which must exist: a missing inbox is
+    /// said, not made (`lotsync run --create-dirs` makes them on purpose).
     pub fn ensure(&self) -> io::Result<()> {
+        if !self.inbox.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "the inbox does not exist (lotsync run --create-dirs creates it)",
+            ));
+        }
         for dir in [PROCESSING, ARCHIVE, HELD, FAILED] {
             std::fs::create_dir_all(self.inbox.join(dir))?;
         }
