@@ -1,5 +1,6 @@
-//! `lotsync run` and missing inboxes, as a real process: refused with the path and the way
-//! out, created only when asked with `--create-dirs`.
+//! Starting right, as a real process: `lotsync run` and missing inboxes (refused with the
+//! path and the way out, created only when asked with `--create-dirs`), and `lotsync validate
+//! --online` proving the URL, token and organization with one request.
 
 mod common;
 
@@ -49,4 +50,41 @@ async fn a_missing_inbox_is_refused_unless_asked_to_create_it() {
         .await
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+/// `lotsync validate --online` asks the service once with the config's token: accepted, it
+/// says so; refused, it exits 2 with the service's answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_online_proves_the_url_token_and_organization_with_one_request() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("validate-online", &sb.base_url());
+    let out = site
+        .lotsync_within(&["validate", "--online"], Duration::from_secs(20))
+        .await;
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("online: GET /v1/inventory?per_page=1 answered 200: the service takes the token for organization 100 (it has no vehicle yet)"),
+        "{said}"
+    );
+    let st = common::stats(&sb).await;
+    assert_eq!(common::count(&st, "GET /v1/inventory", "200"), 1, "{st}");
+
+    let mut cmd = site.command(&["validate", "--online"]);
+    cmd.env("LOTSYNC_TEST_TOKEN", "revoked-token");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let said = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.starts_with("online: ") && said.contains("401"),
+        "{said}"
+    );
+    let st = common::stats(&sb).await;
+    assert_eq!(
+        common::count(&st, "GET /v1/inventory", "401"),
+        1,
+        "one request: {st}"
+    );
 }

@@ -283,6 +283,26 @@ impl ApiClient {
         self.list_all("inventory").await
     }
 
+    /// GET /v1/inventory, one page of one vehicle: proves the base URL, the token and the
+    /// organization with one request (`lotsync validate --online`). True when the
+    /// organization has vehicles.
+    pub async fn probe(&self) -> Result<Answer<bool>, ApiError> {
+        let mut url = self.url("inventory")?;
+        url.query_pairs_mut().append_pair("per_page", "1");
+        let answer = self
+            .send(Method::GET, url, None, false, Answering::ListPage)
+            .await?;
+        let call = answer.call;
+        let page =
+            list::read_page(answer.value).map_err(|shape| unexpected(call.clone(), shape))?;
+        Ok(Answer {
+            value: !page.items.is_empty(),
+            status: answer.status,
+            rate_limit: answer.rate_limit,
+            call,
+        })
+    }
+
     /// GET /v1/inventory/{id}.
     pub async fn get_vehicle(&self, id: u64) -> Result<Answer<Vehicle>, ApiError> {
         let url = self.url(&format!("inventory/{id}"))?;

@@ -37,12 +37,48 @@ pub struct StatusArgs {
 pub struct ValidateArgs {
     #[command(flatten)]
     pub config: ConfigArg,
+    /// Also ask the service once (one authenticated list request of one vehicle): proves the
+    /// URL, the token and the organization.
+    #[arg(long)]
+    pub online: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StatusFormat {
     Text,
     Json,
+}
+
+/// `validate --online`: one list request with the config's token; exit 2 when refused or
+/// unreachable, with the service's reason and what to check.
+fn online(config: &Config, out: &mut impl Write) -> anyhow::Result<u8> {
+    let token = config.api.load_token()?;
+    let client = crate::api::ApiClient::new(config.api.client_settings(token))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match runtime.block_on(client.probe()) {
+        Ok(answer) => {
+            writeln!(
+                out,
+                "online: {} answered {}: the service takes the token for organization {} ({})",
+                answer.call,
+                answer.status,
+                config.api.organization_id,
+                if answer.value {
+                    "it has vehicles"
+                } else {
+                    "it has no vehicle yet"
+                }
+            )?;
+            Ok(0)
+        }
+        Err(e) => {
+            out.flush()?;
+            writeln!(std::io::stderr().lock(), "online: {e}")?;
+            Ok(EXIT_BAD_INPUT)
+        }
+    }
 }
 
 /// Every feed's inbox is there, or is created when asked: a missing one is a wrong path more
@@ -214,6 +250,9 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
             config.api.base_url,
             config.api.organization_id
         )?;
+        if args.online {
+            return online(&config, &mut out);
+        }
         return Ok(0);
     }
     out.flush()?;
