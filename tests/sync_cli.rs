@@ -343,6 +343,13 @@ async fn a_held_file_is_told_and_delivered_after_release() {
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 3, "{stdout}");
     assert!(stdout.contains("HELD by the safety guard"), "{stdout}");
+    // The hint repeats the config given, so that it runs as it is.
+    let config = site.config.display().to_string();
+    assert!(
+        stdout.contains(&format!("lotsync release --config {config} "))
+            && stdout.contains(&format!("&& lotsync sync --config {config}")),
+        "{stdout}"
+    );
     let st = state(&sb).await;
     assert_eq!(sold(&st), 0, "nothing of a held file is sent");
     let notes = st["notifications"].as_array().unwrap();

@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::diff::{FilePlan, Verdict};
 use crate::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -45,6 +45,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let client = client_of(&config)?;
     let outbox = Arc::new(open(&config, crate::state::Holder::Writer("sync"))?);
 
+    // The hints repeat the config the user gave, so that they can be run as they are.
+    let config_flag = if args.config.config == Path::new(crate::config::DEFAULT_PATH) {
+        String::new()
+    } else {
+        format!(" --config {}", crate::text::shown_path(&args.config.config))
+    };
     let mut out = std::io::stdout().lock();
     let mut unreadable = false;
     let mut synced = Vec::new();
@@ -55,7 +61,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         let listed = service_list_if_needed(&config, &outbox, || Ok(client.clone()))?;
         match plan_one(&outbox, &config, feed, path, false, true, listed) {
             Ok(planned) => {
-                write_file(&mut out, &shown, &planned)?;
+                write_file(&mut out, &shown, &planned, &config_flag)?;
                 synced.push(Synced { shown, planned });
             }
             Err(e) => {
@@ -183,15 +189,25 @@ fn problems_of(s: &Synced, report: &DrainReport) -> Vec<String> {
     problems
 }
 
-fn write_file(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
-    write_verdict(out, shown, planned)?;
+fn write_file(
+    out: &mut impl Write,
+    shown: &str,
+    planned: &FilePlan,
+    config_flag: &str,
+) -> std::io::Result<()> {
+    write_verdict(out, shown, planned, config_flag)?;
     for note in &planned.notes {
         writeln!(out, "  note: {note}")?;
     }
     Ok(())
 }
 
-fn write_verdict(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
+fn write_verdict(
+    out: &mut impl Write,
+    shown: &str,
+    planned: &FilePlan,
+    config_flag: &str,
+) -> std::io::Result<()> {
     let plan = &planned.plan;
     let c = &plan.counts;
     match &plan.verdict {
@@ -211,7 +227,7 @@ fn write_verdict(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::
             }
             writeln!(
                 out,
-                "  if the file is right: lotsync release {shown} && lotsync sync"
+                "  if the file is right: lotsync release{config_flag} {shown} && lotsync sync{config_flag}"
             )
         }
         Verdict::Apply { .. } => {
