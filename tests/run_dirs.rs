@@ -88,3 +88,42 @@ async fn validate_online_proves_the_url_token_and_organization_with_one_request(
         "one request: {st}"
     );
 }
+
+/// `lotsync check --config FILE`, run from another folder, finds `--profile NAME` in the
+/// config's `profiles_dir`, as the daemon would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_finds_profiles_next_to_the_config() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("check-profiles", &sb.base_url());
+    let profiles = site.path().join("profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    std::fs::write(
+        profiles.join("serials.toml"),
+        "[fields]\nvin = \"Unit\"\nstock = \"Tag\"\n",
+    )
+    .unwrap();
+    let config = std::fs::read_to_string(&site.config).unwrap();
+    std::fs::write(
+        &site.config,
+        format!("profiles_dir = \"profiles\"\n{config}"),
+    )
+    .unwrap();
+    let export = site.path().join("units.csv");
+    std::fs::write(&export, "Unit,Tag\n1HGCM82633A004352,A1\n").unwrap();
+
+    let elsewhere = std::env::temp_dir();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lotsync"));
+    cmd.current_dir(&elsewhere)
+        .args(["check", "--profile", "serials", "--config"])
+        .arg(&site.config)
+        .arg(&export);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}{}", text(&out.stderr));
+    assert!(
+        said.contains("profile serials") && said.contains("1 accepted"),
+        "{said}"
+    );
+}

@@ -21,9 +21,13 @@ pub struct CheckArgs {
     /// Mapping profile: `auto`, a name in --profiles-dir, or a path to a .toml file.
     #[arg(long, default_value = "auto", value_name = "NAME|PATH")]
     pub profile: String,
-    /// Where profiles named by --profile live.
-    #[arg(long, default_value = "config/profiles", value_name = "DIR")]
-    pub profiles_dir: PathBuf,
+    /// Where profiles named by --profile live; without it, the config's `profiles_dir`
+    /// (--config, else ./config/profiles when there is one, else the installed config's).
+    #[arg(long, value_name = "DIR")]
+    pub profiles_dir: Option<PathBuf>,
+    /// lotsync's config, for its profiles_dir (nothing else of it is used).
+    #[arg(long, env = "LOTSYNC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// The location the vehicles belong to; without it a placeholder (0) is used.
     #[arg(long, value_name = "N")]
     pub location_id: Option<u64>,
@@ -44,7 +48,8 @@ const PLACEHOLDER_LOCATION: u64 = 0;
 
 /// Runs the check; the exit code is 0 when every file could be read, 2 when one could not.
 pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
-    let profile = Profile::find(&args.profile, &args.profiles_dir)?;
+    let profiles_dir = profiles_dir(&args)?;
+    let profile = Profile::find(&args.profile, &profiles_dir)?;
     let location_id = args.location_id.unwrap_or(PLACEHOLDER_LOCATION);
     // Both streams are buffered, and written by threads of their own, so that the kernel
     // copies one buffer into its file while the next is filled: a problem line written to a
@@ -92,6 +97,25 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     out.flush()?;
     err.flush()?;
     Ok(if failed { 2 } else { 0 })
+}
+
+/// Where `--profile NAME` is looked for: given, or the config's, or the checkout's, or the
+/// installed config's.
+fn profiles_dir(args: &CheckArgs) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &args.profiles_dir {
+        return Ok(dir.clone());
+    }
+    if let Some(config) = &args.config {
+        return Ok(crate::config::Config::load(config)?.profiles_dir);
+    }
+    let checkout = PathBuf::from("config/profiles");
+    let installed = Path::new(crate::config::DEFAULT_PATH);
+    if !checkout.is_dir() && installed.is_file() {
+        if let Ok(config) = crate::config::Config::load(installed) {
+            return Ok(config.profiles_dir);
+        }
+    }
+    Ok(checkout)
 }
 
 /// Counts for one file.
