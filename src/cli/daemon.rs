@@ -281,28 +281,6 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(total))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stale_after_reads_humane_durations() {
-        for (text, secs) in [
-            ("93600", 93_600),
-            ("90s", 90),
-            ("90m", 5400),
-            ("26h", 93_600),
-            ("2d", 172_800),
-            ("1d2h", 93_600),
-        ] {
-            assert_eq!(duration_arg(text), Ok(Duration::from_secs(secs)), "{text}");
-        }
-        for bad in ["", "h", "26x", "26h5", "-3", "1.5h"] {
-            assert!(duration_arg(bad).is_err(), "{bad}");
-        }
-    }
-}
-
 /// Whether opening the state failed because `lotsync run` holds it.
 fn starting_daemon(error: &anyhow::Error) -> bool {
     matches!(
@@ -342,4 +320,26 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
         writeln!(err, "  {p}")?;
     }
     Ok(EXIT_BAD_INPUT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_after_reads_humane_durations() {
+        for (text, secs) in [
+            ("93600", 93_600),
+            ("90s", 90),
+            ("90m", 5400),
+            ("26h", 93_600),
+            ("2d", 172_800),
+            ("1d2h", 93_600),
+        ] {
+            assert_eq!(duration_arg(text), Ok(Duration::from_secs(secs)), "{text}");
+        }
+        for bad in ["", "h", "26x", "26h5", "-3", "1.5h"] {
+            assert!(duration_arg(bad).is_err(), "{bad}");
+        }
+    }
 }
