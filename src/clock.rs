@@ -1,4 +1,5 @@
-//! UTC timestamps in the spec's `YYYY-MM-DD HH:MM:SS` form, without a calendar crate.
+//! UTC timestamps in the spec's `YYYY-MM-DD HH:MM:SS` form for people and in RFC 3339
+//! (`YYYY-MM-DDTHH:MM:SSZ`) for JSON, without a calendar crate.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,6 +20,98 @@ pub fn utc_datetime(at: SystemTime) -> String {
 /// `YYYY-MM-DD HH:MM:SS` in UTC of Unix seconds (as the state stores times).
 pub fn utc_unix(secs: i64) -> String {
     utc_datetime(UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+}
+
+/// A moment in UTC to the second, as `lotsync status` shows it: `YYYY-MM-DD HH:MM:SS` for
+/// people (`Display`), RFC 3339 in UTC (`2026-11-23T06:12:00Z`) in JSON. JSON in the older
+/// `YYYY-MM-DD HH:MM:SS` form is read too (a daemon started before an upgrade answers so).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UtcTime(i64);
+
+impl UtcTime {
+    pub fn now() -> UtcTime {
+        UtcTime::at(SystemTime::now())
+    }
+
+    pub fn at(at: SystemTime) -> UtcTime {
+        UtcTime(
+            at.duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
+        )
+    }
+
+    /// Unix seconds, as the state stores times.
+    pub fn from_unix(secs: i64) -> UtcTime {
+        UtcTime(secs.max(0))
+    }
+
+    pub fn unix(self) -> i64 {
+        self.0
+    }
+
+    /// `2026-11-23T06:12:00Z`.
+    pub fn rfc3339(self) -> String {
+        let mut s = utc_unix(self.0);
+        s.replace_range(10..11, "T");
+        s.push('Z');
+        s
+    }
+
+    /// `06:12:00`, for one-line summaries.
+    pub fn time_of_day(self) -> String {
+        let s = utc_unix(self.0);
+        s.get(11..).unwrap_or(&s).to_owned()
+    }
+
+    /// Seconds from `self` to `later` (0 when `later` is earlier).
+    pub fn secs_until(self, later: UtcTime) -> u64 {
+        u64::try_from(later.0 - self.0).unwrap_or(0)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SSZ` or `YYYY-MM-DD HH:MM:SS` (UTC).
+    pub fn parse(text: &str) -> Option<UtcTime> {
+        let b = text.as_bytes();
+        let plain = b.len() == 19 && b[10] == b' ';
+        let rfc = b.len() == 20 && b[10] == b'T' && b[19] == b'Z';
+        if !(plain || rfc) || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+            return None;
+        }
+        let num = |from: usize, to: usize| -> Option<i64> {
+            let part = text.get(from..to)?;
+            part.bytes()
+                .all(|c| c.is_ascii_digit())
+                .then(|| part.parse().ok())
+                .flatten()
+        };
+        let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+        let (h, min, s) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
+        if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
+            return None;
+        }
+        let days = days_from_civil(y, m as u32, d as u32);
+        Some(UtcTime::from_unix(days * 86_400 + h * 3600 + min * 60 + s))
+    }
+}
+
+impl std::fmt::Display for UtcTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&utc_unix(self.0))
+    }
+}
+
+impl serde::Serialize for UtcTime {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.rfc3339())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for UtcTime {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        UtcTime::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("not a UTC time (YYYY-MM-DDTHH:MM:SSZ): {text:?}"))
+        })
+    }
 }
 
 /// The calendar year in UTC.
@@ -43,6 +136,18 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of [`civil_from_days`],
+/// from the same paper).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = y - i64::from(m <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +160,29 @@ mod tests {
         assert_eq!(utc_datetime(t), "2000-02-29 01:01:01");
         let t = UNIX_EPOCH + Duration::from_secs(1_795_219_199); // 2026-11-20 23:59:59
         assert_eq!(utc_datetime(t), "2026-11-20 23:59:59");
+    }
+
+    #[test]
+    fn utc_times_go_to_rfc3339_and_back() {
+        for secs in [0, 951_782_400 + 3661, 1_795_219_199, 4_107_542_400] {
+            let t = UtcTime::from_unix(secs);
+            assert_eq!(UtcTime::parse(&t.rfc3339()), Some(t), "{t}");
+            assert_eq!(UtcTime::parse(&t.to_string()), Some(t), "{t}");
+        }
+        let t = UtcTime::from_unix(1_795_219_199);
+        assert_eq!(t.rfc3339(), "2026-11-20T23:59:59Z");
+        assert_eq!(t.time_of_day(), "23:59:59");
+        assert_eq!(
+            serde_json::to_string(&t).unwrap(),
+            "\"2026-11-20T23:59:59Z\""
+        );
+        for bad in [
+            "2026-11-20",
+            "2026-13-01T00:00:00Z",
+            "2026-11-20T23:59:59+01:00",
+            "x",
+        ] {
+            assert_eq!(UtcTime::parse(bad), None, "{bad}");
+        }
     }
 }

@@ -49,10 +49,37 @@ async fn a_dropped_file_reaches_the_service_and_a_slow_write_is_taken_once_whole
     let sb = sandbox_with(Behaviour::default()).await;
     let (site, inbox, daemon) = monday_applied(&sb, "daemon-drop", "delta").await;
     assert_eq!(vehicles(&state(&sb).await), 12);
-    let status = site.status().await;
+    let (code, status) = site.status_check().await;
     assert_eq!(status["daemon"], true, "{status:#}");
     assert_eq!(status["feeds"][0]["last_file"]["name"], "monday.csv");
     assert_eq!(status["feeds"][0]["last_file"]["outcome"], "applied");
+    // A monitoring check: OK, every time in RFC 3339 (UTC).
+    assert_eq!(code, 0, "{status:#}");
+    assert_eq!(status["check"]["state"], "OK", "{status:#}");
+    for at in [
+        &status["started_at"],
+        &status["feeds"][0]["last_file"]["at"],
+        &status["feeds"][0]["last_success"],
+    ] {
+        let at = at.as_str().unwrap_or_default();
+        assert!(
+            lotsync::clock::UtcTime::parse(at).is_some() && at.ends_with('Z') && at.contains('T'),
+            "{at:?} in {status:#}"
+        );
+    }
+    let human = site.lotsync(&["status"]).await;
+    assert_eq!(common::site::code(&human), 0);
+    let shown = text(&human.stdout);
+    assert!(shown.starts_with("LOTSYNC OK - 1 feed; "), "{shown}");
+    // The newest delivered file is older than a second's threshold: CRITICAL.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let stale = site.lotsync(&["status", "--stale-after", "0s"]).await;
+    let shown = text(&stale.stdout);
+    assert_eq!(common::site::code(&stale), 2, "{shown}");
+    assert!(
+        shown.starts_with("LOTSYNC CRITICAL - feed main: newest delivered file taken"),
+        "{shown}"
+    );
 
     // Written in place, slowly: 40 vehicles in 8 chunks, 150 ms apart (the settle time is
     // 300 ms). It must be taken once, whole.
@@ -229,12 +256,22 @@ async fn a_truncated_snapshot_is_held_and_released_through_the_daemon() {
     let held = &reports(&inbox, "held")[0];
     assert_eq!(held["outcome"], "held", "{held:#}");
     let before = stats(&sb).await;
-    let status = site.status().await;
+    let (code, status) = site.status_check().await;
     assert_eq!(status["feeds"][0]["held"], 1, "{status:#}");
     assert_eq!(status["feeds"][0]["last_file"]["outcome"], "held");
+    // A held file is a WARNING; the feed's last success is still Monday's.
+    assert_eq!(code, 1, "{status:#}");
+    assert!(status["feeds"][0]["last_success"].is_string(), "{status:#}");
     let human = site.lotsync(&["status"]).await;
+    assert_eq!(common::site::code(&human), 1);
     assert!(
         text(&human.stdout).contains("lotsync release FILE"),
+        "{}",
+        text(&human.stdout)
+    );
+    assert!(
+        text(&human.stdout)
+            .starts_with("LOTSYNC WARNING - feed main: 1 file held by the safety guard"),
         "{}",
         text(&human.stdout)
     );

@@ -271,6 +271,30 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
         site.log()
     );
     assert_eq!(st["outbox_depth"], 20, "{st:#}");
+    // Delivery stopped: CRITICAL for monitoring, since when in RFC 3339.
+    let (code, st) = site.status_check().await;
+    assert_eq!(code, 2, "{st:#}");
+    let summary = st["check"]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with(
+            "LOTSYNC CRITICAL - delivery stopped: the service did not accept the API token (401) since "
+        ) && summary.ends_with(" UTC"),
+        "{st:#}"
+    );
+    let since = st["delivery"]["stopped"]["since"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        lotsync::clock::UtcTime::parse(since).is_some() && since.ends_with('Z'),
+        "{st:#}"
+    );
+    let human = site.lotsync(&["status"]).await;
+    assert_eq!(common::site::code(&human), 2);
+    assert!(
+        text(&human.stdout).starts_with(summary),
+        "{}",
+        text(&human.stdout)
+    );
 
     lotsync::config::write_token_file(&token, "sandbox-token").unwrap();
     daemon.signal("HUP");
@@ -311,8 +335,9 @@ async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
         reports(&inbox, "archive").len() == 3
     })
     .await;
-    let st = site.status().await;
+    let (code, st) = site.status_check().await;
     assert_eq!(st["outbox_depth"], 0, "nothing stays queued: {st:#}");
+    assert_eq!(code, 0, "delivery works again: {st:#}");
     assert_eq!(vehicles(&state(&sb).await), 31);
 }
 

@@ -112,9 +112,11 @@ async fn a_state_that_lost_its_data_is_refused_and_rebuilt() {
         for command in [&["run"][..], &["sync", day1.to_str().unwrap()], &["status"]] {
             let out = site.lotsync_within(command, Duration::from_secs(20)).await;
             let stderr = text(&out.stderr);
+            // `status` is a monitoring check: a state it cannot read is UNKNOWN (3).
+            let refused_with = if command == &["status"][..] { 3 } else { 2 };
             assert_eq!(
                 out.status.code(),
-                Some(2),
+                Some(refused_with),
                 "{what}: lotsync {command:?} must refuse the state\n{stderr}{}",
                 text(&out.stdout)
             );
@@ -176,8 +178,14 @@ async fn a_state_that_lost_its_data_is_refused_and_rebuilt() {
 async fn status_in_a_loop_never_keeps_the_daemon_from_starting() {
     let sb = sandbox_with(Behaviour::default()).await;
     let site = Site::new("state-status-loop", &sb.base_url());
+    // No daemon and no file in the state: nothing to judge by, UNKNOWN for monitoring.
     let out = site.lotsync(&["status"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("LOTSYNC UNKNOWN - no daemon running and no file"),
+        "{}",
+        text(&out.stdout)
+    );
 
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let stop = std::sync::Arc::new(AtomicBool::new(false));

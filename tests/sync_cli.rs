@@ -6,7 +6,7 @@ mod common;
 
 use common::fleet::{Car, Expected};
 use common::site::{code, text, Site};
-use common::{feedgen, sandbox, sandbox_with, sold, state, vehicles, MAIN_FEED};
+use common::{count, feedgen, sandbox, sandbox_with, sold, state, vehicles, MAIN_FEED};
 use lotsync::mapper::Profile;
 use lotsync::outbox::Outbox;
 use lotsync::sandbox::{Behaviour, Faults, RateLimitConfig, SandboxConfig, TokenEntry};
@@ -263,6 +263,15 @@ async fn fatal_answers_stop_delivery_and_a_corrected_run_finishes() {
         assert_eq!(queued(&site), 39, "the outbox is intact");
         let st = state(&sb).await;
         assert_eq!(vehicles(&st), 1, "nothing of it applied");
+        // No notification goes with a token the service refused (401).
+        assert_eq!(
+            count(&st, "POST /v1/applications/{app}/notifications", "401"),
+            0,
+            "{st:#}"
+        );
+        if token == "revoked-token" {
+            assert!(stderr.contains("no notification of the stop"), "{stderr}");
+        }
 
         let out = sync(&site, "sandbox-token", &[&file]).await;
         assert_eq!(code(&out), 0, "{}", text(&out.stderr));

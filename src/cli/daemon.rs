@@ -23,13 +23,36 @@ pub struct RunArgs {
     pub create_dirs: bool,
 }
 
+/// What the exit codes of `lotsync status` mean (the Nagios plugin convention).
+const STATUS_EXIT_CODES: &str = "\
+Exit codes (Nagios plugin convention; the first line says why, e.g.
+`LOTSYNC CRITICAL - delivery stopped: the service did not accept the API token (401) since 06:12 UTC`):
+  0 OK        nothing below
+  1 WARNING   a file held by the safety guard; the service asked to wait, or fails every
+              request (delivery slowed, not stopped); a feed's or the daemon's last error;
+              no file yet for a feed (without a daemon)
+  2 CRITICAL  delivery stopped (the service refused the token: 401/403, or another fatal
+              answer; or delivery gave up after give_up_after_secs); a file in failed/;
+              a feed's newest delivered file taken longer ago than --stale-after (with a
+              daemon and no file yet: lotsync started longer ago than that)
+  3 UNKNOWN   the status cannot be read (config, state, daemon's answer), or no daemon
+              runs and the state has no file yet";
+
 /// Arguments of `lotsync status`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = STATUS_EXIT_CODES)]
 pub struct StatusArgs {
     #[command(flatten)]
     pub config: ConfigArg,
+    /// `text`: a one-line verdict, then the details; `json`: the details with every time in
+    /// RFC 3339 (UTC) and the verdict under `check`.
     #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
     pub format: StatusFormat,
+    /// CRITICAL when a feed's newest delivered file was taken longer ago than this
+    /// (`93600`, `90m`, `26h`, `2d`, `1d2h`; plain numbers are seconds). The default lets a
+    /// nightly export be a few hours late.
+    #[arg(long, value_name = "DURATION", default_value = "26h", value_parser = duration_arg)]
+    pub stale_after: Duration,
 }
 
 /// Arguments of `lotsync validate`.
@@ -195,8 +218,79 @@ pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
     Ok(reply.exit)
 }
 
-/// `lotsync status`: from the running daemon, else from the state.
+/// `lotsync status`: from the running daemon, else from the state, with a verdict for a
+/// monitoring system first and as the exit code (see [`STATUS_EXIT_CODES`]). Whatever stops
+/// it from reading the status is UNKNOWN (3), said on stdout too, where monitoring reads.
 pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
+    let format = args.format;
+    let read = read_status(&args);
+    let mut out = std::io::stdout().lock();
+    let (status, check) = match read {
+        Ok(Ok(status)) => {
+            let check = status.check(crate::clock::UtcTime::now(), args.stale_after);
+            (status, check)
+        }
+        Ok(Err(reply)) => {
+            let check = status::Check::new(
+                status::UNKNOWN,
+                &one_line(&format!("the daemon: {}", reply.text)),
+            );
+            return unknown(&mut out, format, &check, &reply.text);
+        }
+        Err(e) => {
+            let check = status::Check::new(status::UNKNOWN, &one_line(&format!("{e:#}")));
+            return unknown(&mut out, format, &check, &format!("{e:#}"));
+        }
+    };
+    match format {
+        StatusFormat::Text => write!(out, "{}\n{}", check.summary, status.render())?,
+        StatusFormat::Json => {
+            let shown = StatusShown {
+                status: &status,
+                check: &check,
+            };
+            writeln!(out, "{}", serde_json::to_string_pretty(&shown)?)?;
+        }
+    }
+    Ok(check.code)
+}
+
+/// The status as JSON: its figures and the verdict.
+#[derive(serde::Serialize)]
+struct StatusShown<'a> {
+    #[serde(flatten)]
+    status: &'a status::DaemonStatus,
+    check: &'a status::Check,
+}
+
+/// A status that cannot be read: the verdict on stdout, the whole message on stderr.
+fn unknown(
+    out: &mut impl Write,
+    format: StatusFormat,
+    check: &status::Check,
+    message: &str,
+) -> anyhow::Result<u8> {
+    match format {
+        StatusFormat::Text => writeln!(out, "{}", check.summary)?,
+        StatusFormat::Json => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "check": check }))?
+        )?,
+    }
+    out.flush()?;
+    eprintln!("lotsync: {}", message.trim_end());
+    Ok(check.code)
+}
+
+/// The first line of a message, for a one-line summary.
+fn one_line(text: &str) -> String {
+    text.trim().lines().next().unwrap_or_default().to_owned()
+}
+
+/// The status from the running daemon, else from the state; the daemon's answer when it
+/// could not give one.
+fn read_status(args: &StatusArgs) -> anyhow::Result<Result<status::DaemonStatus, Reply>> {
     let config = Config::load(&args.config.config)?;
     let asked = std::time::Instant::now();
     let status = loop {
@@ -205,7 +299,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
                 status: Some(status),
                 ..
             }) => break status,
-            Some(reply) => return print_reply(&reply),
+            Some(reply) => return Ok(Err(reply)),
             None => {}
         }
         match super::plan::open(&config, crate::state::Holder::Reader("status")) {
@@ -218,12 +312,45 @@ pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
             Err(e) => return Err(e),
         }
     };
-    let mut out = std::io::stdout().lock();
-    match args.format {
-        StatusFormat::Text => write!(out, "{}", status.render())?,
-        StatusFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&status)?)?,
+    Ok(Ok(status))
+}
+
+/// A duration as people write it: `93600` (seconds), `90s`, `90m`, `26h`, `2d`, `1d2h`.
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!("{text:?} is not a duration: write seconds (93600) or a number with s, m, h or d (26h, 90m, 1d2h)")
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(bad());
     }
-    Ok(0)
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let (mut total, mut number) = (0u64, String::new());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err(bad()),
+        };
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|s| total.checked_add(s))
+            .ok_or_else(bad)?;
+        number.clear();
+    }
+    if !number.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
 }
 
 /// Whether opening the state failed because `lotsync run` holds it.
@@ -268,4 +395,26 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
         writeln!(err, "  {p}")?;
     }
     Ok(EXIT_BAD_INPUT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_after_reads_humane_durations() {
+        for (text, secs) in [
+            ("93600", 93_600),
+            ("90s", 90),
+            ("90m", 5400),
+            ("26h", 93_600),
+            ("2d", 172_800),
+            ("1d2h", 93_600),
+        ] {
+            assert_eq!(duration_arg(text), Ok(Duration::from_secs(secs)), "{text}");
+        }
+        for bad in ["", "h", "26x", "26h5", "-3", "1.5h"] {
+            assert!(duration_arg(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -112,7 +112,7 @@ impl Daemon {
             pipeline,
             client,
             live: Mutex::new(Live {
-                started_at: crate::clock::utc_datetime(std::time::SystemTime::now()),
+                started_at: crate::clock::UtcTime::now(),
                 ..Live::default()
             }),
             nudge: tokio::sync::Notify::new(),
@@ -436,6 +436,8 @@ impl Daemon {
                     let mut retry_in = wait;
                     if let Some(error) = e.fatal_api_error() {
                         self.set_error(Some(error.to_string()));
+                        // The uploader records its own; the service's list is read here.
+                        self.pipeline.uploader().stopped_by(error);
                         if error.status() == Some(401) && self.read_token_again() {
                             retry_in = Duration::from_secs(1);
                         }
@@ -470,6 +472,7 @@ impl Daemon {
                 Ok(()) => {
                     tracing::info!("the API token changed; using the new one");
                     self.set_error(None);
+                    self.pipeline.uploader().forget_stop(401);
                     true
                 }
                 Err(e) => {
@@ -491,7 +494,9 @@ impl Daemon {
             l.last_file = Some(LastFile {
                 name: report.file.clone(),
                 outcome: outcome.into(),
-                at: report.finished_at.clone(),
+                // Written by the report a moment ago; now is as near when it cannot be read.
+                at: crate::clock::UtcTime::parse(&report.finished_at)
+                    .unwrap_or_else(crate::clock::UtcTime::now),
                 summary: summary.clone(),
             });
             l.last_error = None;
@@ -726,14 +731,11 @@ impl Daemon {
                 EXIT_BAD_INPUT
             }
         };
-        self.live
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .last_reconcile = Some(format!(
-            "{} UTC: {}",
-            crate::clock::utc_datetime(std::time::SystemTime::now()),
-            report.summary()
-        ));
+        {
+            let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+            live.last_reconcile = Some(report.summary());
+            live.last_reconcile_at = Some(crate::clock::UtcTime::now());
+        }
         Reply {
             exit,
             text,

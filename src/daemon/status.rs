@@ -2,8 +2,12 @@
 //! and failed, vehicles the service refused, the last error; the outbox depth and the settled
 //! rate. The running daemon adds what only it knows (the file in hand, errors since start);
 //! without a daemon the same figures are read from the state and the folders.
+//!
+//! [`DaemonStatus::check`] judges them the way a monitoring system (Nagios, Icinga, Zabbix)
+//! wants: OK, WARNING, CRITICAL or UNKNOWN, with a one-line summary.
 
 use super::folders::FeedFolders;
+use crate::clock::UtcTime;
 use crate::config::{Config, FeedConfig, WatchMode};
 use crate::outbox::Outbox;
 use crate::state::{FileOutcome, StateError};
@@ -17,17 +21,19 @@ pub struct DaemonStatus {
     pub daemon: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
-    /// UTC, `YYYY-MM-DD HH:MM:SS`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<String>,
+    pub started_at: Option<UtcTime>,
     pub feeds: Vec<FeedStatus>,
     /// Operations waiting for the service.
     pub outbox_depth: usize,
     /// The request rate the uploader settled on (requests per second).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_rate: Option<f64>,
+    /// The last reconciliation's summary, and when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reconcile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reconcile_at: Option<UtcTime>,
     /// The last error of delivery (such as a refused token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -45,6 +51,10 @@ pub struct FeedStatus {
     pub watch: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_file: Option<LastFile>,
+    /// When lotsync took the newest file of the feed that is delivered in full (or was
+    /// already applied), as the state records it; the end of its delivery is not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success: Option<UtcTime>,
     /// The file being processed now (without a daemon: one a stop or a crash interrupted,
     /// resumed at the next start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,17 +77,17 @@ pub struct FeedStatus {
 pub struct LastFile {
     pub name: String,
     pub outcome: String,
-    /// UTC.
-    pub at: String,
+    pub at: UtcTime,
     pub summary: String,
 }
 
 /// What the running daemon adds to the state's figures, per feed.
 #[derive(Debug, Clone, Default)]
 pub struct Live {
-    pub started_at: String,
+    pub started_at: UtcTime,
     pub feeds: BTreeMap<String, FeedLive>,
     pub last_reconcile: Option<String>,
+    pub last_reconcile_at: Option<UtcTime>,
     pub last_error: Option<String>,
 }
 
@@ -98,16 +108,22 @@ pub fn collect(
     delivery: Option<crate::upload::DeliveryCondition>,
 ) -> Result<DaemonStatus, StateError> {
     let state = outbox.state();
-    // The last file of each feed as the state recorded it (newest record wins).
+    // The last file of each feed as the state recorded it (newest record wins), and when
+    // the newest one delivered in full was taken.
     let mut last: BTreeMap<String, LastFile> = BTreeMap::new();
-    // Newest first, until every feed has its last file.
+    let mut success: BTreeMap<String, UtcTime> = BTreeMap::new();
+    // Newest first, until every feed has both.
     for item in state.trees.files.iter().rev() {
-        if config.feeds.iter().all(|f| last.contains_key(&f.name)) {
+        if config
+            .feeds
+            .iter()
+            .all(|f| last.contains_key(&f.name) && success.contains_key(&f.name))
+        {
             break;
         }
         let (key, value) = item?;
         let r: crate::state::FileRecord = crate::state::records::decode(&value, "file record")?;
-        if last.contains_key(&r.feed) {
+        if success.contains_key(&r.feed) || !config.feeds.iter().any(|f| f.name == r.feed) {
             continue;
         }
         let (outcome, summary) = match &r.outcome {
@@ -139,15 +155,15 @@ pub fn collect(
             }
             FileOutcome::Held { reason } => ("held", reason.clone()),
         };
-        last.insert(
-            r.feed.clone(),
-            LastFile {
-                name: r.name.clone(),
-                outcome: outcome.into(),
-                at: crate::clock::utc_unix(r.seen_at),
-                summary,
-            },
-        );
+        if matches!(outcome, "applied" | "already_applied") {
+            success.insert(r.feed.clone(), UtcTime::from_unix(r.seen_at));
+        }
+        last.entry(r.feed.clone()).or_insert_with(|| LastFile {
+            name: r.name.clone(),
+            outcome: outcome.into(),
+            at: UtcTime::from_unix(r.seen_at),
+            summary,
+        });
     }
     let mut feeds = Vec::new();
     for feed in &config.feeds {
@@ -165,6 +181,7 @@ pub fn collect(
             last_file: live_feed
                 .and_then(|l| l.last_file.clone())
                 .or_else(|| last.remove(&feed.name)),
+            last_success: success.remove(&feed.name),
             current: match live {
                 Some(_) => live_feed.and_then(|l| l.current.clone()),
                 None => folders.unfinished().ok().and_then(|u| {
@@ -191,11 +208,12 @@ pub fn collect(
     Ok(DaemonStatus {
         daemon: live.is_some(),
         pid: live.map(|_| std::process::id()),
-        started_at: live.map(|l| l.started_at.clone()),
+        started_at: live.map(|l| l.started_at),
         feeds,
         outbox_depth: outbox.len(),
         settled_rate,
         last_reconcile: live.and_then(|l| l.last_reconcile.clone()),
+        last_reconcile_at: live.and_then(|l| l.last_reconcile_at),
         last_error: live.and_then(|l| l.last_error.clone()),
         delivery,
     })
@@ -223,7 +241,205 @@ fn count_files(dir: &std::path::Path) -> usize {
         .unwrap_or(0)
 }
 
+/// The verdict of `lotsync status` for a monitoring system, in the Nagios plugin convention:
+/// its code is the exit code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    pub code: u8,
+    /// `OK`, `WARNING`, `CRITICAL` or `UNKNOWN`.
+    pub state: &'static str,
+    /// One line: `LOTSYNC CRITICAL - delivery stopped: ...`.
+    pub summary: String,
+}
+
+pub const OK: u8 = 0;
+pub const WARNING: u8 = 1;
+pub const CRITICAL: u8 = 2;
+pub const UNKNOWN: u8 = 3;
+
+impl Check {
+    /// A check with `code` and what it found (`detail` after `LOTSYNC STATE - `).
+    pub fn new(code: u8, detail: &str) -> Check {
+        let state = match code {
+            OK => "OK",
+            WARNING => "WARNING",
+            CRITICAL => "CRITICAL",
+            _ => "UNKNOWN",
+        };
+        Check {
+            code: code.min(UNKNOWN),
+            state,
+            summary: format!("LOTSYNC {state} - {detail}"),
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// How long ago, for people: `45 s`, `12 min`, `30 h`, `3 d`.
+fn ago(secs: u64) -> String {
+    match secs {
+        0..120 => format!("{secs} s"),
+        120..7200 => format!("{} min", secs / 60),
+        7200..172_800 => format!("{} h", secs / 3600),
+        _ => format!("{} d", secs / 86_400),
+    }
+}
+
+/// A moment in a summary: the time of day when within the last 20 hours, else the date too.
+fn moment(at: UtcTime, now: UtcTime) -> String {
+    let t = at.to_string();
+    match at.secs_until(now) < 20 * 3600 {
+        true => format!("{} UTC", t.get(11..16).unwrap_or(&t)),
+        false => format!("{} UTC", t.get(..16).unwrap_or(&t)),
+    }
+}
+
 impl DaemonStatus {
+    /// The verdict for a monitoring system at `now`; a feed whose newest delivered file
+    /// was taken more than `stale_after` ago is CRITICAL (see `lotsync status --help`).
+    pub fn check(&self, now: UtcTime, stale_after: std::time::Duration) -> Check {
+        let mut problems: Vec<(u8, String)> = Vec::new();
+        let stopped = self.delivery.as_ref().and_then(|d| d.stopped.as_ref());
+        if let Some(stopped) = stopped {
+            problems.push((
+                CRITICAL,
+                format!(
+                    "delivery stopped: {} since {}",
+                    stopped.reason,
+                    moment(stopped.since, now)
+                ),
+            ));
+        }
+        if let Some(d) = &self.delivery {
+            if let (Some(until), Some(header)) = (d.waiting_until, &d.waiting_for) {
+                problems.push((
+                    WARNING,
+                    format!(
+                        "the service asked to wait until {} UTC ({header})",
+                        until.time_of_day()
+                    ),
+                ));
+            } else if let Some(since) = d.failing_since.filter(|_| stopped.is_none()) {
+                problems.push((
+                    WARNING,
+                    format!(
+                        "the service fails every request since {}: {}",
+                        moment(since, now),
+                        d.last_error.as_deref().unwrap_or("unknown")
+                    ),
+                ));
+            }
+        }
+        let stale = stale_after.as_secs();
+        // Neither a daemon to ask nor a file in the state.
+        let nothing_to_judge = !self.daemon && self.feeds.iter().all(|f| f.last_file.is_none());
+        for f in &self.feeds {
+            if f.failed > 0 {
+                problems.push((
+                    CRITICAL,
+                    format!(
+                        "feed {}: {} file{} failed (see {}/failed/)",
+                        f.name,
+                        f.failed,
+                        plural(f.failed),
+                        f.inbox
+                    ),
+                ));
+            }
+            match (f.last_success, self.started_at) {
+                (Some(at), _) if at.secs_until(now) > stale => problems.push((
+                    CRITICAL,
+                    format!(
+                        "feed {}: newest delivered file taken {} ago (at {}; more than {})",
+                        f.name,
+                        ago(at.secs_until(now)),
+                        moment(at, now),
+                        ago(stale)
+                    ),
+                )),
+                (Some(_), _) => {}
+                (None, Some(started)) if started.secs_until(now) > stale => problems.push((
+                    CRITICAL,
+                    format!(
+                        "feed {}: no file delivered since lotsync started {} ago",
+                        f.name,
+                        ago(started.secs_until(now))
+                    ),
+                )),
+                (None, Some(_)) => {}
+                (None, None) if f.last_file.is_some() => {
+                    problems.push((CRITICAL, format!("feed {}: no file delivered yet", f.name)))
+                }
+                (None, None) if nothing_to_judge => {}
+                (None, None) => {
+                    problems.push((WARNING, format!("feed {}: no file yet", f.name)));
+                }
+            }
+            if f.held > 0 {
+                problems.push((
+                    WARNING,
+                    format!(
+                        "feed {}: {} file{} held by the safety guard (see {}/held/, then `lotsync release FILE`)",
+                        f.name,
+                        f.held,
+                        plural(f.held),
+                        f.inbox
+                    ),
+                ));
+            }
+            if let Some(e) = f.last_error.as_ref().filter(|_| stopped.is_none()) {
+                problems.push((WARNING, format!("feed {}: {e}", f.name)));
+            }
+        }
+        if let Some(e) = self.last_error.as_ref().filter(|_| stopped.is_none()) {
+            problems.push((WARNING, format!("last error: {e}")));
+        }
+        if nothing_to_judge && problems.is_empty() {
+            return Check::new(
+                UNKNOWN,
+                "no daemon running and no file in the state yet: nothing to judge by",
+            );
+        }
+        // The worst first, in the order found.
+        problems.sort_by_key(|(code, _)| std::cmp::Reverse(*code));
+        match problems.split_first() {
+            None => {
+                let newest = self.feeds.iter().filter_map(|f| f.last_success).max();
+                let detail = match newest {
+                    Some(at) => format!(
+                        "{} feed{}; newest delivered file taken {} ago; {} operations queued",
+                        self.feeds.len(),
+                        plural(self.feeds.len()),
+                        ago(at.secs_until(now)),
+                        self.outbox_depth
+                    ),
+                    None => format!(
+                        "{} feed{}; no file yet; {} operations queued",
+                        self.feeds.len(),
+                        plural(self.feeds.len()),
+                        self.outbox_depth
+                    ),
+                };
+                Check::new(OK, &detail)
+            }
+            Some(((code, first), rest)) => {
+                let detail = match rest.len() {
+                    0 => first.clone(),
+                    n => format!("{first} (and {n} more)"),
+                };
+                Check::new(*code, &detail)
+            }
+        }
+    }
+
     /// The human form of `lotsync status`.
     pub fn render(&self) -> String {
         use std::fmt::Write;
@@ -247,7 +463,11 @@ impl DaemonStatus {
             let _ = writeln!(s, "delivery: {line}");
         }
         if let Some(r) = &self.last_reconcile {
-            let _ = writeln!(s, "last reconciliation: {r}");
+            let at = self
+                .last_reconcile_at
+                .map(|t| format!("{t} UTC: "))
+                .unwrap_or_default();
+            let _ = writeln!(s, "last reconciliation: {at}{r}");
         }
         if let Some(e) = &self.last_error {
             let _ = writeln!(s, "last error: {e}");

@@ -27,7 +27,7 @@ pub mod pace;
 pub mod rate;
 
 pub use notices::{Notices, NOTICE_WAIT};
-pub use pace::DeliveryCondition;
+pub use pace::{DeliveryCondition, Stopped};
 
 use crate::api::{ApiClient, ApiError};
 use crate::config::ApiConfig;
@@ -231,6 +231,8 @@ pub struct Uploader {
     outbox: Arc<Outbox>,
     settings: UploadSettings,
     notices: Option<Notices>,
+    /// Set when delivery stops, cleared when the service answers again (for `status`).
+    stopped: std::sync::Mutex<Option<Stopped>>,
 }
 
 impl Uploader {
@@ -259,6 +261,7 @@ impl Uploader {
             outbox,
             settings,
             notices: None,
+            stopped: std::sync::Mutex::new(None),
         })
     }
 
@@ -296,9 +299,49 @@ impl Uploader {
         &self.shared.client
     }
 
-    /// Where delivery stands with the service (its wait, an outage), for `status`.
+    /// Where delivery stands with the service (its wait, an outage, a stop), for `status`.
     pub fn condition(&self) -> DeliveryCondition {
-        self.shared.pace.condition()
+        let mut condition = self.shared.pace.condition();
+        condition.stopped = self.lock_stopped().clone();
+        condition
+    }
+
+    /// Delivery stopped on a fatal answer (the uploader's own, or one a caller met on the
+    /// service's list). Since the first stop, until something is delivered again.
+    pub fn stopped_by(&self, error: &ApiError) {
+        let reason = match error {
+            ApiError::Fatal { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        };
+        self.stop(reason, error.status(), true);
+    }
+
+    /// A stop by a fatal answer of `status` no longer holds (a 401's token was replaced);
+    /// the next delivery tells whether the fix works.
+    pub fn forget_stop(&self, status: u16) {
+        let mut stopped = self.lock_stopped();
+        if stopped.as_ref().is_some_and(|s| s.status == Some(status)) {
+            *stopped = None;
+        }
+    }
+
+    fn stop(&self, reason: String, status: Option<u16>, fatal: bool) {
+        let mut stopped = self.lock_stopped();
+        let since = stopped
+            .as_ref()
+            .map_or_else(crate::clock::UtcTime::now, |s| s.since);
+        *stopped = Some(Stopped {
+            since,
+            reason,
+            status,
+            fatal,
+        });
+    }
+
+    fn lock_stopped(&self) -> std::sync::MutexGuard<'_, Option<Stopped>> {
+        self.stopped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Requests per second the uploader paces at now.
@@ -345,6 +388,10 @@ impl Uploader {
                 // sent again later, which each kind of operation allows (see `deliver`).
                 tasks.abort_all();
                 tracing::debug!(reason = %why, "delivery stops");
+                // Waiting as the service asked is not a stop; giving up is.
+                if self.shared.client.service_wait().window().is_none() {
+                    self.stop(format!("gave up: {why}"), None, false);
+                }
                 report.stopped = Some(why);
                 break;
             }
@@ -432,6 +479,7 @@ impl Uploader {
                     self.remember_rate()?;
                     let queued = self.queued()?;
                     tracing::error!(%error, queued, "delivery stopped");
+                    self.stopped_by(&error);
                     if let Some(notices) = &self.notices {
                         notices.fatal(&error);
                     }
@@ -446,6 +494,7 @@ impl Uploader {
         self.outbox.flush_marked()?;
         self.remember_rate()?;
         if answered_any {
+            *self.lock_stopped() = None;
             if let Some(notices) = &self.notices {
                 notices.incident_over();
             }

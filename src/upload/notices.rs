@@ -6,10 +6,14 @@
 //! repeated file or a daemon retrying a bad token does not tell again (a fatal incident is
 //! forgotten once delivery works again). Sent in the background, never blocking delivery, with
 //! a few short retries and then given up with a warning in the log.
+//!
+//! After a 401 none is sent until delivery works again: a notification goes with the same
+//! token the service just refused, so it could only be refused too (and tell nobody).
 
 use crate::api::{ApiClient, ApiError, NewNotification, NotificationLevel};
 use crate::outbox::Outbox;
 use backon::Retryable;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -32,6 +36,8 @@ pub struct Notices {
     application: String,
     outbox: Arc<Outbox>,
     sending: Arc<Mutex<JoinSet<()>>>,
+    /// The service refused the token (401): nothing is sent with it until delivery works.
+    token_refused: Arc<AtomicBool>,
 }
 
 impl Notices {
@@ -41,6 +47,7 @@ impl Notices {
             application,
             outbox,
             sending: Arc::new(Mutex::new(JoinSet::new())),
+            token_refused: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -83,7 +90,18 @@ impl Notices {
     }
 
     /// Delivery stopped on a fatal error (once per kind of error until delivery works again).
+    /// Not after a 401: the notification would carry the token just refused.
     pub fn fatal(&self, error: &ApiError) {
+        if error.status() == Some(401) {
+            if !self.token_refused.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    status = 401,
+                    "no notification of the stop: it would be sent with the token the service \
+                     refused; notifications resume once delivery works again"
+                );
+            }
+            return;
+        }
         let kind = error
             .status()
             .map_or_else(|| "setup".to_owned(), |s| s.to_string());
@@ -97,6 +115,7 @@ impl Notices {
 
     /// Delivery works again: the next fatal error is told again.
     pub fn incident_over(&self) {
+        self.token_refused.store(false, Ordering::Relaxed);
         if let Err(e) = self.outbox.state().forget_notices(FATAL_PREFIX) {
             tracing::warn!(error = %e, "cannot clear the notification record");
         }
@@ -112,6 +131,10 @@ impl Notices {
     }
 
     fn send(&self, key: String, title: String, message: String, level: NotificationLevel) {
+        if self.token_refused.load(Ordering::Relaxed) {
+            tracing::info!(%key, "notification not sent: the service refused the token (401)");
+            return;
+        }
         match self.outbox.state().claim_notice(&key) {
             Ok(true) => {}
             Ok(false) => {

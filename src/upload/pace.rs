@@ -16,6 +16,7 @@
 use super::outage::{Change, Gate, Outage};
 use super::rate::{RateControl, FLOOR};
 use crate::api::{RateLimit, ServiceWait};
+use crate::clock::UtcTime;
 use governor::clock::DefaultClock;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
@@ -35,21 +36,37 @@ const OUTAGE_SAID_EVERY: Duration = Duration::from_secs(600);
 pub struct DeliveryCondition {
     /// Requests per second now.
     pub rate: f64,
-    /// The service asked to wait until this time (`HH:MM:SS UTC`), with the header that
-    /// asked; nothing is sent until then.
+    /// The service asked to wait until this time, with the header that asked; nothing is
+    /// sent until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waiting_until: Option<String>,
+    pub waiting_until: Option<UtcTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
-    /// Every request fails since this time (UTC `YYYY-MM-DD HH:MM:SS`); one probe goes at a
-    /// time.
+    /// Every request fails since this time; one probe goes at a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failing_since: Option<String>,
+    pub failing_since: Option<UtcTime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Seconds between probes, while failing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_every_secs: Option<u64>,
+    /// Delivery stopped (a fatal answer, or nothing answered for `give_up_after_secs`) and
+    /// has not delivered anything since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
+}
+
+/// Why and since when delivery stopped, until something is delivered again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    pub since: UtcTime,
+    /// What stopped it, short (`the service did not accept the API token (401)`).
+    pub reason: String,
+    /// The HTTP status of a fatal answer (401, 403, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// A fatal answer (nothing but a change of setup fixes it), rather than giving up.
+    pub fatal: bool,
 }
 
 impl DeliveryCondition {
@@ -57,7 +74,14 @@ impl DeliveryCondition {
     pub fn line(&self) -> Option<String> {
         if let (Some(until), Some(header)) = (&self.waiting_until, &self.waiting_for) {
             return Some(format!(
-                "the service asked to wait until {until} ({header}); operations queue behind it"
+                "the service asked to wait until {} UTC ({header}); operations queue behind it",
+                until.time_of_day()
+            ));
+        }
+        if let Some(stopped) = &self.stopped {
+            return Some(format!(
+                "stopped since {} UTC: {}",
+                stopped.since, stopped.reason
             ));
         }
         let since = self.failing_since.as_ref()?;
@@ -190,17 +214,12 @@ impl Pace {
         let window = self.wait.window();
         DeliveryCondition {
             rate: control.rate.rate(),
-            waiting_until: window.map(|w| w.until_shown()),
+            waiting_until: window.map(|w| UtcTime::at(w.until_wall)),
             waiting_for: window.map(|w| w.reason.header().to_owned()),
             failing_since: control
                 .outage
                 .active()
-                .then(|| {
-                    control
-                        .outage
-                        .failing_since()
-                        .map(crate::clock::utc_datetime)
-                })
+                .then(|| control.outage.failing_since().map(UtcTime::at))
                 .flatten(),
             last_error: control
                 .outage
@@ -208,6 +227,7 @@ impl Pace {
                 .then(|| control.outage.last_error().map(str::to_owned))
                 .flatten(),
             probe_every_secs: control.outage.probe_gap().map(|g| g.as_secs()),
+            stopped: None,
         }
     }
 

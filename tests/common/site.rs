@@ -133,11 +133,24 @@ impl Site {
         Daemon { child }
     }
 
-    /// `lotsync status --format json`.
+    /// `lotsync status --format json`: its figures, whatever its verdict (OK, WARNING or
+    /// CRITICAL; UNKNOWN, it could not be read, fails the test).
     pub async fn status(&self) -> serde_json::Value {
+        self.status_check().await.1
+    }
+
+    /// `lotsync status --format json`: its exit code (0 to 2) and its figures.
+    pub async fn status_check(&self) -> (i32, serde_json::Value) {
         let out = self.lotsync(&["status", "--format", "json"]).await;
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", text(&out.stdout), text(&out.stderr)));
+        assert!(
+            (0..=2).contains(&code(&out)),
+            "{status:#}\n{}",
+            text(&out.stderr)
+        );
+        assert_eq!(status["check"]["code"], code(&out), "{status:#}");
+        (code(&out), status)
     }
 
     /// Waits until `daemon` listens on its control socket; fails with the log if it exits
