@@ -1,7 +1,7 @@
 //! `lotsync`: parses the command line and runs one subcommand.
 #![warn(clippy::unwrap_used)]
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use lotsync::cli;
 use std::process::ExitCode;
 
@@ -53,6 +53,9 @@ enum Command {
     State(StateCommand),
     /// Serve a local imitation of the Vehicle Inventory Service (for tests, demos, trying a feed).
     Sandbox(cli::SandboxArgs),
+    /// Write the man pages and shell completions (for packaging; see packaging/deb-check).
+    #[command(hide = true)]
+    GenerateAssets(cli::AssetsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         Command::Sandbox(a) => {
             tokio_runtime().and_then(|rt| rt.block_on(cli::sandbox(a)).map(|()| 0))
         }
+        Command::GenerateAssets(a) => cli::generate_assets(a, Args::command()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -3,6 +3,7 @@
 //! `anyhow` lives here and only here; exit codes follow `docs/design.md` (0 done, 2 bad input or
 //! config, 3 done with rejected or undelivered vehicles).
 
+mod assets;
 mod check;
 mod daemon;
 mod deliver;
@@ -13,6 +14,7 @@ mod reconcile;
 mod sandbox;
 mod sync;
 
+pub use assets::{generate_assets, AssetsArgs};
 pub use check::{check, CheckArgs, OutputFormat};
 pub use daemon::{run, status, validate, RunArgs, StatusArgs, ValidateArgs};
 pub use demo::{demo, DemoArgs};
