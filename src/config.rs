@@ -607,19 +607,143 @@ pub fn validate(path: &Path) -> Vec<String> {
         Ok(table) => table,
         Err(e) => return vec![format!("not valid TOML: {e}")],
     };
-    // Unknown keys are named, then set aside so that everything else is checked too.
+    // Unknown keys are named, then set aside so that everything else is checked too; so is
+    // a value of the wrong type, named with its line.
     let mut problems = unknown_keys(&mut table);
-    let mut config: Config = match toml::Value::Table(table).try_into() {
-        Ok(config) => config,
-        Err(e) => {
-            problems.push(e.to_string().trim().replace('\n', " "));
+    let mut set_aside: Vec<String> = Vec::new();
+    let mut config: Config = loop {
+        let e = match toml::Value::Table(table.clone()).try_into() {
+            Ok(config) => break config,
+            Err(e) => e,
+        };
+        let said = e.to_string().trim().replace('\n', " ");
+        let Some(at) = key_path(&said) else {
+            problems.push(said);
+            return problems;
+        };
+        let what = said
+            .rsplit_once(" in `")
+            .map_or(said.as_str(), |(what, _)| what);
+        let Some(line) = set_aside_value(&mut table, &text, &at, placeholder(what)) else {
+            problems.push(said);
+            return problems;
+        };
+        problems.push(format!("line {line}: {at}: {what}"));
+        set_aside.push(at);
+        if set_aside.len() > 50 {
             return problems;
         }
     };
     config.resolve_paths(&config_dir(path));
-    problems.extend(config.problems());
-    problems.extend(config.machine_problems());
+    // What is said of a placeholder put for a value of the wrong type is not the user's.
+    let own = |p: &String| !set_aside.iter().any(|at| p.contains(at.as_str()));
+    problems.extend(config.problems().into_iter().filter(own));
+    problems.extend(config.machine_problems().into_iter().filter(own));
     problems
+}
+
+/// A value of the type a deserialization error expected, put in place of a wrong one so that
+/// the rest of the config is read and checked; None when the type is not a plain one.
+fn placeholder(what: &str) -> Option<toml::Value> {
+    let (_, expected) = what.rsplit_once("expected ")?;
+    let expected = expected.trim();
+    if expected.starts_with('u') || expected.starts_with('i') || expected.contains("integer") {
+        Some(toml::Value::Integer(1))
+    } else if expected.starts_with('f') || expected.contains("float") {
+        Some(toml::Value::Float(1.0))
+    } else if expected.contains("string") || expected.contains("str") {
+        Some(toml::Value::String(String::new()))
+    } else if expected.contains("bool") {
+        Some(toml::Value::Boolean(false))
+    } else {
+        None
+    }
+}
+
+/// The key a deserialization error names: `api.organization_id` in "invalid type: string
+/// \"abc\", expected u64 in `api.organization_id`".
+fn key_path(said: &str) -> Option<String> {
+    let (_, rest) = said.rsplit_once(" in `")?;
+    Some(rest.strip_suffix('`')?.to_owned())
+}
+
+/// Sets aside the value at `at` (`api.timeout_secs`, or `feed.location_id` in whichever feed
+/// holds a wrong one): replaced by `instead`, or removed; says the line it was written on.
+fn set_aside_value(
+    table: &mut toml::Table,
+    text: &str,
+    at: &str,
+    instead: Option<toml::Value>,
+) -> Option<usize> {
+    let put = |t: &mut toml::Table, key: &str| {
+        let old = t.remove(key);
+        if let (Some(_), Some(value)) = (&old, instead.clone()) {
+            t.insert(key.to_owned(), value);
+        }
+        old
+    };
+    let (section, key) = match at.split_once('.') {
+        Some((section, key)) => (Some(section), key),
+        None => (None, at),
+    };
+    match section {
+        None => {
+            put(table, key)?;
+            line_of(text, None, key)
+        }
+        Some(section) => match table.get_mut(section)? {
+            toml::Value::Table(t) => {
+                put(t, key)?;
+                line_of(text, Some((section, None)), key)
+            }
+            toml::Value::Array(items) => {
+                // The feed whose value does not read: each is tried alone.
+                let index = items.iter().position(|item| {
+                    item.get(key).is_some()
+                        && toml::Value::try_into::<FeedConfig>(item.clone())
+                            .is_err_and(|e| e.to_string().contains(&format!("`{key}`")))
+                })?;
+                if let Some(toml::Value::Table(t)) = items.get_mut(index) {
+                    put(t, key);
+                }
+                line_of(text, Some((section, Some(index))), key)
+            }
+            _ => None,
+        },
+    }
+}
+
+/// The line (from 1) where `key` is set: at the top, under `[section]`, or under the
+/// `index`-th `[[section]]`.
+fn line_of(text: &str, section: Option<(&str, Option<usize>)>, key: &str) -> Option<usize> {
+    let mut current: Option<String> = None;
+    let mut arrays_seen = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if let Some(name) = trimmed.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
+            current = Some(name.0.trim().to_owned());
+            if section.is_some_and(|(s, i)| s == name.0.trim() && i.is_some()) {
+                arrays_seen += 1;
+            }
+            continue;
+        }
+        if let Some(name) = trimmed.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            current = Some(name.0.trim().to_owned());
+            continue;
+        }
+        let here = match section {
+            None => current.is_none(),
+            Some((s, None)) => current.as_deref() == Some(s),
+            Some((s, Some(i))) => current.as_deref() == Some(s) && arrays_seen == i + 1,
+        };
+        let named = trimmed
+            .split_once('=')
+            .is_some_and(|(k, _)| k.trim().trim_matches('"') == key);
+        if here && named {
+            return Some(n + 1);
+        }
+    }
+    None
 }
 
 /// The folder relative paths in a config are taken from: the config file's, absolute.
@@ -956,6 +1080,33 @@ mod tests {
                 .contains(r#"did you mean "https://inventory.example.com"?"#),
             "{bare}"
         );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_named_with_its_line_and_the_rest_still_checked() {
+        let dir = std::env::temp_dir().join(format!("lotsync-types-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("in-b")).unwrap();
+        let path = dir.join("lotsync.toml");
+        std::fs::write(
+            &path,
+            "[api]\nbase_url = \"https://x\"\norganization_id = \"abc\"\ntimeout_secs = \"ten\"\n\
+             [state]\ndir = \"state\"\n\
+             [[feed]]\nname = \"a\"\ninbox = \"in-a\"\nlocation_id = 10\n\
+             [[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = \"x\"\n",
+        )
+        .unwrap();
+        let problems = validate(&path);
+        let all = problems.join("\n");
+        for expected in [
+            "line 3: api.organization_id: invalid type: string \"abc\", expected u64",
+            "line 4: api.timeout_secs: invalid type: string \"ten\"",
+            "line 14: feed.location_id: invalid type: string \"x\"",
+            // Checked after them: feed a's inbox does not exist.
+            "in-a",
+        ] {
+            assert!(all.contains(expected), "{expected:?} not in:\n{all}");
+        }
+        assert!(!all.contains("missing field"), "{all}");
     }
 
     #[test]
