@@ -610,7 +610,7 @@ pub fn validate(path: &Path) -> Vec<String> {
     // Unknown keys are named, then set aside so that everything else is checked too; so is
     // a value of the wrong type, named with its line.
     let mut problems = unknown_keys(&mut table);
-    let mut set_aside: Vec<String> = Vec::new();
+    let mut set_aside: Vec<SetAside> = Vec::new();
     let mut config: Config = loop {
         let e = match toml::Value::Table(table.clone()).try_into() {
             Ok(config) => break config,
@@ -624,19 +624,20 @@ pub fn validate(path: &Path) -> Vec<String> {
         let what = said
             .rsplit_once(" in `")
             .map_or(said.as_str(), |(what, _)| what);
-        let Some(line) = set_aside_value(&mut table, &text, &at, placeholder(what)) else {
+        let Some((line, where_)) = set_aside_value(&mut table, &text, &at, placeholder(what))
+        else {
             problems.push(said);
             return problems;
         };
-        problems.push(format!("line {line}: {at}: {what}"));
-        set_aside.push(at);
+        problems.push(format!("line {line}: {}: {what}", where_.shown()));
+        set_aside.push(where_);
         if set_aside.len() > 50 {
             return problems;
         }
     };
     config.resolve_paths(&config_dir(path));
     // What is said of a placeholder put for a value of the wrong type is not the user's.
-    let own = |p: &String| !set_aside.iter().any(|at| p.contains(at.as_str()));
+    let own = |p: &String| !set_aside.iter().any(|at| at.said_in(p));
     problems.extend(config.problems().into_iter().filter(own));
     problems.extend(config.machine_problems().into_iter().filter(own));
     problems
@@ -667,6 +668,29 @@ fn key_path(said: &str) -> Option<String> {
     Some(rest.strip_suffix('`')?.to_owned())
 }
 
+/// A value of the wrong type, set aside: where it was.
+struct SetAside {
+    /// `api.`, `feed[1]`, or empty at the top.
+    section: String,
+    key: String,
+}
+
+impl SetAside {
+    /// `api.timeout_secs`, `feed[1].location_id`.
+    fn shown(&self) -> String {
+        match self.section.as_str() {
+            "" => self.key.clone(),
+            s if s.ends_with('.') => format!("{s}{}", self.key),
+            s => format!("{s}.{}", self.key),
+        }
+    }
+
+    /// Whether a problem is about this value (then about its placeholder).
+    fn said_in(&self, problem: &str) -> bool {
+        problem.contains(&self.section) && problem.contains(&self.key)
+    }
+}
+
 /// Sets aside the value at `at` (`api.timeout_secs`, or `feed.location_id` in whichever feed
 /// holds a wrong one): replaced by `instead`, or removed; says the line it was written on.
 fn set_aside_value(
@@ -674,7 +698,7 @@ fn set_aside_value(
     text: &str,
     at: &str,
     instead: Option<toml::Value>,
-) -> Option<usize> {
+) -> Option<(usize, SetAside)> {
     let put = |t: &mut toml::Table, key: &str| {
         let old = t.remove(key);
         if let (Some(_), Some(value)) = (&old, instead.clone()) {
@@ -689,12 +713,20 @@ fn set_aside_value(
     match section {
         None => {
             put(table, key)?;
-            line_of(text, None, key)
+            let aside = SetAside {
+                section: String::new(),
+                key: key.to_owned(),
+            };
+            Some((line_of(text, None, key)?, aside))
         }
         Some(section) => match table.get_mut(section)? {
             toml::Value::Table(t) => {
                 put(t, key)?;
-                line_of(text, Some((section, None)), key)
+                let aside = SetAside {
+                    section: format!("{section}."),
+                    key: key.to_owned(),
+                };
+                Some((line_of(text, Some((section, None)), key)?, aside))
             }
             toml::Value::Array(items) => {
                 // The feed whose value does not read: each is tried alone.
@@ -706,7 +738,11 @@ fn set_aside_value(
                 if let Some(toml::Value::Table(t)) = items.get_mut(index) {
                     put(t, key);
                 }
-                line_of(text, Some((section, Some(index))), key)
+                let aside = SetAside {
+                    section: format!("{section}[{index}]"),
+                    key: key.to_owned(),
+                };
+                Some((line_of(text, Some((section, Some(index))), key)?, aside))
             }
             _ => None,
         },
@@ -1091,7 +1127,7 @@ mod tests {
             &path,
             "[api]\nbase_url = \"https://x\"\norganization_id = \"abc\"\ntimeout_secs = \"ten\"\n\
              [state]\ndir = \"state\"\n\
-             [[feed]]\nname = \"a\"\ninbox = \"in-a\"\nlocation_id = 10\n\
+             [[feed]]\nname = \"a\"\ninbox = \"in-a\"\nlocation_id = 1\n\
              [[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = \"x\"\n",
         )
         .unwrap();
@@ -1100,13 +1136,18 @@ mod tests {
         for expected in [
             "line 3: api.organization_id: invalid type: string \"abc\", expected u64",
             "line 4: api.timeout_secs: invalid type: string \"ten\"",
-            "line 14: feed.location_id: invalid type: string \"x\"",
+            "line 14: feed[1].location_id: invalid type: string \"x\"",
             // Checked after them: feed a's inbox does not exist.
             "in-a",
         ] {
             assert!(all.contains(expected), "{expected:?} not in:\n{all}");
         }
         assert!(!all.contains("missing field"), "{all}");
+        assert_eq!(
+            all.matches("location_id").count(),
+            1,
+            "nothing said of the placeholder: {all}"
+        );
     }
 
     #[test]
