@@ -308,7 +308,7 @@ pub enum ConfigError {
         crate::text::shown_path(.path)
     )]
     Missing { path: PathBuf },
-    #[error("cannot read config {path}: {source}")]
+    #[error("cannot read config {path}")]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -837,7 +837,7 @@ impl Config {
             problems.push(e.to_string());
         }
         if let Err(e) = self.api.load_token() {
-            problems.push(e.to_string());
+            problems.push(crate::text::Chain(&e).to_string());
         }
         let mut locations: std::collections::HashMap<u64, &str> = std::collections::HashMap::new();
         for (i, feed) in self.feeds.iter().enumerate() {

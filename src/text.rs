@@ -67,6 +67,30 @@ pub fn shown_name(path: &Path) -> String {
         .map_or_else(|| shown_path(path), |n| shown_path(Path::new(n)))
 }
 
+/// Displays an error and every `source()` under it, joined by `": "`, as anyhow's `{:#}`
+/// does: our error messages leave their source out (so that anyhow does not print it twice),
+/// and a log event or a report showing only the top message would lose the cause. A source
+/// whose text is already at the end of what was written (an error that still quotes its
+/// source, or one that only wraps it) is skipped.
+#[derive(Debug, Clone, Copy)]
+pub struct Chain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut written = self.0.to_string();
+        let mut next = self.0.source();
+        while let Some(error) = next {
+            let text = error.to_string();
+            if !text.is_empty() && !written.ends_with(&text) {
+                written.push_str(": ");
+                written.push_str(&text);
+            }
+            next = error.source();
+        }
+        f.write_str(&written)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +128,38 @@ mod tests {
         assert_eq!(shown_bytes(b"\xff\ta\\b\xc3"), "\\xff\\ta\\b\\xc3");
         assert_eq!(shown_bytes("Citroën".as_bytes()), "Citroën");
         assert_eq!(Escaped("C:\\in\\new.csv").to_string(), "C:\\in\\new.csv");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("cannot read config /x.toml")]
+        Read(#[source] std::io::Error),
+        #[error("still quoting: {0}")]
+        Quoting(#[source] std::io::Error),
+        #[error(transparent)]
+        Wrapped(#[from] Inner),
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("feed main")]
+    struct Inner(#[source] std::io::Error);
+
+    fn gone() -> std::io::Error {
+        std::io::Error::from_raw_os_error(2)
+    }
+
+    #[test]
+    fn chain_shows_each_source_once() {
+        let os = gone().to_string();
+        let read = Outer::Read(gone());
+        assert_eq!(
+            Chain(&read).to_string(),
+            format!("cannot read config /x.toml: {os}")
+        );
+        let quoting = Outer::Quoting(gone());
+        assert_eq!(Chain(&quoting).to_string(), format!("still quoting: {os}"));
+        let wrapped = Outer::from(Inner(gone()));
+        assert_eq!(Chain(&wrapped).to_string(), format!("feed main: {os}"));
+        assert_eq!(Chain(&gone()).to_string(), os);
     }
 }

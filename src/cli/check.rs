@@ -309,7 +309,7 @@ fn write_summary(
 enum CheckError {
     #[error(transparent)]
     Export(#[from] ExportError),
-    #[error("cannot write: {0}")]
+    #[error("cannot write")]
     Output(#[from] std::io::Error),
 }
 

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::daemon::ReconcileReport;
 use crate::outbox::Outbox;
 use crate::state::{Holder, State};
+use crate::text::Chain;
 use crate::upload::{DrainReport, StatsSnapshot, UploadError, Uploader, NOTICE_WAIT};
 use anyhow::Context;
 use std::io::Write;
@@ -102,7 +103,7 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
         ReconcileFormat::Json => {
             let (drained, fatal) = match &delivered {
                 Ok(d) => (Some(d), None),
-                Err(e) => (None, Some(e.to_string())),
+                Err(e) => (None, Some(Chain(e).to_string())),
             };
             let json = serde_json::json!({
                 "report": report,

@@ -52,7 +52,7 @@ impl Reply {
 pub enum ControlError {
     #[error("control socket {path}: another lotsync daemon is answering there")]
     AlreadyRunning { path: PathBuf },
-    #[error("control socket {path}: {source}")]
+    #[error("control socket {path}")]
     Io {
         path: PathBuf,
         #[source]

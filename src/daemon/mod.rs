@@ -30,7 +30,7 @@ use crate::config::{Config, FeedConfig};
 use crate::diff::{diff_file_drafted, DiffOptions, FileDiffError, Verdict};
 use crate::mapper::{Profile, ProfileError};
 use crate::outbox::{FileProgress, Outbox};
-use crate::text::Escaped;
+use crate::text::{Chain, Escaped};
 use crate::upload::{DrainReport, Notices, RejectedOp, UploadError, Uploader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,13 +39,13 @@ use std::sync::Arc;
 /// `failed/` with its reason).
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("feed {feed}: {source}")]
+    #[error("feed {feed}")]
     Profile {
         feed: String,
         #[source]
         source: ProfileError,
     },
-    #[error("{}: {source}", crate::text::shown_path(.path))]
+    #[error("{}", crate::text::shown_path(.path))]
     Folder {
         path: PathBuf,
         #[source]
@@ -309,7 +309,7 @@ impl FilePipeline {
             .outbox
             .state()
             .file(file_no)
-            .map_err(|e| DaemonError::Diff(e.to_string()))?;
+            .map_err(|e| DaemonError::Diff(Chain(&e).to_string()))?;
         let committed = filed.is_some_and(|f| {
             f.feed == feed.name
                 && f.sha256 == draft.sha256
@@ -524,7 +524,7 @@ impl FilePipeline {
                 Ok(Err(Unplanned::Incomplete(e.to_string())))
             }
             Err(FileDiffError::Export(e)) => Ok(Err(Unplanned::Unreadable(e.to_string()))),
-            Err(e @ FileDiffError::Diff(_)) => Err(DaemonError::Diff(e.to_string())),
+            Err(e @ FileDiffError::Diff(_)) => Err(DaemonError::Diff(Chain(&e).to_string())),
         }
     }
 }

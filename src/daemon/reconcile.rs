@@ -30,6 +30,7 @@ use crate::diff::{field_drift, Counts, FileId, Mode, Op, Plan, PlannedOp, Verdic
 use crate::mapper::{ExportFile, Mapped, Profile, ProfileError};
 use crate::outbox::{Finding, Outbox, OutboxError};
 use crate::state::{AppliedFile, StateError, VehicleKey, VehicleRecord};
+use crate::text::Chain;
 use backon::Retryable;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -47,7 +48,7 @@ const REPORT_SUFFIX: &str = ".report.json";
 /// What stops a reconciliation.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("cannot read the service's list of vehicles: {0}")]
+    #[error("cannot read the service's list of vehicles")]
     List(#[source] Box<ApiError>),
     #[error(
         "--rebuild fills an empty state only, and {dir} holds {vehicles} vehicles and {queued} \
@@ -59,7 +60,7 @@ pub enum ReconcileError {
         vehicles: usize,
         queued: usize,
     },
-    #[error("feed {feed}: {source}")]
+    #[error("feed {feed}")]
     Profile {
         feed: String,
         #[source]
@@ -69,7 +70,7 @@ pub enum ReconcileError {
     State(#[from] StateError),
     #[error(transparent)]
     Outbox(#[from] OutboxError),
-    #[error("cannot write the report {path}: {source}")]
+    #[error("cannot write the report {path}")]
     Report {
         path: PathBuf,
         #[source]
@@ -415,7 +416,7 @@ pub(super) async fn organization_vehicles(
         .when(|e: &ApiError| e.class() == ErrorClass::Retryable)
         .adjust(|e: &ApiError, wait| wait.map(|w| e.retry_after().map_or(w, |r| r.max(w))))
         .notify(|e: &ApiError, wait| {
-            tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "listing the service's vehicles again");
+            tracing::warn!(error = %Chain(e), wait_ms = wait.as_millis() as u64, "listing the service's vehicles again");
         })
         .await?;
     Ok(answer

@@ -17,7 +17,7 @@ use crate::api::ApiClient;
 use crate::config::{Config, FeedConfig};
 use crate::mapper::{ExportFile, Profile};
 use crate::outbox::Outbox;
-use crate::text::{shown_path, Escaped};
+use crate::text::{shown_path, Chain, Escaped};
 use crate::upload::{UploadError, Uploader};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -187,7 +187,7 @@ impl Daemon {
         let outbox = self.pipeline.outbox().clone();
         let flushed = tokio::task::spawn_blocking(move || outbox.flush_marked()).await;
         if let Ok(Err(e)) = flushed {
-            tracing::error!(error = %e, "cannot flush the state");
+            tracing::error!(error = %Chain(&e), "cannot flush the state");
         }
         tracing::info!(
             queued = self.pipeline.outbox().len(),
@@ -203,9 +203,9 @@ impl Daemon {
         let config = self.pipeline.config();
         let folders = FeedFolders::new(&feed.inbox);
         if let Err(e) = folders.ensure() {
-            tracing::error!(feed = %feed.name, inbox = %feed.inbox.display(), error = %e, "cannot prepare the inbox; the feed waits");
+            tracing::error!(feed = %feed.name, inbox = %feed.inbox.display(), error = %Chain(&e), "cannot prepare the inbox; the feed waits");
             self.feed_live(&feed.name, |l| {
-                l.last_error = Some(format!("cannot prepare the inbox: {e}"));
+                l.last_error = Some(format!("cannot prepare the inbox: {}", Chain(&e)));
             });
         }
         let settings = WatchSettings {
@@ -334,7 +334,10 @@ impl Daemon {
                 self.file_error(
                     feed,
                     &shown,
-                    &format!("cannot take it into processing/: {e}; it stays in the inbox"),
+                    &format!(
+                        "cannot take it into processing/: {}; it stays in the inbox",
+                        Chain(&e)
+                    ),
                 );
                 return true;
             }
@@ -385,7 +388,7 @@ impl Daemon {
                 .await
             {
                 Ok((report, to)) => self.file_done(feed, &report, &to),
-                Err(e) => self.file_error(feed, &shown_path(&path), &e.to_string()),
+                Err(e) => self.file_error(feed, &shown_path(&path), &Chain(&e).to_string()),
             }
         }
         if parked.is_empty() {
@@ -442,8 +445,8 @@ impl Daemon {
                             retry_in = Duration::from_secs(1);
                         }
                     }
-                    tracing::error!(feed = %feed.name, file = %name, error = %Escaped(&e.to_string()), retry_in_secs = retry_in.as_secs(), "file not finished; it stays in processing/ and is tried again");
-                    self.feed_live(&feed.name, |l| l.last_error = Some(e.to_string()));
+                    tracing::error!(feed = %feed.name, file = %name, error = %Escaped(&Chain(&e).to_string()), retry_in_secs = retry_in.as_secs(), "file not finished; it stays in processing/ and is tried again");
+                    self.feed_live(&feed.name, |l| l.last_error = Some(Chain(&e).to_string()));
                     tokio::select! {
                         _ = stop.changed() => break false,
                         () = self.retry_now.notified() => {}
@@ -476,12 +479,12 @@ impl Daemon {
                     true
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, "the new API token cannot be used");
+                    tracing::error!(error = %Chain(&e), "the new API token cannot be used");
                     false
                 }
             },
             Err(e) => {
-                tracing::error!(error = %e, "cannot read the API token again");
+                tracing::error!(error = %Chain(&e), "cannot read the API token again");
                 false
             }
         }
@@ -553,8 +556,8 @@ impl Daemon {
                         if token_changed {
                             wait = Duration::from_secs(1);
                         } else {
-                            tracing::error!(error = %e, retry_in_secs = wait.as_secs(), "delivery failed; trying again later");
-                            self.set_error(Some(e.to_string()));
+                            tracing::error!(error = %Chain(&e), retry_in_secs = wait.as_secs(), "delivery failed; trying again later");
+                            self.set_error(Some(Chain(&e).to_string()));
                             wait = (wait * 2).min(RETRY_MAX);
                         }
                     }
@@ -592,7 +595,7 @@ impl Daemon {
                         }
                         Ok(_) => {}
                         Err(e) => {
-                            tracing::warn!(feed = %feed, error = %e, "cannot prune the archive");
+                            tracing::warn!(feed = %feed, error = %Chain(&e), "cannot prune the archive");
                         }
                     }
                 }
@@ -617,7 +620,7 @@ impl Daemon {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => stream,
                     Err(e) => {
-                        tracing::warn!(error = %e, "control socket: cannot accept");
+                        tracing::warn!(error = %Chain(&e), "control socket: cannot accept");
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
@@ -627,7 +630,7 @@ impl Daemon {
             tokio::spawn(async move {
                 let answered = control::converse(stream, |request| daemon.answer(request)).await;
                 if let Err(e) = answered {
-                    tracing::debug!(error = %e, "control socket: conversation ended early");
+                    tracing::debug!(error = %Chain(&e), "control socket: conversation ended early");
                 }
             });
         }
@@ -666,14 +669,14 @@ impl Daemon {
         })
         .await
         .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
+        .map_err(|e| Chain(&e).to_string())
     }
 
     async fn release(&self, file: &Path, feed: Option<&str>) -> Reply {
         let config = self.pipeline.config();
         let feed = match held_feed(&config, file, feed) {
             Ok(feed) => feed.clone(),
-            Err(e) => return Reply::error(EXIT_BAD_INPUT, e.to_string()),
+            Err(e) => return Reply::error(EXIT_BAD_INPUT, Chain(&e).to_string()),
         };
         match self.pipeline.release(&feed, file).await {
             Ok((report, to)) => {
@@ -695,7 +698,7 @@ impl Daemon {
                     report: serde_json::to_value(&report).ok(),
                 }
             }
-            Err(e) => Reply::error(EXIT_BAD_INPUT, e.to_string()),
+            Err(e) => Reply::error(EXIT_BAD_INPUT, Chain(&e).to_string()),
         }
     }
 
@@ -712,7 +715,12 @@ impl Daemon {
         let outbox = self.pipeline.outbox().clone();
         let report = match super::reconcile(&self.client, &outbox, &config, false).await {
             Ok(report) => report,
-            Err(e) => return Reply::error(EXIT_BAD_INPUT, format!("reconciliation failed: {e}")),
+            Err(e) => {
+                return Reply::error(
+                    EXIT_BAD_INPUT,
+                    format!("reconciliation failed: {}", Chain(&e)),
+                )
+            }
         };
         let delivered = self.pipeline.deliver(None).await;
         let mut text = report.summary();
@@ -727,7 +735,7 @@ impl Daemon {
                 EXIT_INCOMPLETE
             }
             Err(e) => {
-                text.push_str(&format!("\ndelivery stopped: {e}"));
+                text.push_str(&format!("\ndelivery stopped: {}", Chain(e)));
                 EXIT_BAD_INPUT
             }
         };
@@ -750,7 +758,7 @@ impl Daemon {
         let config = match Config::load(path) {
             Ok(config) => Arc::new(config),
             Err(e) => {
-                tracing::error!(error = %e, "reload: the config has problems; the running config stays");
+                tracing::error!(error = %Chain(&e), "reload: the config has problems; the running config stays");
                 notify_systemd(&[sd_notify::NotifyState::Ready]);
                 return;
             }
@@ -859,7 +867,7 @@ async fn watchdog(mut stop: watch::Receiver<bool>) {
 /// Tells systemd (Type=notify); nothing outside systemd.
 fn notify_systemd(states: &[sd_notify::NotifyState]) {
     if let Err(e) = sd_notify::notify(false, states) {
-        tracing::debug!(error = %e, "cannot notify systemd");
+        tracing::debug!(error = %Chain(&e), "cannot notify systemd");
     }
 }
 

@@ -12,7 +12,7 @@
 
 use super::folders::{Arrival, FeedFolders};
 use crate::config::WatchMode;
-use crate::text::shown_path;
+use crate::text::{shown_path, Chain};
 use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::collections::{HashMap, HashSet};
@@ -122,7 +122,7 @@ impl Settler {
                 return;
             }
             Err(e) => {
-                tracing::warn!(file = %shown_path(path), error = %e, "cannot look at a file in the inbox");
+                tracing::warn!(file = %shown_path(path), error = %Chain(&e), "cannot look at a file in the inbox");
                 return;
             }
         };
@@ -251,7 +251,7 @@ pub async fn watch_inbox(
         let now = Instant::now();
         if now >= next_scan {
             if let Err(e) = settler.scan(&folders, now) {
-                tracing::warn!(feed = %feed, inbox = %shown_path(folders.inbox()), error = %e, "cannot read the inbox");
+                tracing::warn!(feed = %feed, inbox = %shown_path(folders.inbox()), error = %Chain(&e), "cannot read the inbox");
             }
             next_scan = now + every;
         }

@@ -44,9 +44,9 @@ impl DiffOptions {
 /// The file cannot be diffed.
 #[derive(Debug, thiserror::Error)]
 pub enum FileDiffError {
-    #[error("cannot be read: {0}")]
+    #[error("cannot be read")]
     Io(#[from] std::io::Error),
-    #[error("cannot be read: {0}")]
+    #[error("cannot be read")]
     Export(#[from] ExportError),
     #[error(transparent)]
     Diff(#[from] DiffError),

@@ -215,7 +215,7 @@ impl Faults {
 /// A config that cannot be used, with every problem found.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxConfigError {
-    #[error("cannot read sandbox config {path}: {source}")]
+    #[error("cannot read sandbox config {path}")]
     Read {
         path: String,
         source: std::io::Error,

@@ -81,7 +81,7 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] SandboxConfigError),
     #[error("the sandbox config is not usable:\n  {}", .0.join("\n  "))]
     Invalid(Vec<String>),

@@ -33,6 +33,7 @@ pub use records::{
     Rejection, StoredVehicle, VehicleRecord,
 };
 
+use crate::text::Chain;
 use lock::StateLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,7 +61,7 @@ pub enum StateError {
         /// The holder's command (`run`, `status`, …), when it said.
         command: Option<String>,
     },
-    #[error("cannot create or lock the state dir {dir}: {source}")]
+    #[error("cannot create or lock the state dir {dir}")]
     Dir {
         dir: PathBuf,
         source: std::io::Error,
@@ -75,7 +76,7 @@ pub enum StateError {
          run the newer lotsync, or move the state aside and rebuild it with `lotsync reconcile --rebuild`"
     )]
     TooNew { dir: PathBuf, found: u32 },
-    #[error("state database: {0}")]
+    #[error("state database")]
     Storage(#[from] sled::Error),
     #[error("state database: a stored {what} cannot be read: {reason}")]
     Decode { what: &'static str, reason: String },
@@ -101,7 +102,7 @@ pub enum StateError {
          edited by hand: restore it, or remove it if the state next to it is the right one"
     )]
     BadMarker { path: PathBuf, reason: String },
-    #[error("the state marker {path} cannot be read or written: {source}")]
+    #[error("the state marker {path} cannot be read or written")]
     Marker {
         path: PathBuf,
         source: std::io::Error,
@@ -236,7 +237,7 @@ impl State {
     /// the state.
     pub fn write_markers(&self) {
         if let Err(e) = self.flush_and_mark(true, std::time::Duration::ZERO) {
-            tracing::warn!(error = %e, "cannot flush the state to write its markers");
+            tracing::warn!(error = %Chain(&e), "cannot flush the state to write its markers");
         }
     }
 
@@ -274,7 +275,7 @@ impl State {
         };
         self.flush()?;
         if let Err(e) = identity::write(self, inboxes, progress, vehicles) {
-            tracing::warn!(error = %e, "cannot write the state's markers");
+            tracing::warn!(error = %Chain(&e), "cannot write the state's markers");
         }
         *last = Some((std::time::Instant::now(), vehicles));
         Ok(())

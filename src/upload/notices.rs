@@ -12,6 +12,7 @@
 
 use crate::api::{ApiClient, ApiError, NewNotification, NotificationLevel};
 use crate::outbox::Outbox;
+use crate::text::Chain;
 use backon::Retryable;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -117,7 +118,7 @@ impl Notices {
     pub fn incident_over(&self) {
         self.token_refused.store(false, Ordering::Relaxed);
         if let Err(e) = self.outbox.state().forget_notices(FATAL_PREFIX) {
-            tracing::warn!(error = %e, "cannot clear the notification record");
+            tracing::warn!(error = %Chain(&e), "cannot clear the notification record");
         }
     }
 
@@ -142,7 +143,7 @@ impl Notices {
                 return;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot record the notification; not sending it");
+                tracing::warn!(error = %Chain(&e), "cannot record the notification; not sending it");
                 return;
             }
         }
