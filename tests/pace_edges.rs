@@ -61,6 +61,11 @@ fn settings(ceiling: f64, in_flight: u32) -> UploadSettings {
 /// requests that meet an announced window are those already in flight when it was announced
 /// (at most one fewer than the requests in flight, per window). The uploader, to look at its
 /// pace.
+/// The tests that measure a rate take the machine one at a time: each runs 16 senders on a
+/// two-core machine, and two at once measured each other's load (a settled rate of 32/s for a
+/// limit of 50 once, in CI).
+static MEASURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn spurious_run(name: &str, headers: bool, count: u32) -> Uploader {
     let sb = sandbox_with(Behaviour {
         enforce_retry_after: true,
@@ -107,6 +112,7 @@ async fn spurious_run(name: &str, headers: bool, count: u32) -> Uploader {
 /// and the pace stays where it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spurious_429s_pause_every_sender_and_keep_the_pace() {
+    let _alone = MEASURING.lock().await;
     let uploader = spurious_run("pace-spurious", true, 150).await;
     assert_eq!(uploader.rate(), 100.0, "never cut");
 }
@@ -116,6 +122,7 @@ async fn spurious_429s_pause_every_sender_and_keep_the_pace() {
 /// holds is that every sender waits out each window and everything lands once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_less_spurious_429s_pause_every_sender() {
+    let _alone = MEASURING.lock().await;
     spurious_run("pace-spurious-quiet", false, 100).await;
 }
 
@@ -157,6 +164,7 @@ async fn limited_run(headers: bool) -> (u64, u64, f64) {
 /// find it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_limit_is_found_and_kept_with_few_429s() {
+    let _alone = MEASURING.lock().await;
     for headers in [true, false] {
         let (requests, refused, settled) = limited_run(headers).await;
         let share = refused as f64 / requests.max(1) as f64;
