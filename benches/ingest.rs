@@ -9,10 +9,11 @@
 //! within one round is steadier than one taken across groups.
 
 mod feedgen;
+mod mapping;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use lotsync::feed::{self, Item, ReadOptions, Record};
-use lotsync::mapper::{Mapped, Mapper, Profile};
+use mapping::parse_and_map;
 use std::hint::black_box;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -55,26 +56,6 @@ fn parse_only(path: &Path) -> u64 {
         fields += record.iter().count() as u64;
     }
     fields
-}
-
-/// What `lotsync check` does per file: read, detect, decode, map to payloads.
-fn parse_and_map(path: &Path) -> u64 {
-    let mut reader = feed::open(path, &ReadOptions::default()).expect("open");
-    let mut mapper = Mapper::new(Profile::auto(), 10);
-    let mut record = Record::default();
-    let mut accepted = 0;
-    loop {
-        match reader.next(&mut record).expect("read") {
-            Item::End => return accepted,
-            Item::Problem(_) => {}
-            Item::Record => {
-                if let Mapped::Accepted(a) = mapper.map(reader.schema(), &record) {
-                    black_box(&a.payload);
-                    accepted += 1;
-                }
-            }
-        }
-    }
 }
 
 fn ingest(c: &mut Criterion) {

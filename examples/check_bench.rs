@@ -8,10 +8,11 @@
 
 #[path = "../benches/feedgen.rs"]
 mod feedgen;
+#[path = "../benches/mapping.rs"]
+mod mapping;
 
 use clap::Parser;
-use lotsync::feed::{self, Item, ReadOptions, Record};
-use lotsync::mapper::{Mapped, Mapper, Profile};
+use mapping::parse_and_map;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -115,26 +116,6 @@ fn main() -> anyhow::Result<()> {
     );
     std::fs::remove_dir_all(&dir)?;
     Ok(())
-}
-
-/// What `check` does per file before writing anything: read, detect, decode, map.
-fn parse_and_map(path: &Path) -> u64 {
-    let mut reader = feed::open(path, &ReadOptions::default()).expect("the export just written");
-    let mut mapper = Mapper::new(Profile::auto(), 10);
-    let mut record = Record::default();
-    let mut accepted = 0;
-    loop {
-        match reader.next(&mut record).expect("the export just written") {
-            Item::End => return accepted,
-            Item::Problem(_) => {}
-            Item::Record => {
-                if let Mapped::Accepted(a) = mapper.map(reader.schema(), &record) {
-                    black_box(&a.payload);
-                    accepted += 1;
-                }
-            }
-        }
-    }
 }
 
 fn median(values: impl Iterator<Item = f64>) -> f64 {
