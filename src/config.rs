@@ -324,6 +324,10 @@ pub enum ConfigError {
     },
     #[error("{0}")]
     Feed(String),
+    /// The client cannot be built from `[api]` (a base URL that is not http(s), a token a
+    /// header cannot hold); the message names the key.
+    #[error(transparent)]
+    Client(Box<crate::api::ApiError>),
 }
 
 impl Config {
@@ -983,6 +987,14 @@ impl ApiConfig {
             max_answer_bytes: self.max_answer_kib as usize * 1024,
             max_list_page_bytes: self.max_list_page_kib as usize * 1024,
         }
+    }
+
+    /// The service client this section names, with its token read now: what `run`, `sync`,
+    /// `reconcile` and `validate --online` talk to the service with.
+    pub fn client(&self) -> Result<crate::api::ApiClient, ConfigError> {
+        let token = self.load_token()?;
+        crate::api::ApiClient::new(self.client_settings(token))
+            .map_err(|e| ConfigError::Client(Box::new(e)))
     }
 }
 

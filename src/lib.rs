@@ -10,8 +10,9 @@
 //!
 //! - [`api`]: the typed client of the service, with [`api::ApiError`] classing every failure as
 //!   retryable, rejected or fatal.
-//! - [`sandbox`]: a strict, fault-injecting imitation of the service on loopback, for tests, the
-//!   demo and integrators.
+//! - `sandbox`: a strict, fault-injecting imitation of the service on loopback, for tests, the
+//!   demo and integrators; behind the `sandbox` cargo feature (on by default; the .deb leaves
+//!   it and axum out).
 //! - [`feed`]: streaming CSV and XML readers of DMS exports, yielding records.
 //! - [`mapper`]: a record to a spec §4.2 payload through a profile, with warnings or a rejection.
 //! - [`state`]: what the service holds as far as lotsync knows, in sled.
@@ -23,11 +24,11 @@
 //! - [`config`]: lotsync's config file.
 //! - [`text`]: names and values from outside, escaped for logs and reports.
 //!
-//! The binary (`lotsync --help`) wires these together; `main.rs` only parses arguments.
+//! The binary (`lotsync --help`, `src/main.rs` and `src/cli/`) wires these together; the library
+//! has no command line, no `anyhow`, no progress bars.
 #![warn(clippy::unwrap_used)]
 
 pub mod api;
-pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod daemon;
@@ -35,6 +36,7 @@ pub mod diff;
 pub mod feed;
 pub mod mapper;
 pub mod outbox;
+#[cfg(feature = "sandbox")]
 pub mod sandbox;
 pub mod state;
 pub mod text;

@@ -1,8 +1,9 @@
 //! `lotsync`: parses the command line and runs one subcommand.
 #![warn(clippy::unwrap_used)]
 
+mod cli;
+
 use clap::{CommandFactory, Parser, Subcommand};
-use lotsync::cli;
 use std::process::ExitCode;
 
 /// Keeps a dealership's vehicles on the Vehicle Inventory Service in step with its DMS exports.
@@ -20,6 +21,7 @@ struct Args {
 enum Command {
     /// The whole pipeline on sample exports against an in-process sandbox: four days of a
     /// dealership in a few seconds, no setup, no network.
+    #[cfg(feature = "sandbox")]
     Demo(cli::DemoArgs),
     /// The daemon: watch every feed's inbox and keep the service in step (systemd runs it;
     /// SIGTERM stops, SIGHUP reloads the config).
@@ -52,6 +54,7 @@ enum Command {
     #[command(subcommand)]
     State(StateCommand),
     /// Serve a local imitation of the Vehicle Inventory Service (for tests, demos, trying a feed).
+    #[cfg(feature = "sandbox")]
     Sandbox(cli::SandboxArgs),
     /// Write the man pages and shell completions (for packaging; see packaging/deb-check).
     #[command(hide = true)]
@@ -70,10 +73,12 @@ fn main() -> ExitCode {
     // The daemon takes its level from its config.
     match args.command {
         Command::Run(_) => {}
+        #[cfg(feature = "sandbox")]
         Command::Demo(_) => cli::init_logging("warn"),
         _ => cli::init_logging("info"),
     }
     let result = match args.command {
+        #[cfg(feature = "sandbox")]
         Command::Demo(a) => cli::demo(a),
         Command::Run(a) => cli::run(a),
         Command::Status(a) => cli::status(a),
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
         Command::Reconcile(a) => cli::reconcile(a),
         Command::Release(a) => cli::release(a),
         Command::State(StateCommand::Export(a)) => cli::state_export(a),
+        #[cfg(feature = "sandbox")]
         Command::Sandbox(a) => {
             tokio_runtime().and_then(|rt| rt.block_on(cli::sandbox(a)).map(|()| 0))
         }
@@ -98,6 +104,7 @@ fn main() -> ExitCode {
     }
 }
 
+#[cfg(feature = "sandbox")]
 fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))

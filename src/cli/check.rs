@@ -1,12 +1,12 @@
 //! `lotsync check`: reads and maps export files and says what would be sent; no state, no
 //! network. File names, header names and values come from outside: the text report prints
-//! them escaped ([`crate::text`]); the ndjson report is JSON, escaped by serde.
+//! them escaped ([`lotsync::text`]); the ndjson report is JSON, escaped by serde.
 
 use super::ProblemLine;
-use crate::api::VehiclePayload;
-use crate::feed::FeedReader;
-use crate::mapper::{ExportError, ExportFile, Mapped, Mapper, Problem, Profile};
-use crate::text::{shown_path, Escaped};
+use lotsync::api::VehiclePayload;
+use lotsync::feed::FeedReader;
+use lotsync::mapper::{ExportError, ExportFile, Mapped, Mapper, Problem, Profile};
+use lotsync::text::{shown_path, Escaped};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -106,12 +106,12 @@ fn profiles_dir(args: &CheckArgs) -> anyhow::Result<PathBuf> {
         return Ok(dir.clone());
     }
     if let Some(config) = &args.config {
-        return Ok(crate::config::Config::load(config)?.profiles_dir);
+        return Ok(lotsync::config::Config::load(config)?.profiles_dir);
     }
     let checkout = PathBuf::from("config/profiles");
-    let installed = Path::new(crate::config::DEFAULT_PATH);
+    let installed = Path::new(lotsync::config::DEFAULT_PATH);
     if !checkout.is_dir() && installed.is_file() {
-        if let Ok(config) = crate::config::Config::load(installed) {
+        if let Ok(config) = lotsync::config::Config::load(installed) {
             return Ok(config.profiles_dir);
         }
     }

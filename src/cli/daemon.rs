@@ -1,13 +1,13 @@
 //! `lotsync run` (the daemon), `lotsync status` and `lotsync validate`, and the way the
 //! control commands reach a running daemon (or work on the state when none runs).
 
-use super::plan::ConfigArg;
+use super::setup::{ask_daemon, open, ConfigArg};
 use super::EXIT_BAD_INPUT;
-use crate::config::Config;
-use crate::daemon::control::{self, Reply, Request};
-use crate::daemon::{status, Daemon, Signal};
-use crate::text::shown_path;
 use anyhow::Context;
+use lotsync::config::Config;
+use lotsync::daemon::control::{Reply, Request};
+use lotsync::daemon::{status, Daemon, Signal};
+use lotsync::text::shown_path;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,8 +75,7 @@ pub enum StatusFormat {
 /// `validate --online`: one list request with the config's token; exit 2 when refused or
 /// unreachable, with the service's reason and what to check.
 fn online(config: &Config, out: &mut impl Write) -> anyhow::Result<u8> {
-    let token = config.api.load_token()?;
-    let client = crate::api::ApiClient::new(config.api.client_settings(token))?;
+    let client = config.api.client()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -197,27 +196,6 @@ impl Signals {
     }
 }
 
-/// Asks the daemon the config names; `None` when none runs.
-pub(super) fn ask_daemon(
-    config: &Config,
-    request: &Request,
-    timeout: Option<Duration>,
-) -> anyhow::Result<Option<Reply>> {
-    Ok(control::ask(&config.daemon.socket, request, timeout)?)
-}
-
-/// Prints a daemon's answer and returns its exit code.
-pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
-    if reply.exit == EXIT_BAD_INPUT {
-        out.flush()?;
-        eprintln!("lotsync: {}", reply.text.trim_end());
-    } else {
-        writeln!(out, "{}", reply.text.trim_end())?;
-    }
-    Ok(reply.exit)
-}
-
 /// `lotsync status`: from the running daemon, else from the state, with a verdict for a
 /// monitoring system first and as the exit code (see [`STATUS_EXIT_CODES`]). Whatever stops
 /// it from reading the status is UNKNOWN (3), said on stdout too, where monitoring reads.
@@ -227,7 +205,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     let (status, check) = match read {
         Ok(Ok(status)) => {
-            let check = status.check(crate::clock::UtcTime::now(), args.stale_after);
+            let check = status.check(lotsync::clock::UtcTime::now(), args.stale_after);
             (status, check)
         }
         Ok(Err(reply)) => {
@@ -302,7 +280,7 @@ fn read_status(args: &StatusArgs) -> anyhow::Result<Result<status::DaemonStatus,
             Some(reply) => return Ok(Err(reply)),
             None => {}
         }
-        match super::plan::open(&config, crate::state::Holder::Reader("status")) {
+        match open(&config, lotsync::state::Holder::Reader("status")) {
             Ok(outbox) => break status::collect(&config, &outbox, None, None, None)?,
             // The daemon is starting (it holds the state, its socket is not up yet): ask it
             // again in a moment.
@@ -356,15 +334,15 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
 /// Whether opening the state failed because `lotsync run` holds it.
 fn starting_daemon(error: &anyhow::Error) -> bool {
     matches!(
-        error.downcast_ref::<crate::state::StateError>(),
-        Some(crate::state::StateError::InUse { command: Some(c), .. }) if c == "run"
+        error.downcast_ref::<lotsync::state::StateError>(),
+        Some(lotsync::state::StateError::InUse { command: Some(c), .. }) if c == "run"
     )
 }
 
 /// `lotsync validate`: every problem of the config at once; exit 0 or 2.
 pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     let path = &args.config.config;
-    let problems = crate::config::validate(path);
+    let problems = lotsync::config::validate(path);
     let mut out = std::io::stdout().lock();
     if problems.is_empty() {
         let config = Config::load(path)?;

@@ -4,7 +4,7 @@
 //!
 //! `lotsync sync` and `lotsync reconcile` use it.
 
-use crate::upload::{DrainReport, UploadError, Uploader};
+use lotsync::upload::{DrainReport, UploadError, Uploader};
 use std::io::IsTerminal;
 use std::time::Duration;
 

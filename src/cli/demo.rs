@@ -1,12 +1,12 @@
 //! `lotsync demo`: the whole pipeline on the sample exports of `feeds/samples/demo/`, against a
 //! sandbox in this process on loopback, in a temporary folder. No setup, no network.
 
-use crate::api::{ApiClient, ApiToken};
-use crate::config::Config;
-use crate::daemon::{Daemon, Filed, Outcome, Signal};
-use crate::sandbox::{Behaviour, Faults, RunningSandbox};
-use crate::upload::NOTICE_WAIT;
 use anyhow::Context;
+use lotsync::api::{ApiClient, ApiToken};
+use lotsync::config::Config;
+use lotsync::daemon::{Daemon, Filed, Outcome, Signal};
+use lotsync::sandbox::{Behaviour, Faults, RunningSandbox};
+use lotsync::upload::NOTICE_WAIT;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,7 +70,7 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let config_path = dir.join("lotsync.toml");
     // The sandbox's well-known token, not a secret; still private, as lotsync requires of a
     // token file.
-    crate::config::write_token_file(&dir.join("token"), "sandbox-token\n")?;
+    lotsync::config::write_token_file(&dir.join("token"), "sandbox-token\n")?;
     std::fs::write(
         &config_path,
         format!(

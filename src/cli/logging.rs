@@ -3,7 +3,7 @@
 //! lines for a log store. Owns choosing and installing the subscriber; what is logged is each
 //! stage's business.
 
-use crate::config::LogFormat;
+use lotsync::config::LogFormat;
 use std::io::{IsTerminal, Write};
 use std::sync::OnceLock;
 use tracing::Level;

@@ -7,21 +7,24 @@ mod assets;
 mod check;
 mod daemon;
 mod deliver;
+#[cfg(feature = "sandbox")]
 mod demo;
 mod logging;
 mod plan;
 mod reconcile;
+#[cfg(feature = "sandbox")]
 mod sandbox;
+mod setup;
 mod sync;
 
 pub use assets::{generate_assets, AssetsArgs};
 pub use check::{check, CheckArgs, OutputFormat};
 pub use daemon::{run, status, validate, RunArgs, StatusArgs, ValidateArgs};
+#[cfg(feature = "sandbox")]
 pub use demo::{demo, DemoArgs};
-pub use plan::{
-    plan, release, state_export, ConfigArg, PlanArgs, ReleaseArgs, StateExportArgs, EXIT_HELD,
-};
-pub use reconcile::{reconcile, reconcile_direct, ReconcileArgs, ReconcileFormat};
+pub use plan::{plan, release, state_export, PlanArgs, ReleaseArgs, StateExportArgs};
+pub use reconcile::{reconcile, ReconcileArgs};
+#[cfg(feature = "sandbox")]
 pub use sandbox::{sandbox, SandboxArgs};
 pub use sync::{sync, SyncArgs, EXIT_INCOMPLETE};
 
@@ -32,7 +35,7 @@ struct ProblemLine<'a> {
     line: u64,
     severity: &'static str,
     #[serde(flatten)]
-    problem: &'a crate::mapper::Problem,
+    problem: &'a lotsync::mapper::Problem,
 }
 
 /// Exit code for bad input or config.
@@ -41,7 +44,7 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// Logs as `LOTSYNC_LOG_FORMAT` says, else to the journal under systemd and as text
 /// elsewhere; level from `RUST_LOG`, else `default` (such as `info`).
 pub fn init_logging(default: &str) {
-    logging::init(default, crate::config::LogFormat::Auto);
+    logging::init(default, lotsync::config::LogFormat::Auto);
 }
 
 /// Says the error that ends the process, as the logging in place wants it (one journal entry

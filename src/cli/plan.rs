@@ -1,33 +1,21 @@
 //! `lotsync plan`, `lotsync release` and `lotsync state export`: the diff against the stored
 //! state, shown (plan), committed past the safety guard (release), and the state itself.
 
+use super::setup::{ask_daemon, client_of, open, print_reply, ConfigArg};
 use super::{OutputFormat, ProblemLine};
-use crate::api::ApiClient;
-use crate::config::{Config, FeedConfig};
-use crate::diff::{diff_file, DiffOptions, FilePlan, Listed, Plan, PlannedOp, Verdict};
-use crate::mapper::Profile;
-use crate::outbox::Outbox;
-use crate::state::{Holder, State};
 use anyhow::Context;
+use lotsync::api::ApiClient;
+use lotsync::config::{Config, FeedConfig};
+use lotsync::diff::{diff_file, DiffOptions, FilePlan, Listed, Plan, PlannedOp, Verdict};
+use lotsync::mapper::Profile;
+use lotsync::outbox::Outbox;
+use lotsync::state::Holder;
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Exit code when a plan is held by the safety guard.
 pub const EXIT_HELD: u8 = 3;
-
-/// The config file, shared by the commands that use state.
-#[derive(Debug, clap::Args)]
-pub struct ConfigArg {
-    /// lotsync's config file.
-    #[arg(
-        long,
-        env = "LOTSYNC_CONFIG",
-        default_value = crate::config::DEFAULT_PATH,
-        value_name = "FILE"
-    )]
-    pub config: PathBuf,
-}
 
 /// Arguments of `lotsync plan`.
 #[derive(Debug, clap::Args)]
@@ -68,14 +56,6 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
-/// Opens the config's state as `holder`, checking its markers (see
-/// [`crate::state::identity`]).
-pub(super) fn open(config: &Config, holder: Holder) -> anyhow::Result<Outbox> {
-    let opening = crate::daemon::state_opening(config, holder);
-    // The state's errors name its folder and the way out.
-    Ok(Outbox::new(State::open_with(&config.state.dir, &opening)?))
-}
-
 /// Diffs one file for its feed; `commit` queues the plan. `listed`: the service's list, for
 /// the first file of an empty state ([`service_list`]).
 pub(super) fn plan_one(
@@ -101,13 +81,13 @@ pub(super) fn plan_one(
 }
 
 /// The service's list, for the first file of an organization the state knows no vehicle of
-/// (see [`crate::diff::Listed`]); the caller checks that.
+/// (see [`lotsync::diff::Listed`]); the caller checks that.
 pub(super) fn service_list(config: &Config, client: &ApiClient) -> anyhow::Result<Listed> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    Ok(runtime.block_on(crate::daemon::read_service_list(client, config))?)
+    Ok(runtime.block_on(lotsync::daemon::read_service_list(client, config))?)
 }
 
 /// The service's list when `outbox`'s state knows no vehicle of the organization.
@@ -148,7 +128,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     for (path, feed) in args.files.iter().zip(feeds) {
         let planned = plan_one(&outbox, &config, feed, path, false, false, listed.clone())?;
         held |= matches!(planned.plan.verdict, Verdict::Held { .. });
-        let shown = crate::text::shown_path(path);
+        let shown = lotsync::text::shown_path(path);
         match args.format {
             OutputFormat::Text => write_text(&mut out, &shown, &planned)?,
             OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned)?,
@@ -175,27 +155,21 @@ fn plan_listed(config: &Config) -> Option<Listed> {
     }
 }
 
-/// The service client the config names, with its token.
-pub(super) fn client_of(config: &Config) -> anyhow::Result<ApiClient> {
-    let token = config.api.load_token()?;
-    Ok(ApiClient::new(config.api.client_settings(token))?)
-}
-
 /// `lotsync release FILE`: queues a held file's plan past the safety guard.
 pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
     // A running daemon owns the state: it releases, delivers and archives the file.
     let file = std::path::absolute(&args.file).unwrap_or_else(|_| args.file.clone());
-    let request = crate::daemon::control::Request::Release {
+    let request = lotsync::daemon::control::Request::Release {
         file,
         feed: args.feed.clone(),
     };
-    if let Some(reply) = super::daemon::ask_daemon(&config, &request, None)? {
-        return super::daemon::print_reply(&reply);
+    if let Some(reply) = ask_daemon(&config, &request, None)? {
+        return print_reply(&reply);
     }
-    let feed = crate::daemon::held_feed(&config, &args.file, args.feed.as_deref())?;
+    let feed = lotsync::daemon::held_feed(&config, &args.file, args.feed.as_deref())?;
     let outbox = open(&config, Holder::Writer("release"))?;
-    let file = crate::diff::FileId::of_path(&args.file)
+    let file = lotsync::diff::FileId::of_path(&args.file)
         .with_context(|| args.file.display().to_string())?;
     if !outbox.state().is_held(&feed.name, &file.sha256) {
         anyhow::bail!(
@@ -244,8 +218,8 @@ pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
                     "queued": v.record.queued,
                     "rejected": v.record.rejected,
                     "file": v.record.file,
-                    "first_seen": crate::clock::utc_unix(v.record.first_seen),
-                    "updated_at": crate::clock::utc_unix(v.record.updated_at),
+                    "first_seen": lotsync::clock::utc_unix(v.record.first_seen),
+                    "updated_at": lotsync::clock::utc_unix(v.record.updated_at),
                     "payload": v.payload,
                 });
                 serde_json::to_writer(&mut out, &line)?;
@@ -284,7 +258,7 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             writeln!(
                 out,
                 "  already applied: same content as {same_as} ({} UTC); nothing to do",
-                crate::clock::utc_unix(*when)
+                lotsync::clock::utc_unix(*when)
             )?;
             return Ok(());
         }
@@ -389,7 +363,7 @@ struct OpLine<'a> {
     vin: &'a str,
     location_id: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    payload: Option<&'a crate::api::VehiclePayload>,
+    payload: Option<&'a lotsync::api::VehiclePayload>,
 }
 
 fn write_ndjson(

@@ -1,16 +1,16 @@
 //! `lotsync reconcile`: the service's whole list against the state, the repairs queued and
-//! delivered, and a summary (see [`crate::daemon::reconcile`] for what is compared).
+//! delivered, and a summary (see [`lotsync::daemon::reconcile`] for what is compared).
 
 use super::deliver::deliver;
-use super::plan::ConfigArg;
+use super::setup::{ask_daemon, client_of, print_reply, ConfigArg};
 use super::{EXIT_BAD_INPUT, EXIT_INCOMPLETE};
-use crate::config::Config;
-use crate::daemon::ReconcileReport;
-use crate::outbox::Outbox;
-use crate::state::{Holder, State};
-use crate::text::Chain;
-use crate::upload::{DrainReport, StatsSnapshot, UploadError, Uploader, NOTICE_WAIT};
 use anyhow::Context;
+use lotsync::config::Config;
+use lotsync::daemon::ReconcileReport;
+use lotsync::outbox::Outbox;
+use lotsync::state::{Holder, State};
+use lotsync::text::Chain;
+use lotsync::upload::{DrainReport, StatsSnapshot, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,18 +38,18 @@ pub enum ReconcileFormat {
 /// `lotsync reconcile`: through the running daemon (which owns the state), else directly.
 pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
-    let request = crate::daemon::control::Request::Reconcile {
+    let request = lotsync::daemon::control::Request::Reconcile {
         rebuild: args.rebuild,
     };
     // As long as it takes: the daemon answers when the repairs are delivered.
-    if let Some(reply) = super::daemon::ask_daemon(&config, &request, None)? {
+    if let Some(reply) = ask_daemon(&config, &request, None)? {
         if args.format == ReconcileFormat::Json {
             if let Some(report) = &reply.report {
                 println!("{}", serde_json::to_string_pretty(report)?);
                 return Ok(reply.exit);
             }
         }
-        return super::daemon::print_reply(&reply);
+        return print_reply(&reply);
     }
     reconcile_direct(&args)
 }
@@ -60,14 +60,14 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
 pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     let started = Instant::now();
     let config = Config::load(&args.config.config)?;
-    let client = super::plan::client_of(&config)?;
-    let mut opening = crate::daemon::state_opening(&config, Holder::Writer("reconcile"));
+    let client = client_of(&config)?;
+    let mut opening = lotsync::daemon::state_opening(&config, Holder::Writer("reconcile"));
     // A rebuild is the way out of a lost state: it fills it, then writes the markers anew.
     opening.verify = !args.rebuild;
     let outbox = Arc::new(Outbox::new(State::open_with(&config.state.dir, &opening)?));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (report, delivered, stats) = runtime.block_on(async {
-        let report = crate::daemon::reconcile(&client, &outbox, &config, args.rebuild).await?;
+        let report = lotsync::daemon::reconcile(&client, &outbox, &config, args.rebuild).await?;
         let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;
         let delivered = deliver(&uploader).await;
         if let (Some(notices), Ok(drained), Some(plan), Some(sha256)) =

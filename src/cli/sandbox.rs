@@ -1,7 +1,7 @@
 //! `lotsync sandbox`: serves the service imitation until interrupted.
 
-use crate::sandbox::{RunningSandbox, SandboxConfig};
 use anyhow::Context;
+use lotsync::sandbox::{RunningSandbox, SandboxConfig};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;

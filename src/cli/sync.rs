@@ -2,11 +2,12 @@
 //! the outbox is drained, with a summary.
 
 use super::deliver::deliver;
-use super::plan::{client_of, open, plan_one, service_list_if_needed, ConfigArg};
+use super::plan::{plan_one, service_list_if_needed};
+use super::setup::{client_of, open, ConfigArg};
 use super::EXIT_BAD_INPUT;
-use crate::config::Config;
-use crate::diff::{FilePlan, Verdict};
-use crate::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
+use lotsync::config::Config;
+use lotsync::diff::{FilePlan, Verdict};
+use lotsync::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,19 +44,22 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
     let client = client_of(&config)?;
-    let outbox = Arc::new(open(&config, crate::state::Holder::Writer("sync"))?);
+    let outbox = Arc::new(open(&config, lotsync::state::Holder::Writer("sync"))?);
 
     // The hints repeat the config the user gave, so that they can be run as they are.
-    let config_flag = if args.config.config == Path::new(crate::config::DEFAULT_PATH) {
+    let config_flag = if args.config.config == Path::new(lotsync::config::DEFAULT_PATH) {
         String::new()
     } else {
-        format!(" --config {}", crate::text::shown_path(&args.config.config))
+        format!(
+            " --config {}",
+            lotsync::text::shown_path(&args.config.config)
+        )
     };
     let mut out = std::io::stdout().lock();
     let mut unreadable = false;
     let mut synced = Vec::new();
     for (path, feed) in args.files.iter().zip(feeds) {
-        let shown = crate::text::shown_path(path);
+        let shown = lotsync::text::shown_path(path);
         // Read again for each file until the state knows the organization (the first file
         // taken makes it known).
         let listed = service_list_if_needed(&config, &outbox, || Ok(client.clone()))?;

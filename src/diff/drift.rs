@@ -257,6 +257,7 @@ mod tests {
 
     /// An untouched vehicle, as the sandbox (the strict imitation of the service) shows it
     /// after lotsync sent it, is no drift: whatever it fills, converts or leaves out.
+    #[cfg(feature = "sandbox")]
     #[tokio::test]
     async fn an_untouched_vehicle_on_the_sandbox_is_not_drift() {
         let sb = crate::sandbox::RunningSandbox::on_loopback(Default::default())

@@ -268,7 +268,8 @@ where
         .await
 }
 
-#[cfg(test)]
+// Against the sandbox, so with its feature (on by default).
+#[cfg(all(test, feature = "sandbox"))]
 mod tests {
     use super::*;
     use crate::api::{ApiToken, ClientSettings, VehiclePayload};
