@@ -607,13 +607,18 @@ pub fn validate(path: &Path) -> Vec<String> {
         Ok(text) => text,
         Err(e) => return vec![format!("cannot read {}: {e}", path.display())],
     };
-    let mut table: toml::Table = match toml::from_str(&text) {
-        Ok(table) => table,
-        Err(e) => return vec![format!("not valid TOML: {e}")],
+    // A line TOML cannot read is named and left out, so that the rest is checked too.
+    let Readable {
+        mut table,
+        mut problems,
+        left_out,
+    } = match readable(&text) {
+        Ok(readable) => readable,
+        Err(problems) => return problems,
     };
     // Unknown keys are named, then set aside so that everything else is checked too; so is
     // a value of the wrong type, named with its line.
-    let mut problems = unknown_keys(&mut table);
+    problems.extend(unknown_keys(&mut table));
     let mut set_aside: Vec<SetAside> = Vec::new();
     let mut config: Config = loop {
         let e = match toml::Value::Table(table.clone()).try_into() {
@@ -621,6 +626,31 @@ pub fn validate(path: &Path) -> Vec<String> {
             Err(e) => e,
         };
         let said = e.to_string().trim().replace('\n', " ");
+        // A required key that is not set is named, and a placeholder stands in; nothing is
+        // said of one missing because its line was left out (that line is named).
+        if let Some(aside) = fill_missing(&said, &mut table) {
+            if !left_out
+                .iter()
+                .any(|l| l.key.as_deref() == Some(aside.key.as_str()))
+            {
+                problems.push(format!("{}: required, not set", aside.shown()));
+            }
+            set_aside.push(aside);
+            if set_aside.len() > 50 {
+                return problems;
+            }
+            continue;
+        }
+        if left_out.iter().any(|l| l.key.is_none()) && said.starts_with("missing field") {
+            // Missing because a section's header was left out: what the lines left out
+            // hid is not checked.
+            problems.push(format!(
+                "the rest is not checked until the line{} TOML cannot read {} fixed",
+                if left_out.len() == 1 { "" } else { "s" },
+                if left_out.len() == 1 { "is" } else { "are" }
+            ));
+            return problems;
+        }
         let Some(at) = key_path(&said) else {
             problems.push(said);
             return problems;
@@ -645,6 +675,138 @@ pub fn validate(path: &Path) -> Vec<String> {
     problems.extend(config.problems().into_iter().filter(own));
     problems.extend(config.machine_problems().into_iter().filter(own));
     problems
+}
+
+/// The part of a config TOML can read: each line it cannot is named with TOML's reason and
+/// left out (a section header with its whole section), up to 20 of them.
+struct Readable {
+    table: toml::Table,
+    problems: Vec<String>,
+    left_out: Vec<LeftOut>,
+}
+
+/// A line TOML could not read, left out of the checks.
+struct LeftOut {
+    /// The key it set (`base_url` of `base_url = "http://x`), if one can be told.
+    key: Option<String>,
+}
+
+/// When `said` (a deserialization error) is about a missing key: puts a placeholder of a type
+/// the key takes in its place, and says where it went (what is then said of the placeholder's
+/// value is filtered out by [`SetAside::said_in`]). None for a key no plain value fits (a
+/// whole section).
+fn fill_missing(said: &str, table: &mut toml::Table) -> Option<SetAside> {
+    let (key, rest) = said.strip_prefix("missing field `")?.split_once('`')?;
+    // "missing field `base_url` in `api`"; at the top without " in".
+    let section = rest
+        .split_once(" in `")
+        .and_then(|(_, s)| s.strip_suffix('`'))
+        .unwrap_or("")
+        .to_owned();
+    let wrong_type = if section.is_empty() {
+        format!(" in `{key}`")
+    } else {
+        format!(" in `{section}.{key}`")
+    };
+    let placeholders = [
+        toml::Value::String(String::new()),
+        toml::Value::Integer(1),
+        toml::Value::Boolean(false),
+        toml::Value::Float(1.0),
+    ];
+    // In `[[feed]]`, the first feed without the key.
+    let index = match table.get(&section) {
+        Some(toml::Value::Array(items)) => Some(
+            items
+                .iter()
+                .position(|item| item.as_table().is_some_and(|t| !t.contains_key(key)))?,
+        ),
+        _ => None,
+    };
+    for placeholder in placeholders {
+        slot(table, &section, index)?.insert(key.to_owned(), placeholder);
+        let taken = match toml::Value::Table(table.clone()).try_into::<Config>() {
+            Ok(_) => true,
+            Err(e) => !e.to_string().replace('\n', " ").contains(&wrong_type),
+        };
+        if taken {
+            return Some(SetAside {
+                section: match (section.as_str(), index) {
+                    ("", _) => String::new(),
+                    (s, Some(i)) => format!("{s}[{i}]"),
+                    (s, None) => format!("{s}."),
+                },
+                key: key.to_owned(),
+            });
+        }
+        slot(table, &section, index)?.remove(key);
+    }
+    None
+}
+
+/// The top table, `[section]`, or the `index`-th `[[section]]`.
+fn slot<'t>(
+    table: &'t mut toml::Table,
+    section: &str,
+    index: Option<usize>,
+) -> Option<&'t mut toml::Table> {
+    if section.is_empty() {
+        return Some(table);
+    }
+    let value = table.get_mut(section)?;
+    match index {
+        Some(i) => value.as_array_mut()?.get_mut(i)?.as_table_mut(),
+        None => value.as_table_mut(),
+    }
+}
+
+/// Parses `text`, leaving out each line TOML cannot read (see [`Readable`]). Err: problems
+/// when nothing can be read.
+fn readable(text: &str) -> Result<Readable, Vec<String>> {
+    let mut lines: Vec<&str> = text.lines().collect();
+    let mut problems = Vec::new();
+    let mut left_out = Vec::new();
+    loop {
+        let joined = lines.join("\n");
+        let e = match toml::from_str::<toml::Table>(&joined) {
+            Ok(table) => {
+                return Ok(Readable {
+                    table,
+                    problems,
+                    left_out,
+                })
+            }
+            Err(e) => e,
+        };
+        let reason = e.message().trim().replace('\n', " ");
+        let at = e
+            .span()
+            .map(|span| joined[..span.start.min(joined.len())].matches('\n').count());
+        let Some(at) = at.filter(|&at| lines.get(at).is_some_and(|l| !l.trim().is_empty())) else {
+            problems.push(format!("not valid TOML: {reason}"));
+            return Err(problems);
+        };
+        problems.push(format!("line {}: not valid TOML: {reason}", at + 1));
+        if problems.len() >= 20 {
+            return Err(problems);
+        }
+        let line = lines[at].trim_start();
+        if line.starts_with('[') {
+            // A header that does not read: its keys would land in the section before it.
+            let end = (at + 1..lines.len())
+                .find(|&n| lines[n].trim_start().starts_with('['))
+                .unwrap_or(lines.len());
+            lines[at..end].fill("");
+            left_out.push(LeftOut { key: None });
+        } else {
+            let key = line
+                .split_once('=')
+                .map(|(k, _)| k.trim().trim_matches('"').to_owned())
+                .filter(|k| !k.is_empty() && !k.contains(char::is_whitespace));
+            lines[at] = "";
+            left_out.push(LeftOut { key });
+        }
+    }
 }
 
 /// A value of the type a deserialization error expected, put in place of a wrong one so that
@@ -1159,6 +1321,63 @@ mod tests {
             all.matches("location_id").count(),
             1,
             "nothing said of the placeholder: {all}"
+        );
+    }
+
+    /// A config with `lines`; its problems, with every placeholder kept quiet.
+    fn problems_of(lines: &str) -> (Vec<String>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("in-b")).unwrap();
+        let path = dir.path().join("lotsync.toml");
+        std::fs::write(&path, lines).unwrap();
+        let problems = validate(&path);
+        let all = problems.join("\n");
+        (problems, all)
+    }
+
+    #[test]
+    fn a_line_toml_cannot_read_is_named_and_the_rest_still_checked() {
+        // Line 2 leaves its string open, line 4 repeats a key, line 8 is a wrong type, line
+        // 9 an unknown key, and feed "a"'s inbox is missing.
+        let (problems, all) = problems_of(
+            "[api]\nbase_url = \"https://x\norganization_id = 100\norganization_id = 101\n\
+             token_env = \"LOTSYNC_TEST_TOKEN_UNSET_X\"\n\
+             [[feed]]\nname = \"a\"\nlocation_id = \"ten\"\ninbx = \"in-a\"\n\
+             [[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = 11\n",
+        );
+        for expected in [
+            "line 2: not valid TOML:",
+            "line 4: not valid TOML: duplicate key",
+            "line 8: feed[0].location_id: invalid type: string \"ten\"",
+            "feed[0].inbx: unknown key",
+            "LOTSYNC_TEST_TOKEN_UNSET_X",
+        ] {
+            assert!(all.contains(expected), "{expected:?} not in:\n{all}");
+        }
+        assert!(!all.contains("missing field"), "{all}");
+        assert!(
+            !all.contains("base_url"),
+            "nothing said of the placeholder: {all}"
+        );
+        // Feed "a" has no inbox (the key is misspelt): said, and its placeholder is quiet.
+        assert!(all.contains("feed[0].inbox: required, not set"), "{all}");
+        assert_eq!(all.matches("feed[0].inbox").count(), 1, "{all}");
+        assert!(problems.iter().all(|p| !p.contains('\n')), "{all}");
+    }
+
+    #[test]
+    fn a_header_toml_cannot_read_leaves_its_section_out() {
+        let (problems, all) = problems_of(
+            "[api\nbase_url = \"https://x\"\norganization_id = 100\n\
+             [[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = 11\ncolour = 1\n",
+        );
+        assert!(all.contains("line 1: not valid TOML:"), "{all}");
+        assert!(all.contains("feed[0].colour: unknown key"), "{all}");
+        // Not "base_url: unknown key" at the top, where the header's keys would land.
+        assert!(!all.contains("base_url"), "{all}");
+        assert!(
+            problems.last().unwrap().contains("not checked until"),
+            "{all}"
         );
     }
 
