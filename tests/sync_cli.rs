@@ -5,7 +5,7 @@
 mod common;
 
 use common::fleet::{Car, Expected};
-use common::site::{code, text, Site};
+use common::site::{code, reports, text, Site};
 use common::{count, feedgen, sandbox, sandbox_with, sold, state, vehicles, MAIN_FEED};
 use lotsync::mapper::Profile;
 use lotsync::outbox::Outbox;
@@ -387,4 +387,78 @@ async fn a_held_file_is_told_and_delivered_after_release() {
     assert_eq!(code(&out), 0, "{stdout}");
     assert!(stdout.contains("sold 10,"), "{stdout}");
     assert_eq!(sold(&state(&sb).await), 10);
+}
+
+/// A cron-driven setup: `lotsync sync` of files from outside the inbox files a copy of each
+/// applied export in the feed's archive with its report (as the daemon does), and leaves the
+/// file where it was; so a lost state is rebuilt from the archive. A file already applied is
+/// not filed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_synced_from_outside_the_inbox_is_archived_for_a_rebuild() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = site("sync-archive", &sb.base_url());
+    let day1: Vec<Car> = (0..40).map(Car::new).collect();
+    let file = site.export("day1.csv", &day1);
+
+    let out = sync(&site, "sandbox-token", &[&file]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("archived: a copy of 1 file in its feed's archive"),
+        "{stdout}"
+    );
+    assert!(file.is_file(), "the synced file stays where it was");
+    let filed = reports(&site.inbox(), "archive");
+    assert_eq!(filed.len(), 1, "{filed:#?}");
+    assert_eq!(filed[0]["file"], "day1.csv");
+    assert_eq!(filed[0]["outcome"], "applied");
+    // What the service acknowledged, as the daemon's reports say.
+    assert_eq!(filed[0]["counts"]["create"], 40, "{:#}", filed[0]);
+    assert_eq!(filed[0]["undelivered"], 0, "{:#}", filed[0]);
+    let day = std::fs::read_dir(site.inbox().join("archive"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        std::fs::read(day.join("day1.csv")).unwrap(),
+        std::fs::read(&file).unwrap(),
+        "the archived copy is the file, whole"
+    );
+
+    // The same file again is already applied: not filed twice.
+    let out = sync(&site, "sandbox-token", &[&file]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    assert!(
+        !text(&out.stdout).contains("archived:"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(reports(&site.inbox(), "archive").len(), 1);
+
+    // The state is lost: the rebuild reads the copy and sends nothing.
+    std::fs::remove_dir_all(site.state_dir()).unwrap();
+    let before = state(&sb).await["total_requests"].as_u64().unwrap();
+    let out = site.lotsync(&["reconcile", "--rebuild"]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("restored 40 vehicles from the service and 1 archived export"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("feed main: last applied file day1.csv"),
+        "{stdout}"
+    );
+    // And the same file synced once more is recognized: nothing but the list was read.
+    let out = sync(&site, "sandbox-token", &[&file]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    let st = state(&sb).await;
+    assert_eq!(vehicles(&st), 40);
+    let requests = st["total_requests"].as_u64().unwrap() - before;
+    assert!(
+        requests <= 2,
+        "only the list's page was read: {requests} requests"
+    );
 }

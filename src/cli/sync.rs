@@ -6,6 +6,7 @@ use super::plan::{plan_one, service_list_if_needed};
 use super::setup::{client_of, open, ConfigArg};
 use super::EXIT_BAD_INPUT;
 use lotsync::config::Config;
+use lotsync::daemon::{FeedFolders, FileReport};
 use lotsync::diff::{FilePlan, Verdict};
 use lotsync::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
@@ -35,6 +36,9 @@ pub struct SyncArgs {
 struct Synced {
     shown: String,
     planned: FilePlan,
+    /// Its copy in the feed's archive (a file from outside the inbox, applied), with the
+    /// folders it is filed in; its report is written again once delivery is known.
+    archived: Option<(FeedFolders, PathBuf)>,
 }
 
 /// `lotsync sync`: exit 0 when everything was delivered, 3 when some records or operations
@@ -66,7 +70,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         match plan_one(&outbox, &config, feed, path, false, true, listed) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
-                synced.push(Synced { shown, planned });
+                let archived = archive_copy(feed, path, &planned);
+                synced.push(Synced {
+                    shown,
+                    planned,
+                    archived,
+                });
             }
             Err(e) => {
                 unreadable = true;
@@ -108,6 +117,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         ))
     });
     let (delivered, stats, rate) = delivered?;
+    let archived = rewrite_reports(&outbox, &synced, &delivered);
 
     let mut out = std::io::stdout().lock();
     let unchanged: u64 = synced.iter().map(|s| s.planned.plan.counts.unchanged).sum();
@@ -146,6 +156,15 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
             if held > 0 {
                 writeln!(out, "  held: {held} file(s); see above")?;
             }
+            if archived > 0 {
+                writeln!(
+                    out,
+                    "  archived: a copy of {archived} file{} in {} feed's archive, with {} report",
+                    if archived == 1 { "" } else { "s" },
+                    if archived == 1 { "its" } else { "their" },
+                    if archived == 1 { "its" } else { "their" },
+                )?;
+            }
             super::deliver::write_drained(&mut out, &report, "`lotsync sync` or `lotsync run`")?;
             let incomplete = refused_records > 0
                 || !report.rejected.is_empty()
@@ -171,6 +190,73 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     };
     out.flush()?;
     Ok(code)
+}
+
+/// Files a copy of an applied export from outside the feed's inbox in the feed's archive, as
+/// the daemon files what it takes, so that `lotsync reconcile --rebuild` reads it too. A file
+/// in the inbox is left to the daemon; a copy that cannot be made is said, and the sync goes on.
+fn archive_copy(
+    feed: &lotsync::config::FeedConfig,
+    path: &Path,
+    planned: &FilePlan,
+) -> Option<(FeedFolders, PathBuf)> {
+    if !matches!(planned.plan.verdict, Verdict::Apply { .. }) {
+        return None;
+    }
+    let folders = FeedFolders::new(&feed.inbox);
+    if folders.holds(path) {
+        return None;
+    }
+    let shown = lotsync::text::shown_path(path);
+    match folders.archive_copy(path, &FileReport::planned(planned)) {
+        Ok(to) => {
+            tracing::info!(feed = %feed.name, file = %shown, archived = %to.display(), "copy archived");
+            Some((folders, to))
+        }
+        Err(e) => {
+            tracing::warn!(feed = %feed.name, file = %shown, error = %e, "no copy archived (`lotsync reconcile --rebuild` will not read it)");
+            None
+        }
+    }
+}
+
+/// The archived copies' reports say what the service acknowledged, as the daemon's do (what is
+/// still queued when delivery stopped, too). Returns how many copies were archived.
+fn rewrite_reports(
+    outbox: &lotsync::outbox::Outbox,
+    synced: &[Synced],
+    delivered: &Result<DrainReport, UploadError>,
+) -> usize {
+    let refused = match delivered {
+        Ok(report) => report.rejected.as_slice(),
+        Err(_) => &[],
+    };
+    let mut archived = 0;
+    for s in synced {
+        let Some((folders, to)) = &s.archived else {
+            continue;
+        };
+        archived += 1;
+        let mut report = FileReport::planned(&s.planned);
+        let progress = match s.planned.plan.file_no.map(|n| outbox.progress(n)) {
+            Some(Ok(progress)) => progress,
+            Some(Err(e)) => {
+                tracing::warn!(file = %s.shown, error = %e, "the archived report keeps the plan's counts");
+                continue;
+            }
+            None => Default::default(),
+        };
+        let mine = refused
+            .iter()
+            .filter(|r| r.file_no == s.planned.plan.file_no)
+            .cloned()
+            .collect();
+        report.delivered(&progress, mine);
+        if let Err(e) = folders.rewrite_report(to, &report) {
+            tracing::warn!(file = %s.shown, error = %e, "the archived report keeps the plan's counts");
+        }
+    }
+    archived
 }
 
 /// One file's problems for its notification: records the mapper rejected and operations the

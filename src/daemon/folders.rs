@@ -270,6 +270,50 @@ impl FeedFolders {
         self.settle(file, &self.inbox.join(ARCHIVE).join(day), report)
     }
 
+    /// Files a copy of an export synced from outside the inbox (`lotsync sync`) in today's
+    /// archive with its report, as the daemon files the ones it takes, so that `lotsync
+    /// reconcile --rebuild` reads it too; the file itself stays where it is. The report goes
+    /// first and the copy is renamed into place whole: a crash leaves a report without its
+    /// export (which the archive's readers skip), never a cut export.
+    pub fn archive_copy(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
+        let day = &crate::clock::utc_datetime(std::time::SystemTime::now())[..10];
+        let dir = self.inbox.join(ARCHIVE).join(day);
+        std::fs::create_dir_all(&dir)?;
+        let name = match Self::name_problem(file) {
+            None => file.file_name().map(|n| n.to_owned()),
+            Some(_) => Some(fitting_name(file).into()),
+        }
+        .ok_or_else(|| {
+            io::Error::other(format!(
+                "{} has no file name",
+                crate::text::shown_path(file)
+            ))
+        })?;
+        let to = unique_path(&dir.join(name))?;
+        self.rewrite_report(&to, report)?;
+        let mut partial = std::ffi::OsString::from(".");
+        partial.push(to.file_name().unwrap_or_default());
+        partial.push(".partial");
+        let partial = to.with_file_name(partial);
+        std::fs::copy(file, &partial)?;
+        std::fs::File::open(&partial)?.sync_all()?;
+        std::fs::rename(&partial, &to)?;
+        std::fs::File::open(&dir)?.sync_all()?;
+        Ok(to)
+    }
+
+    /// Writes the report of a filed file anew (a synced file's, once its delivery is known).
+    pub fn rewrite_report(&self, filed: &Path, report: &FileReport) -> io::Result<()> {
+        let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
+        crate::state::write_durably(&report_beside(filed), &json)
+    }
+
+    /// Whether `file` is in this inbox or a folder of it (`held/`, `processing/`, …).
+    pub fn holds(&self, file: &Path) -> bool {
+        let inbox = std::fs::canonicalize(&self.inbox).unwrap_or_else(|_| self.inbox.clone());
+        std::fs::canonicalize(file).is_ok_and(|file| file.starts_with(&inbox))
+    }
+
     /// Moves a held file to `held/` with its report.
     pub fn hold(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
         self.settle(file, &self.inbox.join(HELD), report)
