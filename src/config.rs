@@ -267,7 +267,10 @@ impl DaemonConfig {
     /// Where the metrics are served; None when `metrics` is absent. The error says what is
     /// wrong with the value (see [`MetricsListen::parse`]).
     pub fn metrics_listen(&self) -> Result<Option<MetricsListen>, String> {
-        self.metrics.as_deref().map(MetricsListen::parse).transpose()
+        self.metrics
+            .as_deref()
+            .map(MetricsListen::parse)
+            .transpose()
     }
 }
 
@@ -1189,9 +1192,15 @@ mod tests {
     #[test]
     fn metrics_are_served_on_loopback_or_an_absolute_unix_socket() {
         let tcp = |s: &str| MetricsListen::Tcp(s.parse().unwrap());
-        assert_eq!(MetricsListen::parse("127.0.0.1:9187"), Ok(tcp("127.0.0.1:9187")));
+        assert_eq!(
+            MetricsListen::parse("127.0.0.1:9187"),
+            Ok(tcp("127.0.0.1:9187"))
+        );
         assert_eq!(MetricsListen::parse(" [::1]:9187 "), Ok(tcp("[::1]:9187")));
-        assert_eq!(MetricsListen::parse("localhost:9187"), Ok(tcp("127.0.0.1:9187")));
+        assert_eq!(
+            MetricsListen::parse("localhost:9187"),
+            Ok(tcp("127.0.0.1:9187"))
+        );
         assert_eq!(
             MetricsListen::parse("/run/lotsync/metrics.sock"),
             Ok(MetricsListen::Unix("/run/lotsync/metrics.sock".into()))
@@ -1232,7 +1241,10 @@ mod tests {
             .filter(|p| p.starts_with("daemon.metrics: "))
             .collect();
         assert_eq!(bad.len(), 1, "{problems:?}");
-        assert!(bad[0].contains("\"0.0.0.0:9187\" is not a loopback address"), "{bad:?}");
+        assert!(
+            bad[0].contains("\"0.0.0.0:9187\" is not a loopback address"),
+            "{bad:?}"
+        );
         let err = Config::load(&path).unwrap_err().to_string();
         assert!(err.contains("daemon.metrics: "), "{err}");
         std::fs::write(&path, config("metrics = \"127.0.0.1:9187\"")).unwrap();

@@ -700,7 +700,11 @@ mod tests {
         stats.count_answer(&Op::MarkSold, OpAnswer::Rejected);
         stats.count_answer(&Op::MarkInStock, OpAnswer::Fatal);
         let answers = stats.answers();
-        assert_eq!(answers.len(), 16, "every kind with every answer: {answers:?}");
+        assert_eq!(
+            answers.len(),
+            16,
+            "every kind with every answer: {answers:?}"
+        );
         let count = |kind: &str, answer: OpAnswer| {
             answers
                 .iter()
