@@ -1,6 +1,6 @@
 //! The metrics endpoint of `lotsync run` (`[daemon] metrics`), scraped over real HTTP from a
-//! real daemon process against the sandbox on loopback: the figures after a delivered file,
-//! `/health` 200 while delivery works and 503 once the service refuses the token, a Unix
+//! real daemon process against the sandbox on loopback: the figures after a delivered file
+//! and a reconciliation, `/health` 200 while delivery works and 503 once the service refuses the token, a Unix
 //! socket, and a port already taken failing the start with the key named.
 
 mod common;
@@ -202,6 +202,22 @@ async fn a_delivered_file_shows_in_the_scrape_and_health_is_ok() {
     );
     let (status, _, _) = get(&format!("{base}/nothing-here")).await.unwrap();
     assert_eq!(status, 404);
+
+    // A reconciliation through the daemon (as the nightly timer's): nothing to repair.
+    let reconciled = site.lotsync(&["reconcile"]).await;
+    assert_eq!(
+        common::site::code(&reconciled),
+        0,
+        "{}",
+        common::site::text(&reconciled.stderr)
+    );
+    let (_, _, metrics) = get(&format!("{base}/metrics")).await.unwrap();
+    assert_eq!(
+        sample(&metrics, r#"lotsync_reconciliations_total{result="ok"}"#),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, filed), Some(1.0), "{metrics}");
 
     // Stops with the daemon.
     daemon.signal("TERM");
