@@ -129,6 +129,83 @@ pub struct DaemonConfig {
     /// How log lines are written; `LOTSYNC_LOG_FORMAT` wins.
     #[serde(default)]
     pub log_format: LogFormat,
+    /// Where `lotsync run` serves its Prometheus metrics and health: `127.0.0.1:9187` (a
+    /// loopback address and port) or an absolute Unix socket path. Absent: no metrics. Read
+    /// with [`DaemonConfig::metrics_listen`].
+    #[serde(default)]
+    pub metrics: Option<String>,
+}
+
+/// Where `lotsync run` serves its metrics (`[daemon] metrics`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsListen {
+    /// A loopback address and port.
+    Tcp(std::net::SocketAddr),
+    /// A Unix socket at this absolute path.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for MetricsListen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetricsListen::Tcp(addr) => write!(f, "http://{addr}"),
+            MetricsListen::Unix(path) => write!(f, "unix:{}", crate::text::shown_path(path)),
+        }
+    }
+}
+
+/// The longest Unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
+const UNIX_SOCKET_PATH_MAX: usize = 107;
+
+impl MetricsListen {
+    /// Reads `[daemon] metrics`. Only loopback addresses are taken: the metrics have no
+    /// authentication, so another machine reaches them through a proxy or tunnel that adds
+    /// it. `localhost` is 127.0.0.1; port 0 is refused (a scraper needs to know the port).
+    pub fn parse(value: &str) -> Result<MetricsListen, String> {
+        let value = value.trim();
+        if value.is_empty() {
+            return Err("is empty; leave the key out to serve no metrics".into());
+        }
+        if value.starts_with('/') {
+            if value.len() > UNIX_SOCKET_PATH_MAX || value.ends_with('/') {
+                return Err(format!(
+                    "{value:?} cannot be a Unix socket (a file path of at most \
+                     {UNIX_SOCKET_PATH_MAX} bytes, such as \"/run/lotsync/metrics.sock\")"
+                ));
+            }
+            return Ok(MetricsListen::Unix(PathBuf::from(value)));
+        }
+        let addr: std::net::SocketAddr = match value.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}").parse(),
+            None => value.parse(),
+        }
+        .map_err(|_| {
+            let relative = if value.contains('/') {
+                "; a Unix socket path must be absolute"
+            } else {
+                ""
+            };
+            format!(
+                "{value:?} is neither a loopback address and port (\"127.0.0.1:9187\", \
+                 \"[::1]:9187\") nor an absolute Unix socket path \
+                 (\"/run/lotsync/metrics.sock\"){relative}"
+            )
+        })?;
+        if addr.port() == 0 {
+            return Err(format!(
+                "{value:?}: port 0 would be a different port at every start; name one, such \
+                 as 9187"
+            ));
+        }
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "{value:?} is not a loopback address, and the metrics have no authentication: \
+                 serve them on 127.0.0.1 or a Unix socket, and reach them from another \
+                 machine through a proxy that authenticates (or an SSH tunnel)"
+            ));
+        }
+        Ok(MetricsListen::Tcp(addr))
+    }
 }
 
 /// How log lines are written.
@@ -172,6 +249,7 @@ impl Default for DaemonConfig {
             archive_days: default_archive_days(),
             log_level: default_log_level(),
             log_format: LogFormat::default(),
+            metrics: None,
         }
     }
 }
@@ -184,6 +262,15 @@ impl DaemonConfig {
     /// How long an incomplete file may stay unchanged before it is held.
     pub fn incomplete_wait(&self) -> Duration {
         Duration::from_secs_f64(self.incomplete_wait_secs.clamp(0.0, 86_400.0))
+    }
+
+    /// Where the metrics are served; None when `metrics` is absent. The error says what is
+    /// wrong with the value (see [`MetricsListen::parse`]).
+    pub fn metrics_listen(&self) -> Result<Option<MetricsListen>, String> {
+        self.metrics
+            .as_deref()
+            .map(MetricsListen::parse)
+            .transpose()
     }
 }
 
@@ -439,6 +526,9 @@ impl Config {
                 "daemon.incomplete_wait_secs: {wait} is not between 0 and 86400 seconds"
             ));
         }
+        if let Err(reason) = self.daemon.metrics_listen() {
+            problems.push(format!("daemon.metrics: {reason}"));
+        }
         if tracing_subscriber::EnvFilter::try_new(&self.daemon.log_level).is_err() {
             problems.push(format!(
                 "daemon.log_level: {:?} is not a level (error, warn, info, debug, trace)",
@@ -580,6 +670,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "archive_days",
             "log_level",
             "log_format",
+            "metrics",
         ],
     ),
 ];
@@ -1270,6 +1361,73 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn metrics_are_served_on_loopback_or_an_absolute_unix_socket() {
+        let tcp = |s: &str| MetricsListen::Tcp(s.parse().unwrap());
+        assert_eq!(
+            MetricsListen::parse("127.0.0.1:9187"),
+            Ok(tcp("127.0.0.1:9187"))
+        );
+        assert_eq!(MetricsListen::parse(" [::1]:9187 "), Ok(tcp("[::1]:9187")));
+        assert_eq!(
+            MetricsListen::parse("localhost:9187"),
+            Ok(tcp("127.0.0.1:9187"))
+        );
+        assert_eq!(
+            MetricsListen::parse("/run/lotsync/metrics.sock"),
+            Ok(MetricsListen::Unix("/run/lotsync/metrics.sock".into()))
+        );
+        for (value, said) in [
+            ("0.0.0.0:9187", "not a loopback address"),
+            ("192.168.1.5:9187", "not a loopback address"),
+            ("127.0.0.1:0", "port 0"),
+            ("127.0.0.1", "neither a loopback address and port"),
+            ("metrics.example.com:9187", "neither"),
+            ("run/metrics.sock", "must be absolute"),
+            ("/run/lotsync/", "cannot be a Unix socket"),
+            ("", "is empty"),
+        ] {
+            let err = MetricsListen::parse(value).unwrap_err();
+            assert!(err.contains(said), "{value:?}: {err}");
+        }
+        let long = format!("/{}", "x".repeat(UNIX_SOCKET_PATH_MAX));
+        assert!(MetricsListen::parse(&long).is_err());
+    }
+
+    #[test]
+    fn validate_names_a_bad_metrics_value_by_its_key() {
+        let dir = std::env::temp_dir().join(format!("lotsync-metrics-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lotsync.toml");
+        let config = |metrics: &str| {
+            format!(
+                "[api]\nbase_url = \"http://127.0.0.1:1\"\norganization_id = 1\n\
+                 token_env = \"LOTSYNC_METRICS_TEST_TOKEN\"\n[daemon]\n{metrics}\n"
+            )
+        };
+        std::fs::write(&path, config("metrics = \"0.0.0.0:9187\"")).unwrap();
+        let problems = validate(&path);
+        let bad: Vec<_> = problems
+            .iter()
+            .filter(|p| p.starts_with("daemon.metrics: "))
+            .collect();
+        assert_eq!(bad.len(), 1, "{problems:?}");
+        assert!(
+            bad[0].contains("\"0.0.0.0:9187\" is not a loopback address"),
+            "{bad:?}"
+        );
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(err.contains("daemon.metrics: "), "{err}");
+        std::fs::write(&path, config("metrics = \"127.0.0.1:9187\"")).unwrap();
+        assert!(
+            !validate(&path).iter().any(|p| p.contains("metrics")),
+            "{:?}",
+            validate(&path)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod control;
 mod folders;
+pub mod metrics;
 mod reconcile;
 mod report;
 mod run;

@@ -10,6 +10,7 @@
 use super::control::{self, Reply, Request};
 use super::folders::Claimed;
 use super::folders::FeedFolders;
+use super::metrics::{self, Health, Metrics, MetricsError, MetricsListener};
 use super::status::{self, FeedLive, LastFile, Live};
 use super::watch::{watch_inbox, FileStamp, WatchSettings};
 use super::{DaemonError, FilePipeline, FileReport, Taken};
@@ -55,6 +56,10 @@ pub struct Daemon {
     reconciling: tokio::sync::Mutex<()>,
     /// Each file's report once it is filed (for the demo and benchmarks to follow along).
     filed: tokio::sync::broadcast::Sender<Filed>,
+    /// The counters of the metrics endpoint (kept also when it is off: they cost nothing).
+    metrics: Metrics,
+    /// The metrics endpoint's listener, bound at the start and served by [`Daemon::run`].
+    metrics_listener: Mutex<Option<MetricsListener>>,
 }
 
 /// A file's report and where the file went.
@@ -84,6 +89,8 @@ pub enum StartError {
     Upload(#[from] UploadError),
     #[error(transparent)]
     Control(#[from] control::ControlError),
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
 }
 
 /// Signals the daemon reacts to, from the OS or from a test or the demo.
@@ -94,7 +101,8 @@ pub enum Signal {
 }
 
 impl Daemon {
-    /// Opens the state, connects the client, binds the control socket. Nothing is watched yet.
+    /// Opens the state, connects the client, binds the control socket and the metrics
+    /// endpoint (`[daemon] metrics`). Nothing is watched yet.
     pub fn open(
         config: Arc<Config>,
     ) -> Result<(Arc<Daemon>, tokio::net::UnixListener), StartError> {
@@ -107,6 +115,14 @@ impl Daemon {
         let client = ApiClient::new(config.api.client_settings(token)).map_err(Box::new)?;
         let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;
         let listener = control::bind(&config.daemon.socket)?;
+        let metrics_listener = match bind_metrics(&config) {
+            Ok(bound) => bound,
+            Err(e) => {
+                // Ours: no other daemon answers there (bind refuses that).
+                let _ = std::fs::remove_file(&config.daemon.socket);
+                return Err(e.into());
+            }
+        };
         let pipeline = Arc::new(FilePipeline::new(config, outbox, uploader, notices));
         let daemon = Arc::new(Daemon {
             pipeline,
@@ -119,6 +135,8 @@ impl Daemon {
             retry_now: tokio::sync::Notify::new(),
             reconciling: tokio::sync::Mutex::new(()),
             filed: tokio::sync::broadcast::channel(256).0,
+            metrics: Metrics::default(),
+            metrics_listener: Mutex::new(metrics_listener),
         });
         Ok((daemon, listener))
     }
@@ -146,12 +164,25 @@ impl Daemon {
         for feed in &config.feeds {
             feeds.insert(feed.name.clone(), self.start_feed(feed.clone()));
         }
-        let background = [
+        let mut background = vec![
             tokio::spawn(self.clone().serve(listener, stop.clone())),
             tokio::spawn(self.clone().delivery_loop(stop.clone())),
             tokio::spawn(self.clone().prune_loop(stop.clone())),
             tokio::spawn(watchdog(stop.clone())),
         ];
+        let metrics_listener = self
+            .metrics_listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(listener) = metrics_listener {
+            tracing::info!(listen = %listener.shown(), "metrics at /metrics, health at /health");
+            background.push(tokio::spawn(metrics::serve(
+                listener,
+                self.clone(),
+                stop.clone(),
+            )));
+        }
         tracing::info!(
             feeds = config.feeds.len(),
             socket = %config.daemon.socket.display(),
@@ -492,6 +523,7 @@ impl Daemon {
 
     fn file_done(&self, feed: &FeedConfig, report: &FileReport, to: &Path) {
         let outcome = report.outcome.name();
+        self.metrics.file_filed(&feed.name, outcome);
         let summary = report.summary();
         self.feed_live(&feed.name, |l| {
             l.last_file = Some(LastFile {
@@ -716,10 +748,11 @@ impl Daemon {
         let report = match super::reconcile(&self.client, &outbox, &config, false).await {
             Ok(report) => report,
             Err(e) => {
+                self.metrics.reconciled("failed");
                 return Reply::error(
                     EXIT_BAD_INPUT,
                     format!("reconciliation failed: {}", Chain(&e)),
-                )
+                );
             }
         };
         let delivered = self.pipeline.deliver(None).await;
@@ -739,6 +772,11 @@ impl Daemon {
                 EXIT_BAD_INPUT
             }
         };
+        self.metrics.reconciled(match exit {
+            0 => "ok",
+            EXIT_INCOMPLETE => "incomplete",
+            _ => "failed",
+        });
         {
             let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
             live.last_reconcile = Some(report.summary());
@@ -773,10 +811,11 @@ impl Daemon {
         if old.api != config.api
             || old.state != config.state
             || old.daemon.socket != config.daemon.socket
+            || old.daemon.metrics != config.daemon.metrics
         {
             tracing::warn!(
-                "reload: [api] (but the token), [state] and daemon.socket changes take effect at \
-                 the next restart"
+                "reload: [api] (but the token), [state], daemon.socket and daemon.metrics \
+                 changes take effect at the next restart"
             );
         }
         let wanted: BTreeMap<&str, &FeedConfig> =
@@ -816,6 +855,35 @@ impl Daemon {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .last_error = error;
+    }
+}
+
+/// What the metrics endpoint reads: the status `lotsync status` shows and the uploader's stats.
+impl metrics::Source for Daemon {
+    async fn metrics(&self) -> Result<String, String> {
+        let status = self.status().await?;
+        let uploader = self.pipeline.uploader();
+        let snapshot = metrics::Snapshot {
+            status,
+            answers: uploader.stats().answers(),
+            upload: uploader.stats().snapshot(),
+        };
+        self.metrics
+            .encode(&snapshot)
+            .map_err(|e| format!("cannot encode the metrics: {e}"))
+    }
+
+    fn health(&self) -> Health {
+        Health::of(&self.pipeline.uploader().condition())
+    }
+}
+
+/// Binds the metrics endpoint `[daemon] metrics` names; None when it names none.
+fn bind_metrics(config: &Config) -> Result<Option<MetricsListener>, MetricsError> {
+    match config.daemon.metrics_listen() {
+        Ok(Some(listen)) => MetricsListener::bind(&listen).map(Some),
+        Ok(None) => Ok(None),
+        Err(reason) => Err(MetricsError::Invalid { reason }),
     }
 }
 

@@ -140,6 +140,51 @@ pub struct UploadStats {
     pub in_stock: AtomicU64,
     /// Operations the service refused.
     pub rejected: AtomicU64,
+    /// Operations by kind and how their delivery ended (for the metrics).
+    answers: [[AtomicU64; OpAnswer::ALL.len()]; OP_KINDS.len()],
+}
+
+/// The kinds of operation, as [`crate::diff::Op::name`] says them.
+const OP_KINDS: [&str; 4] = ["create", "update", "sold", "in_stock"];
+
+/// How one operation's delivery ended, as the metrics count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpAnswer {
+    /// The service applied it.
+    Applied,
+    /// The service refused it (400, 404, 422): recorded on the vehicle, not sent again.
+    Rejected,
+    /// Still failing after every retry: back to the outbox, sent again later.
+    Retryable,
+    /// A fatal answer (401, 403) stopped delivery; back to the outbox.
+    Fatal,
+}
+
+impl OpAnswer {
+    pub const ALL: [OpAnswer; 4] = [
+        OpAnswer::Applied,
+        OpAnswer::Rejected,
+        OpAnswer::Retryable,
+        OpAnswer::Fatal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OpAnswer::Applied => "applied",
+            OpAnswer::Rejected => "rejected",
+            OpAnswer::Retryable => "retryable",
+            OpAnswer::Fatal => "fatal",
+        }
+    }
+}
+
+/// How many operations of a kind ended with an answer, since the uploader started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpAnswerCount {
+    /// `create`, `update`, `sold` or `in_stock`.
+    pub kind: &'static str,
+    pub answer: OpAnswer,
+    pub count: u64,
 }
 
 /// A plain copy of [`UploadStats`].
@@ -157,6 +202,33 @@ pub struct StatsSnapshot {
 }
 
 impl UploadStats {
+    /// One more operation of `op`'s kind ended with `answer`.
+    fn count_answer(&self, op: &crate::diff::Op, answer: OpAnswer) {
+        use crate::diff::Op;
+        let kind = match op {
+            Op::Create(_) => 0,
+            Op::Update(_) => 1,
+            Op::MarkSold => 2,
+            Op::MarkInStock => 3,
+        };
+        self.answers[kind][answer as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every kind with every answer (zeros included), in a fixed order.
+    pub fn answers(&self) -> Vec<OpAnswerCount> {
+        let mut counts = Vec::with_capacity(OP_KINDS.len() * OpAnswer::ALL.len());
+        for (kind, row) in OP_KINDS.iter().zip(&self.answers) {
+            for (answer, count) in OpAnswer::ALL.iter().zip(row) {
+                counts.push(OpAnswerCount {
+                    kind,
+                    answer: *answer,
+                    count: count.load(Ordering::Relaxed),
+                });
+            }
+        }
+        counts
+    }
+
     pub fn snapshot(&self) -> StatsSnapshot {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         StatsSnapshot {
@@ -448,6 +520,7 @@ impl Uploader {
                     let stats = &self.shared.stats;
                     stats.answered.fetch_add(1, Ordering::Relaxed);
                     stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    stats.count_answer(&entry.op, OpAnswer::Rejected);
                     report.rejected.push(RejectedOp {
                         seq,
                         location_id: entry.location_id,
@@ -465,10 +538,14 @@ impl Uploader {
                     // Said by the pace when every request fails; one operation's retries
                     // running out is routine.
                     self.outbox.give_back(seq);
+                    self.shared
+                        .stats
+                        .count_answer(&entry.op, OpAnswer::Retryable);
                     tracing::debug!(vin = %entry.vin, op = entry.op.name(), %error,
                         "still failing after every retry; the operation goes back to the queue");
                 }
                 Delivery::Fatal(error) => {
+                    self.shared.stats.count_answer(&entry.op, OpAnswer::Fatal);
                     tasks.abort_all();
                     // The operation answered with the fatal error goes back too: it was taken
                     // out of `taken` above, and left marked in flight it would never be sent
@@ -576,6 +653,7 @@ impl Uploader {
         use crate::diff::Op;
         let stats = &self.shared.stats;
         stats.answered.fetch_add(1, Ordering::Relaxed);
+        stats.count_answer(&entry.op, OpAnswer::Applied);
         let counter = match entry.op {
             Op::Create(_) => &stats.created,
             Op::Update(_) => &stats.updated,
@@ -607,5 +685,41 @@ impl Drop for Taken<'_> {
         for seq in self.seqs.drain() {
             self.outbox.give_back(seq);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::Op;
+
+    #[test]
+    fn answers_are_counted_by_kind_and_answer_and_all_are_listed() {
+        let stats = UploadStats::default();
+        stats.count_answer(&Op::MarkSold, OpAnswer::Rejected);
+        stats.count_answer(&Op::MarkSold, OpAnswer::Rejected);
+        stats.count_answer(&Op::MarkInStock, OpAnswer::Fatal);
+        let answers = stats.answers();
+        assert_eq!(
+            answers.len(),
+            16,
+            "every kind with every answer: {answers:?}"
+        );
+        let count = |kind: &str, answer: OpAnswer| {
+            answers
+                .iter()
+                .find(|a| a.kind == kind && a.answer == answer)
+                .map(|a| a.count)
+        };
+        assert_eq!(count("sold", OpAnswer::Rejected), Some(2));
+        assert_eq!(count("in_stock", OpAnswer::Fatal), Some(1));
+        assert_eq!(count("sold", OpAnswer::Applied), Some(0));
+        assert_eq!(answers.iter().map(|a| a.count).sum::<u64>(), 3);
+        // The names are the operations' own.
+        let payload = crate::api::VehiclePayload::new(10, "S1", "TESTVIN0000000001");
+        assert_eq!(OP_KINDS[0], Op::Create(payload.clone()).name());
+        assert_eq!(OP_KINDS[1], Op::Update(payload).name());
+        assert_eq!(OP_KINDS[2], Op::MarkSold.name());
+        assert_eq!(OP_KINDS[3], Op::MarkInStock.name());
     }
 }

@@ -38,6 +38,16 @@ pub fn site_config(base_url: &str, rate: u32, api: &str) -> String {
     )
 }
 
+/// A loopback port free a moment ago (the kernel's pick, let go again): for a server the
+/// test starts in another process. Another process may take it meanwhile; that is rare, and
+/// the server then says it cannot listen.
+pub fn free_loopback_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
 /// One full feed `main` reading `inbox/` for location 10.
 pub const MAIN_FEED: &str = "[[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n";
 

@@ -119,6 +119,12 @@ impl Site {
 
     /// Starts `lotsync run`, logging to `daemon.log`.
     pub fn start(&self) -> Daemon {
+        self.start_with_env(&[])
+    }
+
+    /// Starts `lotsync run` with more (or other) environment variables, such as another
+    /// `LOTSYNC_TEST_TOKEN`; logging to `daemon.log`.
+    pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -126,6 +132,7 @@ impl Site {
             .unwrap();
         let child = self
             .command(&["run"])
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
