@@ -84,8 +84,6 @@ pub enum StartError {
     #[error(transparent)]
     State(#[from] crate::state::StateError),
     #[error(transparent)]
-    Client(#[from] Box<crate::api::ApiError>),
-    #[error(transparent)]
     Upload(#[from] UploadError),
     #[error(transparent)]
     Control(#[from] control::ControlError),
@@ -111,8 +109,7 @@ impl Daemon {
             &config.state.dir,
             &opening,
         )?));
-        let token = config.api.load_token()?;
-        let client = ApiClient::new(config.api.client_settings(token)).map_err(Box::new)?;
+        let client = config.api.client()?;
         let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;
         let listener = control::bind(&config.daemon.socket)?;
         let metrics_listener = match bind_metrics(&config) {

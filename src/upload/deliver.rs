@@ -5,7 +5,7 @@ use super::{Shared, UploadStats};
 use crate::api::{Answer, ApiError, ErrorClass, Vehicle, VehiclePayload};
 use crate::diff::Op;
 use crate::outbox::Entry;
-use crate::text::Escaped;
+use crate::text::{Chain, Escaped};
 use backon::Retryable;
 use std::collections::HashMap;
 use std::future::Future;
@@ -263,7 +263,7 @@ where
         .adjust(|e: &ApiError, wait| wait.map(|w| e.retry_after().map_or(w, |r| r.max(w))))
         .notify(|e: &ApiError, wait| {
             stats.retries.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(error = %e, wait_ms = wait.as_millis() as u64, "retrying");
+            tracing::debug!(error = %Chain(e), wait_ms = wait.as_millis() as u64, "retrying");
         })
         .await
 }
