@@ -1398,8 +1398,8 @@ mod tests {
 
     #[test]
     fn validate_names_a_bad_metrics_value_by_its_key() {
-        let dir = std::env::temp_dir().join(format!("lotsync-metrics-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("lotsync.toml");
         let config = |metrics: &str| {
@@ -1452,7 +1452,8 @@ mod tests {
 
     #[test]
     fn a_value_of_the_wrong_type_is_named_with_its_line_and_the_rest_still_checked() {
-        let dir = std::env::temp_dir().join(format!("lotsync-types-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         std::fs::create_dir_all(dir.join("in-b")).unwrap();
         let path = dir.join("lotsync.toml");
         std::fs::write(
@@ -1541,8 +1542,8 @@ mod tests {
 
     #[test]
     fn validate_names_every_problem_at_once() {
-        let dir = std::env::temp_dir().join(format!("lotsync-validate-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         std::fs::create_dir_all(dir.join("in-a")).unwrap();
         let path = dir.join("lotsync.toml");
         std::fs::write(
@@ -1688,7 +1689,8 @@ mod tests {
 
     #[test]
     fn feeds_are_checked_and_every_problem_named() {
-        let dir = std::env::temp_dir().join(format!("lotsync-config-feeds-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("lotsync.toml");
         std::fs::write(
@@ -1753,8 +1755,8 @@ mod tests {
     #[test]
     fn a_token_file_others_can_read_or_change_is_refused() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("lotsync-token-mode-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("api token");
         write_token_file(&file, "s3cret\n").unwrap();
@@ -1802,8 +1804,8 @@ mod tests {
 
     #[test]
     fn token_file_is_trimmed_and_never_echoed() {
-        let dir = std::env::temp_dir().join(format!("lotsync-config-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("token");
         write_token_file(&file, "s3cret\n").unwrap();

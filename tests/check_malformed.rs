@@ -2,7 +2,7 @@
 //! and none makes lotsync panic. The files are made here, in a fresh folder, so that binary
 //! and very large cases need not live in the repository.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const HEADER: &str = "VIN,Stock,Year,Make,Model\n";
@@ -260,16 +260,18 @@ fn lotsync_check<S: AsRef<std::ffi::OsStr>>(dir: &Path, args: &[S]) -> std::proc
         .expect("lotsync runs")
 }
 
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lotsync-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh folder, removed when dropped.
+fn fresh_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("lotsync-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn every_malformed_file_gets_its_exit_code_and_message() {
-    let dir = fresh_dir("malformed");
+    let dir_dir = fresh_dir("malformed");
+    let dir = dir_dir.path().to_owned();
     let cases = cases();
     assert!(cases.len() >= 20);
     for c in &cases {
@@ -293,13 +295,14 @@ fn every_malformed_file_gets_its_exit_code_and_message() {
             );
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_link_out_of_the_folder_is_refused_and_one_inside_is_read() {
-    let outside = fresh_dir("outside");
-    let inbox = fresh_dir("inbox");
+    let outside_dir = fresh_dir("outside");
+    let outside = outside_dir.path().to_owned();
+    let inbox_dir = fresh_dir("inbox");
+    let inbox = inbox_dir.path().to_owned();
     std::fs::write(outside.join("secret.csv"), rows(1)).unwrap();
     std::fs::write(inbox.join("real.csv"), rows(1)).unwrap();
     std::os::unix::fs::symlink(outside.join("secret.csv"), inbox.join("link-out.csv")).unwrap();
@@ -315,14 +318,13 @@ fn a_link_out_of_the_folder_is_refused_and_one_inside_is_read() {
     let (code, stdout, _) = check(&inbox, "link-in.csv");
     assert_eq!(code, 0);
     assert!(stdout.contains("1 accepted"), "{stdout}");
-    std::fs::remove_dir_all(&inbox).unwrap();
-    std::fs::remove_dir_all(&outside).unwrap();
 }
 
 /// One unreadable file among good ones: the good ones are still reported, the exit is 2.
 #[test]
 fn a_bad_file_does_not_hide_the_good_ones() {
-    let dir = fresh_dir("mixed");
+    let dir_dir = fresh_dir("mixed");
+    let dir = dir_dir.path().to_owned();
     std::fs::write(dir.join("good.csv"), rows(3)).unwrap();
     std::fs::write(dir.join("bad.csv"), "").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
@@ -334,14 +336,14 @@ fn a_bad_file_does_not_hide_the_good_ones() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("good.csv: CSV"), "{stdout}");
     assert!(stdout.contains("no --location-id: vehicles get the placeholder location 0"));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A file cut in the middle of its last record is incomplete; a profile for a DMS that never
 /// ends its last line accepts a last record with every field, and still not one cut short.
 #[test]
 fn a_dms_that_never_ends_its_last_line_is_named_in_its_profile() {
-    let dir = fresh_dir("no-final-newline");
+    let dir_dir = fresh_dir("no-final-newline");
+    let dir = dir_dir.path().to_owned();
     std::fs::write(
         dir.join("no-newline.toml"),
         "description = \"DMS without a final line break\"\nends_without_newline = true\n",
@@ -385,13 +387,13 @@ fn a_dms_that_never_ends_its_last_line_is_named_in_its_profile() {
         stderr.contains("line 3: a quoted field opened here never closes"),
         "{stderr}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Two columns named alike are compared on every record; a profile picks one by its number.
 #[test]
 fn a_profile_names_one_of_two_same_named_columns_by_number() {
-    let dir = fresh_dir("column-number");
+    let dir_dir = fresh_dir("column-number");
+    let dir = dir_dir.path().to_owned();
     std::fs::write(
         dir.join("twins.csv"),
         "VIN,Stock,Price,Price\n1HGCM82633A004352,A1,23995,21995\n",
@@ -440,7 +442,6 @@ fn a_profile_names_one_of_two_same_named_columns_by_number() {
         stdout.contains("the profile reads price from \"#9\", which this file does not have"),
         "{stdout}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// A file of UTF-8 and bytes that are not: every record holding such bytes is rejected
@@ -448,7 +449,8 @@ fn a_profile_names_one_of_two_same_named_columns_by_number() {
 /// says it once.
 #[test]
 fn a_mixed_file_rejects_the_records_that_are_not_utf8() {
-    let dir = fresh_dir("mixed");
+    let dir_dir = fresh_dir("mixed");
+    let dir = dir_dir.path().to_owned();
     std::fs::write(
         dir.join("mixed.csv"),
         [
@@ -484,14 +486,14 @@ fn a_mixed_file_rejects_the_records_that_are_not_utf8() {
     assert_eq!(body["make"], "Citroën");
     // A rejected record still names its vehicle: it stays on the lot.
     assert!(stderr.contains("\"line\":2"), "{stderr}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Names and values from the export, and the file's own name, reach the terminal escaped: no
 /// control character of theirs is printed raw.
 #[test]
 fn names_and_values_from_outside_are_escaped_in_the_text_report() {
-    let dir = fresh_dir("escapes");
+    let dir_dir = fresh_dir("escapes");
+    let dir = dir_dir.path().to_owned();
     let name = "in\nbox\u{1b}[2J.csv";
     std::fs::write(
         dir.join(name),
@@ -532,5 +534,4 @@ fn names_and_values_from_outside_are_escaped_in_the_text_report() {
         stderr,
         "empty\\u{1b}[31m.csv: cannot be read: the file is empty\n"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -78,8 +78,8 @@ fn prints_the_default_world_and_serves_on_the_port_it_got() {
 
 #[test]
 fn reads_its_config_file() {
-    let dir = std::env::temp_dir().join(format!("lotsync-sandbox-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let config = dir.join("sandbox.toml");
     std::fs::write(
         &config,
@@ -172,13 +172,12 @@ pad_answer_kib = 4
         );
     });
     assert!(terminate(&mut child).success());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_bad_config_exits_2_naming_every_problem() {
-    let dir = std::env::temp_dir().join(format!("lotsync-sandbox-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let config = dir.join("sandbox.toml");
     std::fs::write(
         &config,
@@ -210,5 +209,4 @@ fn a_bad_config_exits_2_naming_every_problem() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("list_shape") || err.contains("pages"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -61,9 +61,8 @@ mod tests {
             .version("1.0")
             .subcommand(clap::Command::new("check").about("Read exports"))
             .subcommand(clap::Command::new("secret").hide(true));
-        let dir = std::env::temp_dir().join(format!("lotsync-assets-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         generate_assets(AssetsArgs { dir: dir.clone() }, cmd).unwrap();
 
         let read = |path: &str| std::fs::read_to_string(dir.join(path)).unwrap();

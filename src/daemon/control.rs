@@ -159,8 +159,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_gets_its_answer_and_a_stale_socket_is_replaced() {
-        let dir = std::env::temp_dir().join(format!("lotsync-control-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         let path = dir.join("run/lotsync.sock");
         assert_eq!(ask(&path, &Request::Status, None).unwrap(), None);
         let listener = bind(&path).unwrap();

@@ -476,23 +476,26 @@ mod tests {
     use super::*;
     use crate::daemon::report::{FileReport, Outcome};
 
-    fn temp(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("lotsync-folders-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh folder (removed when the guard drops) and its path.
+    fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("lotsync-folders-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_owned();
+        (tmp, dir)
     }
 
     #[test]
     fn arrivals_skip_partial_hidden_and_outside_links() {
-        let dir = temp("arrivals");
+        let (_tmp, dir) = temp("arrivals");
         let folders = FeedFolders::new(&dir);
         folders.ensure().unwrap();
         for name in ["a.csv", ".hidden.csv", "b.csv.tmp", "c.xml.part", "d.xml"] {
             std::fs::write(dir.join(name), "x").unwrap();
         }
-        let outside = temp("arrivals-outside").join("secret.csv");
+        let (_outside_tmp, outside) = temp("arrivals-outside");
+        let outside = outside.join("secret.csv");
         std::fs::write(&outside, "x").unwrap();
         std::os::unix::fs::symlink(&outside, dir.join("link.csv")).unwrap();
         std::os::unix::fs::symlink(dir.join("a.csv"), dir.join("inside.csv")).unwrap();
@@ -510,7 +513,7 @@ mod tests {
 
     #[test]
     fn pruning_keeps_recent_days_and_the_newest_folder() {
-        let dir = temp("prune");
+        let (_tmp, dir) = temp("prune");
         let folders = FeedFolders::new(&dir);
         folders.ensure().unwrap();
         let today = crate::clock::utc_datetime(std::time::SystemTime::now())[..10].to_owned();
@@ -553,7 +556,7 @@ mod tests {
 
     #[test]
     fn a_file_moves_through_with_its_report_and_never_overwrites() {
-        let dir = temp("lifecycle");
+        let (_tmp, dir) = temp("lifecycle");
         let folders = FeedFolders::new(&dir);
         folders.ensure().unwrap();
         let report = FileReport::new("main", "x.csv", "abc", Outcome::Applied);
@@ -591,7 +594,7 @@ mod tests {
     #[test]
     fn names_lotsync_cannot_file_go_to_failed_under_one_it_can() {
         use std::ffi::OsStr;
-        let dir = temp("names");
+        let (_tmp, dir) = temp("names");
         let folders = FeedFolders::new(&dir);
         folders.ensure().unwrap();
         let fits = dir.join("a".repeat(NAME_LIMIT));

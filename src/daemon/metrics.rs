@@ -674,8 +674,8 @@ mod tests {
     #[tokio::test]
     async fn a_unix_socket_serves_and_is_removed_when_serving_ends() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let dir = std::env::temp_dir().join(format!("lotsync-metrics-sock-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let path = dir.join("run/metrics.sock");
         let listen = MetricsListen::Unix(path.clone());
         let listener = MetricsListener::bind(&listen).unwrap();
@@ -701,6 +701,5 @@ mod tests {
         stop_tx.send(true).unwrap();
         serving.await.unwrap();
         assert!(!path.exists(), "the socket file is removed");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -347,18 +347,21 @@ pub fn describe_notify_error(e: &notify::Error) -> String {
 mod tests {
     use super::*;
 
-    fn inbox(name: &str) -> (PathBuf, FeedFolders) {
-        let dir = std::env::temp_dir().join(format!("lotsync-watch-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+    /// A fresh inbox (removed when the guard drops), its path and its folders.
+    fn inbox(name: &str) -> (tempfile::TempDir, PathBuf, FeedFolders) {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("lotsync-watch-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_owned();
         let folders = FeedFolders::new(&dir);
         folders.ensure().unwrap();
-        (dir, folders)
+        (tmp, dir, folders)
     }
 
     #[test]
     fn a_file_is_ready_once_it_stopped_changing_and_only_once() {
-        let (dir, folders) = inbox("settle");
+        let (_tmp, dir, folders) = inbox("settle");
         let settle = Duration::from_secs(2);
         let mut s = Settler::new(settle);
         let t0 = Instant::now();
@@ -391,7 +394,7 @@ mod tests {
 
     #[test]
     fn a_rename_into_the_inbox_is_ready_at_once_and_a_replaced_file_is_new() {
-        let (dir, folders) = inbox("rename");
+        let (_tmp, dir, folders) = inbox("rename");
         let mut s = Settler::new(Duration::from_secs(2));
         let t0 = Instant::now();
         std::fs::write(dir.join("b.csv"), "one").unwrap();
@@ -425,7 +428,7 @@ mod tests {
 
     #[test]
     fn files_go_out_in_order_of_arrival() {
-        let (dir, folders) = inbox("order");
+        let (_tmp, dir, folders) = inbox("order");
         let mut s = Settler::new(Duration::ZERO);
         let t0 = Instant::now();
         for name in ["z.csv", "a.csv", "m.csv"] {

@@ -464,12 +464,15 @@ impl ExportFile {
 mod tests {
     use super::*;
 
-    fn temp_file(name: &str, contents: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("lotsync-export-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    /// A file holding `contents` in a fresh folder (removed when the guard drops).
+    fn temp_file(name: &str, contents: &str) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::Builder::new()
+            .prefix("lotsync-export-")
+            .tempdir()
+            .unwrap();
+        let path = tmp.path().join(name);
         std::fs::write(&path, contents).unwrap();
-        path
+        (tmp, path)
     }
 
     /// Reads a whole file: records read, or the error that stopped it.
@@ -485,7 +488,7 @@ mod tests {
     #[test]
     fn a_cut_file_is_incomplete_until_accepted_as_it_is() {
         // Names differ from the other tests': they run at once in one folder.
-        let path = temp_file(
+        let (_tmp, path) = temp_file(
             "incomplete.csv",
             "VIN,Stock\n1HGCM82633A004352,A1\n1M8GDM9AXKP042788,A",
         );
@@ -497,10 +500,10 @@ mod tests {
             2
         );
 
-        let path = temp_file("no-fields.csv", "Foo,Bar\n1,2\n");
+        let (_tmp, path) = temp_file("no-fields.csv", "Foo,Bar\n1,2\n");
         let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
         assert!(!err.is_incomplete(), "{err}");
-        let path = temp_file(
+        let (_tmp, path) = temp_file(
             "cut.xml",
             "<Inventory><Vehicle><VIN>1HGCM82633A004352</VIN><Stock>A1</Stock></Vehicle><Veh",
         );
@@ -519,7 +522,7 @@ mod tests {
             vehicle("1HGCM82633A004352", "1HGCM82633A004352"),
             vehicle("1M8GDM9AXKP042788", " 1M8GDM9AXKP042788 ")
         );
-        let path = temp_file("agree.xml", &agree);
+        let (_tmp, path) = temp_file("agree.xml", &agree);
         let mut file = ExportFile::open(&path, &auto, 10).unwrap();
         while file.next_record().unwrap().is_some() {}
         assert!(file.notes().contains(
@@ -531,7 +534,7 @@ mod tests {
             vehicle("1HGCM82633A004352", "1HGCM82633A004352"),
             vehicle("1M8GDM9AXKP042788", "5YJ3E1EA2KF317000")
         );
-        let path = temp_file("differ.xml", &differ);
+        let (_tmp, path) = temp_file("differ.xml", &differ);
         let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -549,12 +552,12 @@ mod tests {
     #[test]
     fn a_file_cut_before_its_vins_show_is_incomplete() {
         let auto = Profile::auto();
-        let path = temp_file("cut-before-vins.csv", "Unit,Stock\n\"1HGCM82633A004352\n");
+        let (_tmp, path) = temp_file("cut-before-vins.csv", "Unit,Stock\n\"1HGCM82633A004352\n");
         let err = read(ExportFile::open(&path, &auto, 10)).unwrap_err();
         assert!(err.is_incomplete(), "{err}");
         let mut lenient = Profile::auto();
         lenient.ends_without_newline = true;
-        let path = temp_file("cut-in-a-vin.csv", "Unit,Stock,Make\n1HGCM82633A00");
+        let (_tmp, path) = temp_file("cut-in-a-vin.csv", "Unit,Stock,Make\n1HGCM82633A00");
         assert!(ExportFile::looks_cut(&path, &lenient).is_some());
     }
 
@@ -563,7 +566,7 @@ mod tests {
     #[test]
     fn a_file_looks_cut_from_its_last_bytes() {
         let auto = Profile::auto();
-        let cut = |name: &str, text: &str| ExportFile::looks_cut(&temp_file(name, text), &auto);
+        let cut = |name: &str, text: &str| ExportFile::looks_cut(&temp_file(name, text).1, &auto);
         assert!(cut("cut.csv", "VIN,Stock\n1HGCM82633A004352,A1")
             .is_some_and(|r| r.contains("without a line break")));
         assert_eq!(
@@ -579,9 +582,9 @@ mod tests {
         );
         let mut lenient = Profile::auto();
         lenient.ends_without_newline = true;
-        let path = temp_file("unterminated.csv", "VIN,Stock\n1HGCM82633A004352,A1");
+        let (_tmp, path) = temp_file("unterminated.csv", "VIN,Stock\n1HGCM82633A004352,A1");
         assert_eq!(ExportFile::looks_cut(&path, &lenient), None);
-        let path = temp_file("short.csv", "VIN,Stock,Make\n1HGCM82633A004352,A1");
+        let (_tmp, path) = temp_file("short.csv", "VIN,Stock,Make\n1HGCM82633A004352,A1");
         assert!(
             ExportFile::looks_cut(&path, &lenient).is_some(),
             "fewer fields: still cut"

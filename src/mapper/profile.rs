@@ -780,7 +780,8 @@ pub(super) mod tests {
 
     #[test]
     fn profile_files_are_checked() {
-        let dir = std::env::temp_dir().join(format!("lotsync-profile-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("good.toml"),

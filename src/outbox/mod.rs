@@ -739,11 +739,14 @@ mod tests {
     use super::*;
     use crate::state::VehicleKey;
 
-    fn outbox(name: &str) -> (Outbox, std::path::PathBuf) {
-        let dir =
-            std::env::temp_dir().join(format!("lotsync-outbox-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        (Outbox::new(State::open(&dir).unwrap()), dir)
+    /// An outbox in a fresh folder (removed when the guard drops), and the state's path.
+    fn outbox(name: &str) -> (Outbox, std::path::PathBuf, tempfile::TempDir) {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("lotsync-outbox-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().join("state");
+        (Outbox::new(State::open(&dir).unwrap()), dir, tmp)
     }
 
     /// Findings are written as acknowledged facts: restored records with the payload's digest,
@@ -751,7 +754,7 @@ mod tests {
     /// fits the state is left out.
     #[test]
     fn findings_restore_learn_and_forget() {
-        let (outbox, dir) = outbox("findings");
+        let (outbox, dir, _tmp) = outbox("findings");
         let payload = VehiclePayload::new(11, "S1", "VIN1");
         let applied = AppliedFile {
             name: "day1.csv".into(),

@@ -270,12 +270,15 @@ mod tests {
     use super::*;
     use crate::state::Opening;
 
-    fn temp(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("lotsync-identity-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("inbox")).unwrap();
-        dir
+    /// A fresh folder with an `inbox/` (removed when the guard drops), and its path.
+    fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("lotsync-identity-{name}-"))
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir_all(tmp.path().join("inbox")).unwrap();
+        let dir = tmp.path().to_owned();
+        (tmp, dir)
     }
 
     fn opening(dir: &Path) -> Opening {
@@ -293,7 +296,7 @@ mod tests {
     /// is refused: the marker says more than it holds.
     #[test]
     fn a_database_holding_less_than_its_marker_is_lost() {
-        let dir = temp("partial");
+        let (_tmp, dir) = temp("partial");
         let state = State::open_with(&dir.join("state"), &opening(&dir)).unwrap();
         state.write_markers();
         let marker_path = dir.join("inbox").join(INBOX_MARKER);
@@ -319,7 +322,7 @@ mod tests {
     /// own (two configs sharing an inbox), lost when it is blank.
     #[test]
     fn a_marker_of_another_state_is_named() {
-        let dir = temp("other");
+        let (_tmp, dir) = temp("other");
         let first = State::open_with(&dir.join("a"), &opening(&dir)).unwrap();
         first.write_markers();
         drop(first);
@@ -346,7 +349,7 @@ mod tests {
     /// before the markers) is lost; a blank state beside a new inbox is simply new.
     #[test]
     fn an_applied_export_in_the_archive_is_evidence() {
-        let dir = temp("archive");
+        let (_tmp, dir) = temp("archive");
         let reader = Opening {
             holder: crate::state::Holder::Reader("status"),
             ..opening(&dir)

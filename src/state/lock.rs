@@ -116,17 +116,20 @@ impl Owner {
 mod tests {
     use super::*;
 
-    fn temp(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("lotsync-lock-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("lock")
+    /// A lock file's path in a fresh folder (removed when the guard drops).
+    fn temp(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("lotsync-lock-{name}-"))
+            .tempdir()
+            .unwrap();
+        let path = tmp.path().join("lock");
+        (tmp, path)
     }
 
     /// A writer finding a reader waits for it; a writer finding a writer fails at once.
     #[test]
     fn writers_wait_for_readers_not_for_writers() {
-        let path = temp("wait");
+        let (_tmp, path) = temp("wait");
         let reader = StateLock::take(&path, Holder::Reader("status")).unwrap();
         let released = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));

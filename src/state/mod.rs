@@ -642,15 +642,19 @@ pub fn now() -> i64 {
 mod tests {
     use super::*;
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("lotsync-state-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    /// A state folder not made yet, in a fresh folder (removed when the guard drops).
+    fn temp_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("lotsync-state-{name}-"))
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().join("state");
+        (tmp, dir)
     }
 
     #[test]
     fn a_second_open_names_the_owner() {
-        let dir = temp_dir("lock");
+        let (_tmp, dir) = temp_dir("lock");
         let first = State::open(&dir).unwrap();
         let err = State::open(&dir).unwrap_err().to_string();
         assert!(
@@ -665,7 +669,7 @@ mod tests {
 
     #[test]
     fn notices_are_claimed_once_until_forgotten_and_the_rate_persists() {
-        let dir = temp_dir("notices");
+        let (_tmp, dir) = temp_dir("notices");
         let state = State::open(&dir).unwrap();
         assert!(state.claim_notice("file/abc/rejected").unwrap());
         assert!(!state.claim_notice("file/abc/rejected").unwrap());
@@ -689,7 +693,7 @@ mod tests {
 
     #[test]
     fn schema_newer_than_this_build_is_refused() {
-        let dir = temp_dir("schema");
+        let (_tmp, dir) = temp_dir("schema");
         let state = State::open(&dir).unwrap();
         assert_eq!(state.schema_version().unwrap(), SCHEMA_VERSION);
         state.set_schema_version(SCHEMA_VERSION + 1).unwrap();
@@ -702,7 +706,7 @@ mod tests {
 
     #[test]
     fn older_schema_is_migrated_up() {
-        let dir = temp_dir("migrate");
+        let (_tmp, dir) = temp_dir("migrate");
         let state = State::open(&dir).unwrap();
         state.set_schema_version(0).unwrap();
         state.flush().unwrap();
@@ -715,7 +719,7 @@ mod tests {
 
     #[test]
     fn a_damaged_database_names_the_recovery() {
-        let dir = temp_dir("corrupt");
+        let (_tmp, dir) = temp_dir("corrupt");
         let state = State::open(&dir).unwrap();
         state
             .trees

@@ -169,27 +169,22 @@ pub fn payload(n: u32) -> VehiclePayload {
     VehiclePayload::new(10, format!("STK{n:05}"), format!("TESTVIN{n:010}"))
 }
 
-/// A fresh folder under the system temp dir, removed when dropped.
-pub struct TempDir(pub std::path::PathBuf);
+/// A fresh folder under the system temp dir (its name starts `lotsync-NAME-`), removed when
+/// dropped: the one way the tests make temporary folders.
+pub struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     pub fn new(name: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("lotsync-{name}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("lotsync-{name}-"))
+                .tempdir()
+                .expect("temp dir"),
+        )
     }
 
     pub fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path()
     }
 }
 
