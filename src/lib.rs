@@ -17,6 +17,8 @@
 //! - [`mapper`]: a record to a spec §4.2 payload through a profile, with warnings or a rejection.
 //! - [`state`]: what the service holds as far as lotsync knows, in sled.
 //! - [`diff`]: one file's payloads against the state become operations, behind a safety guard.
+//! - [`plan`]: a plan and its operations ([`plan::Op`]), the types the diff and the
+//!   reconciliation make, the outbox commits and the uploader sends.
 //! - [`outbox`]: the durable queue of operations, committed before anything is sent.
 //! - [`upload`]: drains the outbox through the client: adaptive rate, retries, answers
 //!   recorded, notifications of incidents.
@@ -36,6 +38,7 @@ pub mod diff;
 pub mod feed;
 pub mod mapper;
 pub mod outbox;
+pub mod plan;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 pub mod state;
