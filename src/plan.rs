@@ -12,6 +12,10 @@ use crate::state::Digest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The feed name the reconciliation's plans are queued under, which no configured feed may
+/// take (the config refuses it).
+pub const RECONCILE_FEED: &str = "reconcile";
+
 /// One call to make on the service.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

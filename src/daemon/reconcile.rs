@@ -38,8 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The feed name the reconciliation's plans are queued under.
-pub const RECONCILE_FEED: &str = "reconcile";
+pub use crate::plan::RECONCILE_FEED;
 
 /// The archive's place in a feed's inbox (see [`super::FeedFolders`]).
 const ARCHIVE: &str = "archive";
