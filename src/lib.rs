@@ -22,6 +22,8 @@
 //! - [`outbox`]: the durable queue of operations, committed before anything is sent.
 //! - [`upload`]: drains the outbox through the client: adaptive rate, retries, answers
 //!   recorded, notifications of incidents.
+//! - [`reconcile`]: the service's whole list against the state and the archived exports, and
+//!   the repairs queued (nightly, and `lotsync reconcile`).
 //! - [`daemon`]: a feed's folders, a file's way through the pipeline and its report.
 //! - [`config`]: lotsync's config file.
 //! - [`text`]: names and values from outside, escaped for logs and reports.
@@ -39,6 +41,7 @@ pub mod feed;
 pub mod mapper;
 pub mod outbox;
 pub mod plan;
+pub mod reconcile;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 pub mod state;

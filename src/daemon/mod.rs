@@ -8,7 +8,6 @@
 
 pub mod control;
 mod folders;
-mod reconcile;
 mod report;
 mod run;
 mod service_list;
@@ -17,10 +16,6 @@ mod watch;
 
 pub use crate::diff::field_drift;
 pub use folders::{Arrival, Claimed, FeedFolders, NAME_LIMIT};
-pub use reconcile::{
-    reconcile, FieldDrift, ForeignVehicle, ReconcileError, ReconcileReport, RepairCounts,
-    RestoredFeed, Skipped, RECONCILE_FEED,
-};
 pub use report::{FileReport, Outcome, RecordProblem};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
 pub use service_list::{read_service_list, ServiceListError};

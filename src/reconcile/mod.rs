@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use crate::plan::RECONCILE_FEED;
 
-/// The archive's place in a feed's inbox (see [`super::FeedFolders`]).
+/// The archive's place in a feed's inbox (see [`crate::daemon::FeedFolders`]).
 const ARCHIVE: &str = "archive";
 const REPORT_SUFFIX: &str = ".report.json";
 
@@ -400,7 +400,7 @@ async fn blocking<T: Send + 'static>(
 /// The organization's vehicles in the service's whole list (a service may list others'),
 /// retried as the uploader retries a call (a 429 or a 503 on the 40th page should not cost the
 /// night's reconciliation).
-pub(super) async fn organization_vehicles(
+pub(crate) async fn organization_vehicles(
     client: &ApiClient,
     api: &ApiConfig,
 ) -> Result<Vec<Vehicle>, ApiError> {
@@ -431,7 +431,7 @@ pub(super) async fn organization_vehicles(
 }
 
 /// A listed vehicle's VIN as the state keys it (trimmed, upper-cased); None without one.
-pub(super) fn listed_vin(vehicle: &Vehicle) -> Option<String> {
+pub(crate) fn listed_vin(vehicle: &Vehicle) -> Option<String> {
     vehicle
         .vin
         .as_deref()
@@ -510,7 +510,7 @@ struct Archive {
     notes: Vec<String>,
 }
 
-/// The fields of an archived file's report the reconciliation reads (see [`super::FileReport`]).
+/// The fields of an archived file's report the reconciliation reads (see [`crate::daemon::FileReport`]).
 #[derive(Debug, Deserialize)]
 struct ArchivedReport {
     file: String,
