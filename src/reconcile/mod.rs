@@ -88,8 +88,10 @@ pub enum ReconcileError {
         #[source]
         source: std::io::Error,
     },
-    #[error("reconciliation task failed: {0}")]
-    Task(String),
+    /// A blocking task of the reconciliation (sled and file work off the async threads) did
+    /// not finish.
+    #[error("reconciliation task failed")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 /// Reconciles the organization's vehicles on the service with the state, and queues the
@@ -232,5 +234,5 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ReconcileError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| ReconcileError::Task(e.to_string()))?
+        .map_err(ReconcileError::Task)?
 }
