@@ -98,7 +98,7 @@ pub enum Answer {
 }
 
 /// What the service's own list showed about a vehicle, written into the state without a
-/// request: the reconciliation's findings (see `daemon::reconcile`).
+/// request: the reconciliation's findings (see [`crate::reconcile`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finding {
     /// The service's id of a vehicle the state knows (it had none, or another one).
