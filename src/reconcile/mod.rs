@@ -25,11 +25,11 @@
 //! next run finds what is still to repair. Every run leaves a report in `<state dir>/reports/`.
 //!
 //! The stage in files, each owning one side of it:
-//! - [`service`]: the service's side, its whole list of the organization's vehicles;
-//! - [`known`]: the state's side, the organization's vehicles as the comparison sees them;
-//! - [`archive`]: the archived exports' side, what the feeds' applied files listed;
-//! - [`compare`]: the three compared, into the drift by kind and the repairs' plan;
-//! - [`report`]: the report a run leaves, and its events in the log;
+//! - `service.rs`: the service's side, its whole list of the organization's vehicles;
+//! - `known.rs`: the state's side, the organization's vehicles as the comparison sees them;
+//! - `archive.rs`: the archived exports' side, what the feeds' applied files listed;
+//! - `compare.rs`: the three compared, into the drift by kind and the repairs' plan;
+//! - `report.rs`: the report a run leaves ([`ReconcileReport`]), and its events in the log;
 //! - here: [`reconcile`], which runs them in order, and what stops it ([`ReconcileError`]).
 
 mod archive;
