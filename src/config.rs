@@ -540,7 +540,7 @@ impl Config {
             let at = format!("feed[{i}] ({:?})", feed.name);
             if feed.name.trim().is_empty() {
                 problems.push(format!("feed[{i}].name: must not be empty"));
-            } else if feed.name == crate::daemon::RECONCILE_FEED {
+            } else if feed.name == crate::plan::RECONCILE_FEED {
                 problems.push(format!(
                     "{at}.name: {:?} is the name the nightly reconciliation uses; pick another",
                     feed.name

@@ -17,9 +17,13 @@
 //! - [`mapper`]: a record to a spec §4.2 payload through a profile, with warnings or a rejection.
 //! - [`state`]: what the service holds as far as lotsync knows, in sled.
 //! - [`diff`]: one file's payloads against the state become operations, behind a safety guard.
+//! - [`plan`]: a plan and its operations ([`plan::Op`]), the types the diff and the
+//!   reconciliation make, the outbox commits and the uploader sends.
 //! - [`outbox`]: the durable queue of operations, committed before anything is sent.
 //! - [`upload`]: drains the outbox through the client: adaptive rate, retries, answers
 //!   recorded, notifications of incidents.
+//! - [`reconcile`]: the service's whole list against the state and the archived exports, and
+//!   the repairs queued (nightly, and `lotsync reconcile`).
 //! - [`daemon`]: a feed's folders, a file's way through the pipeline and its report.
 //! - [`config`]: lotsync's config file.
 //! - [`text`]: names and values from outside, escaped for logs and reports.
@@ -36,6 +40,8 @@ pub mod diff;
 pub mod feed;
 pub mod mapper;
 pub mod outbox;
+pub mod plan;
+pub mod reconcile;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 pub mod state;

@@ -1,13 +1,13 @@
 //! `lotsync reconcile`: the service's whole list against the state, the repairs queued and
-//! delivered, and a summary (see [`lotsync::daemon::reconcile`] for what is compared).
+//! delivered, and a summary (see [`lotsync::reconcile`] for what is compared).
 
 use super::deliver::deliver;
 use super::setup::{ask_daemon, client_of, print_reply, ConfigArg};
 use super::{EXIT_BAD_INPUT, EXIT_INCOMPLETE};
 use anyhow::Context;
 use lotsync::config::Config;
-use lotsync::daemon::ReconcileReport;
 use lotsync::outbox::Outbox;
+use lotsync::reconcile::ReconcileReport;
 use lotsync::state::{Holder, State};
 use lotsync::text::Chain;
 use lotsync::upload::{DrainReport, StatsSnapshot, UploadError, Uploader, NOTICE_WAIT};
@@ -67,7 +67,7 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     let outbox = Arc::new(Outbox::new(State::open_with(&config.state.dir, &opening)?));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (report, delivered, stats) = runtime.block_on(async {
-        let report = lotsync::daemon::reconcile(&client, &outbox, &config, args.rebuild).await?;
+        let report = lotsync::reconcile::reconcile(&client, &outbox, &config, args.rebuild).await?;
         let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;
         let delivered = deliver(&uploader).await;
         if let (Some(notices), Ok(drained), Some(plan), Some(sha256)) =

@@ -9,7 +9,6 @@
 pub mod control;
 mod folders;
 pub mod metrics;
-mod reconcile;
 mod report;
 mod run;
 mod service_list;
@@ -18,19 +17,16 @@ mod watch;
 
 pub use crate::diff::field_drift;
 pub use folders::{Arrival, Claimed, FeedFolders, NAME_LIMIT};
-pub use reconcile::{
-    reconcile, FieldDrift, ForeignVehicle, ReconcileError, ReconcileReport, RepairCounts,
-    RestoredFeed, Skipped, RECONCILE_FEED,
-};
 pub use report::{FileReport, Outcome, RecordProblem};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
 pub use service_list::{read_service_list, ServiceListError};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
 
 use crate::config::{Config, FeedConfig};
-use crate::diff::{diff_file_drafted, DiffOptions, FileDiffError, Verdict};
+use crate::diff::{diff_file_drafted, DiffError, DiffOptions, FileDiffError, Verdict};
 use crate::mapper::{Profile, ProfileError};
 use crate::outbox::{FileProgress, Outbox};
+use crate::state::StateError;
 use crate::text::{Chain, Escaped};
 use crate::upload::{DrainReport, Notices, RejectedOp, UploadError, Uploader};
 use std::path::{Path, PathBuf};
@@ -52,8 +48,23 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Diff(String),
+    /// The diff cannot be computed (the state or the outbox failed under it).
+    #[error(transparent)]
+    Diff(DiffError),
+    /// The state cannot be read (looking up a file's committed plan).
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A released file that cannot be planned (it cannot be read).
+    #[error("{}", crate::text::shown_path(.file))]
+    Unplannable {
+        file: PathBuf,
+        #[source]
+        source: Box<FileDiffError>,
+    },
+    /// A blocking task of the pipeline (planning a file, reading or recording it in the
+    /// state) did not finish.
+    #[error("pipeline task failed")]
+    Task(#[source] tokio::task::JoinError),
     #[error(transparent)]
     Upload(#[from] UploadError),
     #[error(transparent)]
@@ -242,13 +253,15 @@ impl FilePipeline {
         let name = shown_name(&claimed.path);
         let planned = match self.plan(feed, &claimed.path, Some(claimed), false).await? {
             Ok(planned) => planned,
-            Err(Unplanned::Incomplete(reason)) => {
+            Err(unplanned @ Unplanned::Incomplete(_)) => {
+                let reason = unplanned.reason();
                 // Taken before it was whole (a resumed file, or one cut after it was checked):
                 // held, for a person to release once it is known to be right.
                 let reasons = vec![incomplete_reason(&reason)];
                 return self.hold_unplanned(feed, &claimed.path, reasons).await;
             }
-            Err(Unplanned::Unreadable(reason)) => {
+            Err(unplanned @ Unplanned::Unreadable(_)) => {
+                let reason = unplanned.reason();
                 tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reason), "file cannot be read");
                 let sha256 = crate::diff::FileId::of_path(&claimed.path)
                     .map(|f| f.sha256)
@@ -306,11 +319,7 @@ impl FilePipeline {
         else {
             return Ok(None);
         };
-        let filed = self
-            .outbox
-            .state()
-            .file(file_no)
-            .map_err(|e| DaemonError::Diff(Chain(&e).to_string()))?;
+        let filed = self.outbox.state().file(file_no)?;
         let committed = filed.is_some_and(|f| {
             f.feed == feed.name
                 && f.sha256 == draft.sha256
@@ -352,7 +361,7 @@ impl FilePipeline {
                 let outbox = self.outbox.clone();
                 tokio::task::spawn_blocking(move || outbox.progress(n))
                     .await
-                    .map_err(|e| DaemonError::Diff(e.to_string()))?
+                    .map_err(DaemonError::Task)?
                     .map_err(UploadError::from)?
             }
             None => FileProgress::default(),
@@ -394,7 +403,7 @@ impl FilePipeline {
             outbox.record_held(&feed_name, &file_name, &sha, &reason)
         })
         .await
-        .map_err(|e| DaemonError::Diff(e.to_string()))?
+        .map_err(DaemonError::Task)?
         .map_err(UploadError::from)?;
         let to = folders.hold(file, &report).map_err(folder_error(file))?;
         tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reasons.join("; ")), "held");
@@ -419,16 +428,20 @@ impl FilePipeline {
         let (feed_name, sha) = (feed.name.clone(), sha256.clone());
         let was_held = tokio::task::spawn_blocking(move || state.state().is_held(&feed_name, &sha))
             .await
-            .map_err(|e| DaemonError::Diff(e.to_string()))?;
+            .map_err(DaemonError::Task)?;
         if !was_held {
             return Err(DaemonError::NotHeld {
                 file: file.to_owned(),
                 feed: feed.name.clone(),
             });
         }
-        let planned = self.plan(feed, file, None, true).await?.map_err(|reason| {
-            DaemonError::Diff(format!("{}: {}", shown_path(file), reason.text()))
-        })?;
+        let planned = self
+            .plan(feed, file, None, true)
+            .await?
+            .map_err(|unplanned| DaemonError::Unplannable {
+                file: file.to_owned(),
+                source: Box::new(unplanned.into_error()),
+            })?;
         tracing::info!(feed = %feed.name, file = %shown_path(file), operations = planned.plan.ops.len(), "released past the safety guard");
         let mut report = FileReport::planned(&planned);
         self.deliver_reported(&mut report, planned.plan.file_no)
@@ -517,15 +530,16 @@ impl FilePipeline {
             )
         })
         .await
-        .map_err(|e| DaemonError::Diff(e.to_string()))?;
+        .map_err(DaemonError::Task)?;
         match planned {
             Ok(planned) => Ok(Ok(planned)),
-            Err(FileDiffError::Io(e)) => Ok(Err(Unplanned::Unreadable(e.to_string()))),
             Err(FileDiffError::Export(e)) if e.is_incomplete() => {
-                Ok(Err(Unplanned::Incomplete(e.to_string())))
+                Ok(Err(Unplanned::Incomplete(FileDiffError::Export(e))))
             }
-            Err(FileDiffError::Export(e)) => Ok(Err(Unplanned::Unreadable(e.to_string()))),
-            Err(e @ FileDiffError::Diff(_)) => Err(DaemonError::Diff(Chain(&e).to_string())),
+            Err(e @ (FileDiffError::Io(_) | FileDiffError::Export(_))) => {
+                Ok(Err(Unplanned::Unreadable(e)))
+            }
+            Err(FileDiffError::Diff(e)) => Err(DaemonError::Diff(e)),
         }
     }
 }
@@ -539,19 +553,30 @@ pub enum Taken {
     Filed(Box<FileReport>, PathBuf),
 }
 
-/// Why a file was not planned.
+/// Why a file was not planned: what reading it found (a [`FileDiffError::Io`] or
+/// [`FileDiffError::Export`]).
 #[derive(Debug)]
 enum Unplanned {
     /// It cannot be read (it goes to `failed/`).
-    Unreadable(String),
+    Unreadable(FileDiffError),
     /// Its last record is cut.
-    Incomplete(String),
+    Incomplete(FileDiffError),
 }
 
 impl Unplanned {
-    fn text(&self) -> &str {
+    /// Why, as a file's report and the log say it: the reading error's own text.
+    fn reason(&self) -> String {
+        let (Unplanned::Unreadable(e) | Unplanned::Incomplete(e)) = self;
+        match e {
+            FileDiffError::Io(e) => e.to_string(),
+            FileDiffError::Export(e) => e.to_string(),
+            FileDiffError::Diff(e) => Chain(e).to_string(),
+        }
+    }
+
+    fn into_error(self) -> FileDiffError {
         match self {
-            Unplanned::Unreadable(r) | Unplanned::Incomplete(r) => r,
+            Unplanned::Unreadable(e) | Unplanned::Incomplete(e) => e,
         }
     }
 }

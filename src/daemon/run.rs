@@ -742,7 +742,8 @@ impl Daemon {
         let _one = self.reconciling.lock().await;
         let config = self.pipeline.config();
         let outbox = self.pipeline.outbox().clone();
-        let report = match super::reconcile(&self.client, &outbox, &config, false).await {
+        let report = match crate::reconcile::reconcile(&self.client, &outbox, &config, false).await
+        {
             Ok(report) => report,
             Err(e) => {
                 self.metrics.reconciled("failed");

@@ -33,7 +33,7 @@ pub async fn read_service_list(
     config: &Config,
 ) -> Result<Listed, ServiceListError> {
     let org = client.organization_id();
-    let vehicles = super::reconcile::organization_vehicles(client, &config.api)
+    let vehicles = crate::reconcile::organization_vehicles(client, &config.api)
         .await
         .map_err(|e| ServiceListError::List {
             organization_id: org,
@@ -41,7 +41,7 @@ pub async fn read_service_list(
         })?;
     let mut listed: HashMap<String, Vec<Vehicle>> = HashMap::new();
     for vehicle in vehicles {
-        if let Some(vin) = super::reconcile::listed_vin(&vehicle) {
+        if let Some(vin) = crate::reconcile::listed_vin(&vehicle) {
             listed.entry(vin).or_default().push(vehicle);
         }
     }

@@ -13,13 +13,15 @@
 
 mod drift;
 mod export;
-mod plan;
 
 pub use drift::field_drift;
 pub use export::{
     diff_file, diff_file_drafted, DiffOptions, FileDiffError, FilePlan, SMALLER_SNAPSHOT,
 };
-pub use plan::{Counts, FileId, GuardCount, Learned, Plan, PlannedOp, Verdict, VinChange};
+// The plan types live in `crate::plan` (the outbox commits them too); here for the diff's callers.
+pub use crate::plan::{
+    payload_digest, Counts, FileId, GuardCount, Learned, Op, Plan, PlannedOp, Verdict, VinChange,
+};
 
 use crate::api::{Vehicle, VehiclePayload};
 use crate::mapper::{Accepted, Rejected};
@@ -28,49 +30,6 @@ use crate::state::{Digest, StateError, VehicleRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::MutexGuard;
-
-/// One call to make on the service.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Op {
-    /// POST /v1/inventory for a VIN the service does not have yet.
-    Create(VehiclePayload),
-    /// POST /v1/inventory (create-or-modify) with the changed payload.
-    Update(VehiclePayload),
-    /// POST /v1/inventory/{id}/sold.
-    MarkSold,
-    /// POST /v1/inventory/{id}/in-stock.
-    MarkInStock,
-}
-
-impl Op {
-    /// The name used in output and logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Op::Create(_) => "create",
-            Op::Update(_) => "update",
-            Op::MarkSold => "sold",
-            Op::MarkInStock => "in_stock",
-        }
-    }
-
-    /// Counts it in `counts`, by kind.
-    pub fn count_in(&self, counts: &mut crate::state::OpCounts) {
-        match self {
-            Op::Create(_) => counts.create += 1,
-            Op::Update(_) => counts.update += 1,
-            Op::MarkSold => counts.sold += 1,
-            Op::MarkInStock => counts.in_stock += 1,
-        }
-    }
-
-    pub fn payload(&self) -> Option<&VehiclePayload> {
-        match self {
-            Op::Create(p) | Op::Update(p) => Some(p),
-            Op::MarkSold | Op::MarkInStock => None,
-        }
-    }
-}
 
 /// Full snapshot or delta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -120,20 +79,6 @@ pub enum DiffError {
     State(#[from] StateError),
     #[error(transparent)]
     Outbox(#[from] OutboxError),
-}
-
-/// The digest of a payload's normalized form: what means nothing (the order of options) does
-/// not change it. Image order is kept: the first photo is the listing's main one.
-pub fn payload_digest(payload: &VehiclePayload) -> Digest {
-    let json = if payload.options.is_sorted() {
-        serde_json::to_vec(payload)
-    } else {
-        let mut sorted = payload.clone();
-        sorted.options.sort();
-        serde_json::to_vec(&sorted)
-    };
-    // A payload is plain strings and numbers: serializing it cannot fail.
-    Digest::of(&json.unwrap_or_default())
 }
 
 /// What the service will hold once the operations in flight land.
@@ -301,7 +246,7 @@ impl<'o> Differ<'o> {
                 }
             }
         }
-        let mut plan = Plan::new(&rules, file.clone());
+        let mut plan = Plan::new(rules.organization_id, &rules.feed, file.clone());
         if let Some(last) = outbox
             .state()
             .feed(&rules.feed)?

@@ -9,11 +9,11 @@
 //!
 //! Operations of one vehicle go out one at a time, in order. Which operations are in flight
 //! lives in memory: one process owns the state (its lock), and after a crash every operation
-//! is pending again. It owns the queue, not the rules (that is [`crate::diff`]) nor the calls
-//! (the uploader).
+//! is pending again. It owns the queue, not the rules (the diff and the reconciliation make the
+//! plans, of the types in [`crate::plan`]) nor the calls (the uploader).
 
 use crate::api::VehiclePayload;
-use crate::diff::{payload_digest, Op, Plan, Verdict};
+use crate::plan::{payload_digest, Op, Plan, Verdict};
 use crate::state::{
     self, vehicle_key, vin_key, AppliedFile, Counters, Delivered, FeedRecord, FileOutcome,
     FileRecord, OpCounts, Rejection, State, StateError, VehicleRecord,
@@ -98,7 +98,7 @@ pub enum Answer {
 }
 
 /// What the service's own list showed about a vehicle, written into the state without a
-/// request: the reconciliation's findings (see `daemon::reconcile`).
+/// request: the reconciliation's findings (see [`crate::reconcile`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finding {
     /// The service's id of a vehicle the state knows (it had none, or another one).

@@ -119,8 +119,9 @@ pub enum UploadError {
     Outbox(#[from] OutboxError),
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("delivery task failed: {0}")]
-    Task(String),
+    /// A blocking task of the delivery (sled work off the async threads) did not finish.
+    #[error("delivery task failed")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 /// Counters of a delivery, updated as it goes (read them for progress).
@@ -490,7 +491,7 @@ impl Uploader {
             let Some(joined) = joined else {
                 break;
             };
-            let (seq, delivery) = joined.map_err(|e| UploadError::Task(e.to_string()))?;
+            let (seq, delivery) = joined.map_err(UploadError::Task)?;
             taken.seqs.remove(&seq);
             let Some(entry) = jobs.remove(&seq) else {
                 continue;
@@ -637,7 +638,7 @@ impl Uploader {
             Ok(jobs)
         })
         .await
-        .map_err(|e| UploadError::Task(e.to_string()))??;
+        .map_err(UploadError::Task)??;
         Ok(jobs)
     }
 
@@ -645,7 +646,7 @@ impl Uploader {
         let outbox = self.outbox.clone();
         tokio::task::spawn_blocking(move || outbox.acknowledge(seq, &answer))
             .await
-            .map_err(|e| UploadError::Task(e.to_string()))??;
+            .map_err(UploadError::Task)??;
         Ok(())
     }
 

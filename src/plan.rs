@@ -1,9 +1,77 @@
-//! A file's plan: its operations, what it changes in the vehicles' bookkeeping, and whether it
-//! may be applied.
+//! A plan: the operations one file (or one reconciliation) calls for, what they change in the
+//! vehicles' bookkeeping, and whether it may be applied; with the [`Op`]s themselves and the
+//! digest payloads are compared by ([`payload_digest`]).
+//!
+//! These are the types the stages hand each other: [`crate::diff`] and the reconciliation
+//! make plans, [`crate::outbox`] commits them, [`crate::upload`] sends their operations. It
+//! owns the types, not the rules that fill them (the diff, the reconciliation) nor their
+//! storage (the outbox).
 
-use super::{Op, Rules};
+use crate::api::VehiclePayload;
+use crate::state::Digest;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// The feed name the reconciliation's plans are queued under, which no configured feed may
+/// take (the config refuses it).
+pub const RECONCILE_FEED: &str = "reconcile";
+
+/// One call to make on the service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// POST /v1/inventory for a VIN the service does not have yet.
+    Create(VehiclePayload),
+    /// POST /v1/inventory (create-or-modify) with the changed payload.
+    Update(VehiclePayload),
+    /// POST /v1/inventory/{id}/sold.
+    MarkSold,
+    /// POST /v1/inventory/{id}/in-stock.
+    MarkInStock,
+}
+
+impl Op {
+    /// The name used in output and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Create(_) => "create",
+            Op::Update(_) => "update",
+            Op::MarkSold => "sold",
+            Op::MarkInStock => "in_stock",
+        }
+    }
+
+    /// Counts it in `counts`, by kind.
+    pub fn count_in(&self, counts: &mut crate::state::OpCounts) {
+        match self {
+            Op::Create(_) => counts.create += 1,
+            Op::Update(_) => counts.update += 1,
+            Op::MarkSold => counts.sold += 1,
+            Op::MarkInStock => counts.in_stock += 1,
+        }
+    }
+
+    pub fn payload(&self) -> Option<&VehiclePayload> {
+        match self {
+            Op::Create(p) | Op::Update(p) => Some(p),
+            Op::MarkSold | Op::MarkInStock => None,
+        }
+    }
+}
+
+/// The digest of a payload's normalized form: what means nothing (the order of options) does
+/// not change it. Image order is kept: the first photo is the listing's main one.
+pub fn payload_digest(payload: &VehiclePayload) -> Digest {
+    let json = if payload.options.is_sorted() {
+        serde_json::to_vec(payload)
+    } else {
+        let mut sorted = payload.clone();
+        sorted.options.sort();
+        serde_json::to_vec(&sorted)
+    };
+    // A payload is plain strings and numbers: serializing it cannot fail.
+    Digest::of(&json.unwrap_or_default())
+}
 
 /// The file a plan is for.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -49,7 +117,7 @@ pub struct Learned {
     pub service_id: u64,
     pub sold: bool,
     /// The file's payload's digest when the service shows the same fields
-    /// ([`super::field_drift`]), else [`crate::state::Digest::UNKNOWN`].
+    /// ([`crate::diff::field_drift`]), else [`crate::state::Digest::UNKNOWN`].
     pub digest: crate::state::Digest,
     /// The file's payload, recorded as acknowledged when the service shows the same fields.
     pub payload: Option<Box<crate::api::VehiclePayload>>,
@@ -123,10 +191,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub(super) fn new(rules: &Rules, file: FileId) -> Plan {
+    /// An empty plan of `feed`'s `file`, to apply.
+    pub fn new(organization_id: u64, feed: &str, file: FileId) -> Plan {
         Plan {
-            organization_id: rules.organization_id,
-            feed: rules.feed.clone(),
+            organization_id,
+            feed: feed.to_owned(),
             file,
             verdict: Verdict::Apply { forced: false },
             ops: Vec::new(),
@@ -138,7 +207,7 @@ impl Plan {
         }
     }
 
-    pub(super) fn change(&mut self, vin: &str, location_id: u64) -> &mut VinChange {
+    pub(crate) fn change(&mut self, vin: &str, location_id: u64) -> &mut VinChange {
         self.changes
             .entry(vin.to_owned())
             .or_insert_with(|| VinChange {
@@ -147,7 +216,7 @@ impl Plan {
             })
     }
 
-    pub(super) fn push(&mut self, location_id: u64, vin: &str, op: Op, new_record: bool) {
+    pub(crate) fn push(&mut self, location_id: u64, vin: &str, op: Op, new_record: bool) {
         let counter = match &op {
             Op::Create(_) => &mut self.counts.create,
             Op::Update(_) => &mut self.counts.update,

@@ -1,0 +1,233 @@
+//! The archived exports' side of the reconciliation: what the feeds' applied files in their
+//! `archive/` listed, per VIN its newest listing ([`Listing`]), and each feed's newest applied
+//! file (restored by a rebuild).
+//!
+//! It reads the archive as the daemon's `FeedFolders` (src/daemon/folders.rs) lays it out
+//! (`archive/<day>/`, an export beside its report) and maps each export through its feed's profile; it moves and
+//! writes nothing, and judges nothing (that is [`super::compare`]'s). An archived file that
+//! cannot be read is a note, not an error.
+
+use super::ReconcileError;
+use crate::api::VehiclePayload;
+use crate::config::{Config, FeedConfig};
+use crate::diff::{FileId, Mode};
+use crate::mapper::{ExportFile, Mapped, Profile};
+use crate::state::AppliedFile;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The archive's place in a feed's inbox, and the suffix of an archived file's report (as the
+/// daemon's `FeedFolders` files them; the reconciliation does not depend on the daemon).
+const ARCHIVE: &str = "archive";
+const REPORT_SUFFIX: &str = ".report.json";
+
+/// The newest listing of a VIN in the archived exports read.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Listing {
+    pub(super) payload: VehiclePayload,
+    /// Sold as the archive tells: listed as sold, or absent from its full feed's newest
+    /// snapshot since.
+    pub(super) sold: bool,
+    /// Some applied export listed it on the lot: lotsync created it.
+    pub(super) listed_in_stock: bool,
+    /// Listed on the lot by the newest applied snapshot of a full feed.
+    pub(super) in_last_snapshot: bool,
+    /// The archived export of the newest listing.
+    pub(super) file: String,
+}
+
+/// What the archived exports tell.
+#[derive(Debug, Default)]
+pub(super) struct Archive {
+    pub(super) listings: HashMap<String, Listing>,
+    /// Per feed, its newest applied export.
+    pub(super) last_applied: Vec<(String, AppliedFile)>,
+    pub(super) files_read: usize,
+    pub(super) notes: Vec<String>,
+}
+
+/// The fields of an archived file's report the reconciliation reads (the daemon's `FileReport`).
+#[derive(Debug, Deserialize)]
+struct ArchivedReport {
+    file: String,
+    outcome: String,
+    #[serde(default)]
+    finished_at: String,
+}
+
+/// An applied export in a feed's archive.
+#[derive(Debug, Clone)]
+struct Archived {
+    feed: usize,
+    path: PathBuf,
+    /// The name it was dropped under.
+    name: String,
+    finished_at: String,
+    /// When its report was written: orders files finished within the same second.
+    written: SystemTime,
+}
+
+/// Reads the archives of the config's feeds: each feed's newest applied file and, per VIN, its
+/// newest listing (`all`: in every applied export; else in each full feed's newest only).
+pub(super) fn read_archive(config: &Config, all: bool) -> Result<Archive, ReconcileError> {
+    let mut archive = Archive::default();
+    let mut files: Vec<Archived> = Vec::new();
+    let mut newest_of_full: Vec<PathBuf> = Vec::new();
+    for (index, feed) in config.feeds.iter().enumerate() {
+        let mut applied = applied_files(feed, index, &mut archive.notes);
+        applied.sort_by(|a, b| (&b.finished_at, b.written).cmp(&(&a.finished_at, a.written)));
+        if let Some(newest) = applied.first() {
+            // Only a rebuild restores it; hashing it every night would be wasted.
+            let id = if all {
+                Some(FileId::of_path(&newest.path))
+            } else {
+                None
+            };
+            match id {
+                None => {}
+                Some(Ok(id)) => archive.last_applied.push((
+                    feed.name.clone(),
+                    AppliedFile {
+                        name: newest.name.clone(),
+                        sha256: id.sha256,
+                        at: unix_secs(newest.written),
+                        records: 0,
+                    },
+                )),
+                Some(Err(e)) => archive
+                    .notes
+                    .push(format!("{}: cannot be read: {e}", newest.path.display())),
+            }
+            if feed.mode == Mode::Full {
+                newest_of_full.push(newest.path.clone());
+            }
+        }
+        if all {
+            files.extend(applied);
+        } else if feed.mode == Mode::Full {
+            files.extend(applied.into_iter().take(1));
+        }
+    }
+    files.sort_by(|a, b| (&b.finished_at, b.written).cmp(&(&a.finished_at, a.written)));
+    let mut profiles: HashMap<usize, Profile> = HashMap::new();
+    for file in &files {
+        let feed = &config.feeds[file.feed];
+        let profile = match profiles.get(&file.feed) {
+            Some(p) => p,
+            None => {
+                let p = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
+                    ReconcileError::Profile {
+                        feed: feed.name.clone(),
+                        source,
+                    }
+                })?;
+                profiles.entry(file.feed).or_insert(p)
+            }
+        };
+        let listed = match listings_of(&file.path, profile, feed.location_id) {
+            Ok(listed) => listed,
+            Err(reason) => {
+                tracing::warn!(file = %crate::text::shown_path(&file.path), reason = %crate::text::Escaped(&reason), "archived export not read");
+                archive
+                    .notes
+                    .push(format!("{}: not read: {reason}", file.path.display()));
+                continue;
+            }
+        };
+        archive.files_read += 1;
+        let full = feed.mode == Mode::Full;
+        let newest = newest_of_full.contains(&file.path);
+        for (payload, sold) in listed {
+            let in_stock = sold != Some(true);
+            match archive.listings.get_mut(&payload.vin) {
+                Some(listing) => listing.listed_in_stock |= in_stock,
+                None => {
+                    let listing = Listing {
+                        sold: !in_stock || (full && !newest),
+                        listed_in_stock: in_stock,
+                        in_last_snapshot: newest && in_stock,
+                        file: file.name.clone(),
+                        payload,
+                    };
+                    archive
+                        .listings
+                        .insert(listing.payload.vin.clone(), listing);
+                }
+            }
+        }
+    }
+    Ok(archive)
+}
+
+/// A feed's applied exports in `archive/*/`, with their reports.
+fn applied_files(feed: &FeedConfig, index: usize, notes: &mut Vec<String>) -> Vec<Archived> {
+    let mut out = Vec::new();
+    let root = feed.inbox.join(ARCHIVE);
+    let Ok(days) = std::fs::read_dir(&root) else {
+        return out; // no archive yet
+    };
+    for day in days.filter_map(Result::ok).map(|d| d.path()) {
+        let Ok(entries) = std::fs::read_dir(&day) else {
+            continue;
+        };
+        for report_path in entries.filter_map(Result::ok).map(|e| e.path()) {
+            let Some(file_name) = report_path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            let Some(export_name) = file_name.strip_suffix(REPORT_SUFFIX) else {
+                continue;
+            };
+            let report: ArchivedReport = match std::fs::read(&report_path)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+            {
+                Ok(report) => report,
+                Err(reason) => {
+                    notes.push(format!("{}: not read: {reason}", report_path.display()));
+                    continue;
+                }
+            };
+            let path = day.join(export_name);
+            // `resumed`: applied, and delivered after an interruption (a later daemon's
+            // outcome; the same as applied here).
+            let applied = matches!(report.outcome.as_str(), "applied" | "resumed");
+            if !applied || !path.is_file() {
+                continue;
+            }
+            let written = std::fs::metadata(&report_path)
+                .and_then(|m| m.modified())
+                .unwrap_or(UNIX_EPOCH);
+            out.push(Archived {
+                feed: index,
+                path,
+                name: report.file,
+                finished_at: report.finished_at,
+                written,
+            });
+        }
+    }
+    out
+}
+
+/// The accepted records of an export: payload and what the export says of sold.
+fn listings_of(
+    path: &Path,
+    profile: &Profile,
+    location_id: u64,
+) -> Result<Vec<(VehiclePayload, Option<bool>)>, String> {
+    let mut export = ExportFile::open(path, profile, location_id).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(mapped) = export.next_record().map_err(|e| e.to_string())? {
+        if let Mapped::Accepted(a) = mapped {
+            out.push((a.payload.clone(), a.sold));
+        }
+    }
+    Ok(out)
+}
+
+fn unix_secs(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
