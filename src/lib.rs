@@ -24,7 +24,10 @@
 //!   recorded, notifications of incidents.
 //! - [`reconcile`]: the service's whole list against the state and the archived exports, and
 //!   the repairs queued (nightly, and `lotsync reconcile`).
-//! - [`daemon`]: a feed's folders, a file's way through the pipeline and its report.
+//! - [`inbox`]: a feed's folders (arrivals, processing, archive, held, failed) and the report
+//!   filed beside each file.
+//! - [`daemon`]: `lotsync run`: watchers, a file's way through the pipeline, the control
+//!   socket, status and metrics.
 //! - [`config`]: lotsync's config file.
 //! - [`text`]: names and values from outside, escaped for logs and reports.
 //!
@@ -38,6 +41,7 @@ pub mod config;
 pub mod daemon;
 pub mod diff;
 pub mod feed;
+pub mod inbox;
 pub mod mapper;
 pub mod outbox;
 pub mod plan;

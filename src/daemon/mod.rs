@@ -1,23 +1,22 @@
-//! The daemon's stages around the pipeline: a feed's folders and a file's way through them
-//! ([`FeedFolders`]), the report each file leaves behind ([`FileReport`]), and
-//! [`FilePipeline`], which takes one complete export from its inbox to the service.
+//! The daemon's stages around the pipeline: a file's way through its feed's folders
+//! ([`crate::inbox`]) with the report it leaves behind, and [`FilePipeline`], which takes one
+//! complete export from its inbox to the service.
 //!
 //! `lotsync demo` drives the pipeline file by file; the watchers, control socket, nightly
 //! reconciliation and sd_notify of `lotsync run` build on it. It owns the files' lifecycle, not
 //! what to send (the diff) nor how (the uploader).
 
 pub mod control;
-mod folders;
 pub mod metrics;
-mod report;
 mod run;
 mod service_list;
 pub mod status;
 mod watch;
 
 pub use crate::diff::field_drift;
-pub use folders::{Arrival, Claimed, FeedFolders, NAME_LIMIT};
-pub use report::{FileReport, Outcome, RecordProblem};
+pub use crate::inbox::{
+    Arrival, Claimed, FeedFolders, FileReport, Outcome, RecordProblem, NAME_LIMIT,
+};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
 pub use service_list::{read_service_list, ServiceListError};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};

@@ -8,14 +8,13 @@
 //! and restarts changed ones; the service and state settings need a restart.
 
 use super::control::{self, Reply, Request};
-use super::folders::Claimed;
-use super::folders::FeedFolders;
 use super::metrics::{self, Health, Metrics, MetricsError, MetricsListener};
 use super::status::{self, FeedLive, LastFile, Live};
 use super::watch::{watch_inbox, FileStamp, WatchSettings};
 use super::{DaemonError, FilePipeline, FileReport, Taken};
 use crate::api::ApiClient;
 use crate::config::{Config, FeedConfig};
+use crate::inbox::{Claimed, FeedFolders};
 use crate::mapper::{ExportFile, Profile};
 use crate::outbox::Outbox;
 use crate::text::{shown_path, Chain, Escaped};

@@ -6,9 +6,9 @@
 //! [`DaemonStatus::check`] judges them the way a monitoring system (Nagios, Icinga, Zabbix)
 //! wants: OK, WARNING, CRITICAL or UNKNOWN, with a one-line summary.
 
-use super::folders::FeedFolders;
 use crate::clock::UtcTime;
 use crate::config::{Config, FeedConfig, WatchMode};
+use crate::inbox::FeedFolders;
 use crate::outbox::Outbox;
 use crate::state::{FileOutcome, StateError};
 use serde::{Deserialize, Serialize};

@@ -10,8 +10,8 @@
 //! events). It owns the watching, not the files' moves ([`super::FeedFolders`]) nor their
 //! processing.
 
-use super::folders::{Arrival, FeedFolders};
 use crate::config::WatchMode;
+use crate::inbox::{Arrival, FeedFolders};
 use crate::text::{shown_path, Chain};
 use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};

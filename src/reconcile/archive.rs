@@ -2,26 +2,22 @@
 //! `archive/` listed, per VIN its newest listing ([`Listing`]), and each feed's newest applied
 //! file (restored by a rebuild).
 //!
-//! It reads the archive as the daemon's `FeedFolders` (src/daemon/folders.rs) lays it out
-//! (`archive/<day>/`, an export beside its report) and maps each export through its feed's profile; it moves and
-//! writes nothing, and judges nothing (that is [`super::compare`]'s). An archived file that
-//! cannot be read is a note, not an error.
+//! It finds the archive's exports and reports through [`FeedFolders`], which lays the archive
+//! out, and maps each export through its feed's profile; it moves and writes nothing, and
+//! judges nothing (that is [`super::compare`]'s). An archived file that cannot be read is a
+//! note, not an error.
 
 use super::ReconcileError;
 use crate::api::VehiclePayload;
 use crate::config::{Config, FeedConfig};
 use crate::diff::{FileId, Mode};
+use crate::inbox::FeedFolders;
 use crate::mapper::{ExportFile, Mapped, Profile};
 use crate::state::AppliedFile;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// The archive's place in a feed's inbox, and the suffix of an archived file's report (as the
-/// daemon's `FeedFolders` files them; the reconciliation does not depend on the daemon).
-const ARCHIVE: &str = "archive";
-const REPORT_SUFFIX: &str = ".report.json";
 
 /// The newest listing of a VIN in the archived exports read.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,52 +157,36 @@ pub(super) fn read_archive(config: &Config, all: bool) -> Result<Archive, Reconc
     Ok(archive)
 }
 
-/// A feed's applied exports in `archive/*/`, with their reports.
+/// A feed's applied exports in its archive, with their reports.
 fn applied_files(feed: &FeedConfig, index: usize, notes: &mut Vec<String>) -> Vec<Archived> {
     let mut out = Vec::new();
-    let root = feed.inbox.join(ARCHIVE);
-    let Ok(days) = std::fs::read_dir(&root) else {
-        return out; // no archive yet
-    };
-    for day in days.filter_map(Result::ok).map(|d| d.path()) {
-        let Ok(entries) = std::fs::read_dir(&day) else {
-            continue;
-        };
-        for report_path in entries.filter_map(Result::ok).map(|e| e.path()) {
-            let Some(file_name) = report_path.file_name().and_then(|n| n.to_str()) else {
-                continue;
-            };
-            let Some(export_name) = file_name.strip_suffix(REPORT_SUFFIX) else {
-                continue;
-            };
-            let report: ArchivedReport = match std::fs::read(&report_path)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
-            {
-                Ok(report) => report,
-                Err(reason) => {
-                    notes.push(format!("{}: not read: {reason}", report_path.display()));
-                    continue;
-                }
-            };
-            let path = day.join(export_name);
-            // `resumed`: applied, and delivered after an interruption (a later daemon's
-            // outcome; the same as applied here).
-            let applied = matches!(report.outcome.as_str(), "applied" | "resumed");
-            if !applied || !path.is_file() {
+    for filed in FeedFolders::new(&feed.inbox).archived_reports() {
+        let report: ArchivedReport = match std::fs::read(&filed.report)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+        {
+            Ok(report) => report,
+            Err(reason) => {
+                notes.push(format!("{}: not read: {reason}", filed.report.display()));
                 continue;
             }
-            let written = std::fs::metadata(&report_path)
-                .and_then(|m| m.modified())
-                .unwrap_or(UNIX_EPOCH);
-            out.push(Archived {
-                feed: index,
-                path,
-                name: report.file,
-                finished_at: report.finished_at,
-                written,
-            });
+        };
+        // `resumed`: applied, and delivered after an interruption (a later daemon's outcome;
+        // the same as applied here).
+        let applied = matches!(report.outcome.as_str(), "applied" | "resumed");
+        if !applied || !filed.export.is_file() {
+            continue;
         }
+        let written = std::fs::metadata(&filed.report)
+            .and_then(|m| m.modified())
+            .unwrap_or(UNIX_EPOCH);
+        out.push(Archived {
+            feed: index,
+            path: filed.export,
+            name: report.file,
+            finished_at: report.finished_at,
+            written,
+        });
     }
     out
 }

@@ -45,6 +45,13 @@ pub struct Claimed {
     pub resumed: bool,
 }
 
+/// A report in the archive and the export filed beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveEntry {
+    pub report: PathBuf,
+    pub export: PathBuf,
+}
+
 /// The folders of one feed, all inside its inbox (so every move is a rename on one file
 /// system).
 #[derive(Debug, Clone)]
@@ -314,6 +321,32 @@ impl FeedFolders {
         std::fs::canonicalize(file).is_ok_and(|file| file.starts_with(&inbox))
     }
 
+    /// Every report in the archive (`archive/*/<file>.report.json`) with the export it is
+    /// filed beside, which may be missing (a crash between the two, or a file deleted by
+    /// hand). In no order; empty without an archive.
+    pub fn archived_reports(&self) -> Vec<ArchiveEntry> {
+        let mut found = Vec::new();
+        let Ok(days) = std::fs::read_dir(self.inbox.join(ARCHIVE)) else {
+            return found;
+        };
+        for day in days.filter_map(Result::ok).map(|d| d.path()) {
+            let Ok(entries) = std::fs::read_dir(&day) else {
+                continue;
+            };
+            for report in entries.filter_map(Result::ok).map(|e| e.path()) {
+                let export = report
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(REPORT_SUFFIX))
+                    .map(|name| day.join(name));
+                if let Some(export) = export {
+                    found.push(ArchiveEntry { report, export });
+                }
+            }
+        }
+        found
+    }
+
     /// Moves a held file to `held/` with its report.
     pub fn hold(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
         self.settle(file, &self.inbox.join(HELD), report)
@@ -474,7 +507,7 @@ fn is_report(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::report::{FileReport, Outcome};
+    use crate::inbox::{FileReport, Outcome};
 
     /// A fresh folder (removed when the guard drops) and its path.
     fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
