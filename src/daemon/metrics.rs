@@ -343,46 +343,53 @@ pub async fn serve<S: Source>(
     mut stop: watch::Receiver<bool>,
 ) {
     let shown = listener.shown();
-    let mut connections = JoinSet::new();
     match listener {
-        MetricsListener::Tcp(listener) => {
-            let listener = match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => l,
-                Err(e) => return cannot_serve(&shown, &e),
-            };
-            loop {
-                reap(&mut connections).await;
-                let stream = tokio::select! {
-                    _ = stop.changed() => return,
-                    accepted = listener.accept() => accepted.map(|(s, _)| s),
-                };
-                match stream {
-                    Ok(stream) => {
-                        connections.spawn(connection(stream, source.clone()));
-                    }
-                    Err(e) => cannot_accept(&shown, &e).await,
-                }
+        MetricsListener::Tcp(listener) => match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => {
+                let listener = &listener;
+                let accept = move || async move { listener.accept().await.map(|(s, _)| s) };
+                accept_until_stopped(accept, source, &shown, &mut stop).await;
             }
-        }
+            Err(e) => cannot_serve(&shown, &e),
+        },
         MetricsListener::Unix(listener, path) => {
             let _file = SocketFile(path);
-            let listener = match tokio::net::UnixListener::from_std(listener) {
-                Ok(l) => l,
-                Err(e) => return cannot_serve(&shown, &e),
-            };
-            loop {
-                reap(&mut connections).await;
-                let stream = tokio::select! {
-                    _ = stop.changed() => return,
-                    accepted = listener.accept() => accepted.map(|(s, _)| s),
-                };
-                match stream {
-                    Ok(stream) => {
-                        connections.spawn(connection(stream, source.clone()));
-                    }
-                    Err(e) => cannot_accept(&shown, &e).await,
+            match tokio::net::UnixListener::from_std(listener) {
+                Ok(listener) => {
+                    let listener = &listener;
+                    let accept = move || async move { listener.accept().await.map(|(s, _)| s) };
+                    accept_until_stopped(accept, source, &shown, &mut stop).await;
                 }
+                Err(e) => cannot_serve(&shown, &e),
             }
+        }
+    }
+}
+
+/// Serves each connection `accept` gives until `stop` changes.
+async fn accept_until_stopped<A, F, IO, S>(
+    mut accept: A,
+    source: Arc<S>,
+    shown: &str,
+    stop: &mut watch::Receiver<bool>,
+) where
+    A: FnMut() -> F,
+    F: Future<Output = std::io::Result<IO>>,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: Source,
+{
+    let mut connections = JoinSet::new();
+    loop {
+        reap(&mut connections).await;
+        let stream = tokio::select! {
+            _ = stop.changed() => return,
+            accepted = accept() => accepted,
+        };
+        match stream {
+            Ok(stream) => {
+                connections.spawn(connection(stream, source.clone()));
+            }
+            Err(e) => cannot_accept(shown, &e).await,
         }
     }
 }
