@@ -400,8 +400,13 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("config {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    /// Not TOML, or not lotsync's config (`lotsync validate` names every problem).
+    #[error("config {}", crate::text::shown_path(.path))]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Box<toml::de::Error>,
+    },
     #[error("{0}")]
     Token(String),
     #[error("config {path}:\n  {}", problems.join("\n  "))]
@@ -434,7 +439,7 @@ impl Config {
         })?;
         let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
-            message: e.to_string(),
+            source: Box::new(e),
         })?;
         config.resolve_paths(&config_dir(path));
         let problems = config.problems();
