@@ -4,7 +4,7 @@
 //! It normalizes rather than merely validates: whitespace, prices ("$23,995.00"), miles ("45,123
 //! mi"), door and cylinder counts, engine and transmission text, and every enum through the
 //! synonym tables to the spec's exact spelling. Columns are found by their header
-//! ([`vocabulary`]) or, when none names a field, by their values ([`infer`], only when nearly
+//! (`vocabulary`) or, when none names a field, by their values (`infer`, only when nearly
 //! all of them agree). It never guesses: an optional value it cannot map is left out with a
 //! warning, and a record without a stock number or a valid VIN, or with a VIN already seen in
 //! the file, is rejected. It owns no state beyond one file and does no
@@ -212,7 +212,7 @@ impl Mapper {
     }
 
     /// Judges the columns no header named by the values of `sample` (records read ahead of
-    /// mapping) and binds those recognized ([`infer`]); only when the profile lets auto match.
+    /// mapping) and binds those recognized (`infer`); only when the profile lets auto match.
     pub fn recognize(&mut self, schema: &Schema, sample: &[&Record]) {
         self.bind(schema);
         if !self.profile.auto {

@@ -397,7 +397,7 @@ pub struct Binding {
     /// Fields named like the one bound to a target (the same name in a profile's terms, or
     /// in auto's), whose values must agree with its values on every record.
     pub twins: Vec<Twin>,
-    /// Fields no header named, taken by their values ([`super::infer`]), with how many of
+    /// Fields no header named, taken by their values (`mapper::infer`), with how many of
     /// the sampled values agreed.
     pub by_values: Vec<Likeness>,
     /// When no column is the VIN: the columns looked at, best first, with their share of

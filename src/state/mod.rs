@@ -38,7 +38,7 @@ use lock::StateLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// The layout this build reads and writes. Bump it with a step in [`migrate`].
+/// The layout this build reads and writes. Bump it with a step in `migrate`.
 pub const SCHEMA_VERSION: u32 = 1;
 
 const SCHEMA_KEY: &[u8] = b"schema_version";

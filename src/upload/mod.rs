@@ -15,7 +15,7 @@
 //! - Fatal answers (401, 403) stop delivery at once; the outbox keeps every operation not
 //!   answered.
 //! - Ids: creates are repeated safely (POST is create-or-modify by VIN); a sold or in-stock call
-//!   for a vehicle without a known id learns it first ([`deliver`]).
+//!   for a vehicle without a known id learns it first (`deliver.rs`).
 //!
 //! It does not decide what to send (the diff) nor how a call looks on the wire (the client).
 //! Notifications of the incidents it meets go through [`Notices`].

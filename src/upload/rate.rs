@@ -15,7 +15,7 @@
 //!   its size) sets the rate to [`TARGET`] of that refill rate, before any 429; a 429 that says
 //!   the bucket is empty does the same, or, with nothing measured, cuts the rate to
 //!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. But an empty bucket without a
-//!   reset of its own, within [`WINDOW_ROUNDING`] of a pause's end, is taken for the service
+//!   reset of its own, within `WINDOW_ROUNDING` of a pause's end, is taken for the service
 //!   holding us to a window (a strict service's early refusal); excused for one pause only.
 //! - 429s without any rate header cut the rate the same way, but they may come whatever the
 //!   pace (a proxy's throttle): `Unexplained` tries answering them with pauses alone and keeps
