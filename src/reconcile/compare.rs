@@ -13,8 +13,8 @@ use super::report::{FieldDrift, ForeignVehicle, Skipped};
 use crate::api::Vehicle;
 use crate::diff::field_drift;
 use crate::outbox::Finding;
-use crate::plan::{Counts, FileId, Op, Plan, PlannedOp, Verdict, VinChange, RECONCILE_FEED};
-use std::collections::{BTreeMap, HashMap};
+use crate::plan::{FileId, Op, Plan, PlannedOp, RECONCILE_FEED};
+use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What the comparison found, by kind.
@@ -32,59 +32,43 @@ pub(super) struct Repairs {
     pub(super) unchanged: usize,
 }
 
-/// The comparison's outcome: findings to record, operations to queue, and what they repair.
-#[derive(Debug, Default)]
+/// The comparison's outcome: findings to record, operations to queue (a plan of the pseudo-feed
+/// [`RECONCILE_FEED`], its file given when it is committed), and what they repair.
+#[derive(Debug)]
 pub(super) struct Comparison {
     pub(super) findings: Vec<Finding>,
-    pub(super) ops: Vec<PlannedOp>,
-    pub(super) changes: BTreeMap<String, VinChange>,
-    pub(super) counts: Counts,
     pub(super) repairs: Repairs,
     pub(super) service_vehicles: usize,
     pub(super) notes: Vec<String>,
+    repairs_plan: Plan,
 }
 
 impl Comparison {
-    fn push(&mut self, location_id: u64, vin: &str, op: Op, new_record: bool) {
-        let counter = match &op {
-            Op::Create(_) => &mut self.counts.create,
-            Op::Update(_) => &mut self.counts.update,
-            Op::MarkSold => &mut self.counts.sold,
-            Op::MarkInStock => &mut self.counts.in_stock,
-        };
-        *counter += 1;
-        let change = self
-            .changes
-            .entry(vin.to_owned())
-            .or_insert_with(|| VinChange {
-                location_id,
-                ..VinChange::default()
-            });
-        change.new_ops += 1;
-        change.new_record |= new_record;
-        self.ops.push(PlannedOp {
-            location_id,
-            vin: vin.to_owned(),
-            op,
-        });
+    fn new(org: u64, service_vehicles: usize) -> Comparison {
+        Comparison {
+            findings: Vec::new(),
+            repairs: Repairs::default(),
+            service_vehicles,
+            notes: Vec::new(),
+            repairs_plan: Plan::new(org, RECONCILE_FEED, FileId::default()),
+        }
     }
 
-    /// The repairs as a plan of the pseudo-feed [`RECONCILE_FEED`].
-    pub(super) fn plan(&self, org: u64, file: FileId) -> Plan {
-        let mut counts = self.counts;
-        counts.unchanged = self.repairs.unchanged as u64;
-        Plan {
-            organization_id: org,
-            feed: RECONCILE_FEED.into(),
-            file,
-            verdict: Verdict::Apply { forced: false },
-            ops: self.ops.clone(),
-            changes: self.changes.clone(),
-            counts,
-            guard: Vec::new(),
-            file_no: None,
-            records: 0,
-        }
+    fn push(&mut self, location_id: u64, vin: &str, op: Op, new_record: bool) {
+        self.repairs_plan.push(location_id, vin, op, new_record);
+    }
+
+    /// The repairs to queue.
+    pub(super) fn ops(&self) -> &[PlannedOp] {
+        &self.repairs_plan.ops
+    }
+
+    /// The repairs as a plan of the pseudo-feed [`RECONCILE_FEED`] for `file`.
+    pub(super) fn plan(&self, file: FileId) -> Plan {
+        let mut plan = self.repairs_plan.clone();
+        plan.file = file;
+        plan.counts.unchanged = self.repairs.unchanged as u64;
+        plan
     }
 }
 
@@ -118,10 +102,7 @@ pub(super) fn compare(
     before: &Versions,
     archive: &HashMap<String, Listing>,
 ) -> Comparison {
-    let mut out = Comparison {
-        service_vehicles: service.len(),
-        ..Comparison::default()
-    };
+    let mut out = Comparison::new(org, service.len());
     let mut by_vin: HashMap<String, Vec<&Vehicle>> = HashMap::new();
     for v in service {
         match listed_vin(v) {
@@ -481,7 +462,7 @@ mod tests {
             }
         );
         let ops: Vec<(&str, &str)> = c
-            .ops
+            .ops()
             .iter()
             .map(|o| (o.vin.as_str(), o.op.name()))
             .collect();
@@ -495,7 +476,8 @@ mod tests {
                 ("LISTED", "create"),
             ]
         );
-        assert!(c.changes["LISTED"].new_record && !c.changes["DELETED"].new_record);
+        let plan = c.plan(plan_file("reconcile-x"));
+        assert!(plan.changes["LISTED"].new_record && !plan.changes["DELETED"].new_record);
         assert_eq!(
             c.findings,
             [
@@ -515,8 +497,10 @@ mod tests {
                 },
             ]
         );
-        let plan = c.plan(100, plan_file("reconcile-x"));
-        assert_eq!(plan.feed, RECONCILE_FEED);
+        assert_eq!(
+            (plan.organization_id, plan.feed.as_str()),
+            (100, RECONCILE_FEED)
+        );
         assert_eq!((plan.counts.create, plan.counts.update), (2, 1));
         assert_ne!(plan.file.sha256, plan_file("reconcile-x").sha256);
     }

@@ -137,8 +137,8 @@ pub async fn reconcile(
             let state_vehicles = known.len();
             let comparison = compare(org, &listed, known, &before, &archive);
             outbox.record_findings(org, &comparison.findings, &archive_feeds)?;
-            if !comparison.ops.is_empty() {
-                let plan = comparison.plan(org, plan_file);
+            if !comparison.ops().is_empty() {
+                let plan = comparison.plan(plan_file);
                 outbox.commit(&plan, &in_flight)?;
             }
             drop(in_flight);
@@ -151,7 +151,7 @@ pub async fn reconcile(
     let mut notes = archive.notes;
     notes.extend(comparison.notes.iter().cloned());
     let r = &comparison.repairs;
-    let operations = comparison.ops.len();
+    let operations = comparison.ops().len();
     let mut report = ReconcileReport {
         organization_id: org,
         rebuild,
