@@ -1403,7 +1403,7 @@ mod tests {
 
     #[test]
     fn validate_names_a_bad_metrics_value_by_its_key() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("config");
         let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("lotsync.toml");
@@ -1457,7 +1457,7 @@ mod tests {
 
     #[test]
     fn a_value_of_the_wrong_type_is_named_with_its_line_and_the_rest_still_checked() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("config");
         let dir = tmp.path().to_owned();
         std::fs::create_dir_all(dir.join("in-b")).unwrap();
         let path = dir.join("lotsync.toml");
@@ -1490,7 +1490,7 @@ mod tests {
 
     /// A config with `lines`; its problems, with every placeholder kept quiet.
     fn problems_of(lines: &str) -> (Vec<String>, String) {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::testing::temp_dir("config");
         std::fs::create_dir_all(dir.path().join("in-b")).unwrap();
         let path = dir.path().join("lotsync.toml");
         std::fs::write(&path, lines).unwrap();
@@ -1547,7 +1547,7 @@ mod tests {
 
     #[test]
     fn validate_names_every_problem_at_once() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("config");
         let dir = tmp.path().to_owned();
         std::fs::create_dir_all(dir.join("in-a")).unwrap();
         let path = dir.join("lotsync.toml");
@@ -1694,7 +1694,7 @@ mod tests {
 
     #[test]
     fn feeds_are_checked_and_every_problem_named() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("config");
         let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("lotsync.toml");
@@ -1760,7 +1760,7 @@ mod tests {
     #[test]
     fn a_token_file_others_can_read_or_change_is_refused() {
         use std::os::unix::fs::PermissionsExt;
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("config");
         let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("api token");
@@ -1809,7 +1809,7 @@ mod tests {
 
     #[test]
     fn token_file_is_trimmed_and_never_echoed() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("config");
         let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("token");

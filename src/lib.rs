@@ -51,3 +51,6 @@ pub mod sandbox;
 pub mod state;
 pub mod text;
 pub mod upload;
+
+#[cfg(test)]
+mod testing;

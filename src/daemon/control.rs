@@ -159,7 +159,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_gets_its_answer_and_a_stale_socket_is_replaced() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("daemon");
         let dir = tmp.path().to_owned();
         let path = dir.join("run/lotsync.sock");
         assert_eq!(ask(&path, &Request::Status, None).unwrap(), None);

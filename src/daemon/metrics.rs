@@ -681,7 +681,7 @@ mod tests {
     #[tokio::test]
     async fn a_unix_socket_serves_and_is_removed_when_serving_ends() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("daemon");
         let dir = tmp.path();
         let path = dir.join("run/metrics.sock");
         let listen = MetricsListen::Unix(path.clone());

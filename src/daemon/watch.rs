@@ -349,10 +349,7 @@ mod tests {
 
     /// A fresh inbox (removed when the guard drops), its path and its folders.
     fn inbox(name: &str) -> (tempfile::TempDir, PathBuf, FeedFolders) {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("lotsync-watch-{name}-"))
-            .tempdir()
-            .unwrap();
+        let tmp = crate::testing::temp_dir(&format!("watch-{name}"));
         let dir = tmp.path().to_owned();
         let folders = FeedFolders::new(&dir);
         folders.ensure().unwrap();

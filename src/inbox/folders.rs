@@ -511,10 +511,7 @@ mod tests {
 
     /// A fresh folder (removed when the guard drops) and its path.
     fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("lotsync-folders-{name}-"))
-            .tempdir()
-            .unwrap();
+        let tmp = crate::testing::temp_dir(&format!("folders-{name}"));
         let dir = tmp.path().to_owned();
         (tmp, dir)
     }

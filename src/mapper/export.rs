@@ -466,10 +466,7 @@ mod tests {
 
     /// A file holding `contents` in a fresh folder (removed when the guard drops).
     fn temp_file(name: &str, contents: &str) -> (tempfile::TempDir, PathBuf) {
-        let tmp = tempfile::Builder::new()
-            .prefix("lotsync-export-")
-            .tempdir()
-            .unwrap();
+        let tmp = crate::testing::temp_dir("export");
         let path = tmp.path().join(name);
         std::fs::write(&path, contents).unwrap();
         (tmp, path)

@@ -780,7 +780,7 @@ pub(super) mod tests {
 
     #[test]
     fn profile_files_are_checked() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::testing::temp_dir("mapper");
         let dir = tmp.path().to_owned();
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(

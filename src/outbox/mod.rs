@@ -741,10 +741,7 @@ mod tests {
 
     /// An outbox in a fresh folder (removed when the guard drops), and the state's path.
     fn outbox(name: &str) -> (Outbox, std::path::PathBuf, tempfile::TempDir) {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("lotsync-outbox-{name}-"))
-            .tempdir()
-            .unwrap();
+        let tmp = crate::testing::temp_dir(&format!("outbox-{name}"));
         let dir = tmp.path().join("state");
         (Outbox::new(State::open(&dir).unwrap()), dir, tmp)
     }

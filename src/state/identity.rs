@@ -272,10 +272,7 @@ mod tests {
 
     /// A fresh folder with an `inbox/` (removed when the guard drops), and its path.
     fn temp(name: &str) -> (tempfile::TempDir, PathBuf) {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("lotsync-identity-{name}-"))
-            .tempdir()
-            .unwrap();
+        let tmp = crate::testing::temp_dir(&format!("identity-{name}"));
         std::fs::create_dir_all(tmp.path().join("inbox")).unwrap();
         let dir = tmp.path().to_owned();
         (tmp, dir)

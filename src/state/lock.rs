@@ -118,10 +118,7 @@ mod tests {
 
     /// A lock file's path in a fresh folder (removed when the guard drops).
     fn temp(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("lotsync-lock-{name}-"))
-            .tempdir()
-            .unwrap();
+        let tmp = crate::testing::temp_dir(&format!("lock-{name}"));
         let path = tmp.path().join("lock");
         (tmp, path)
     }

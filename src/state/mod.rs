@@ -644,10 +644,7 @@ mod tests {
 
     /// A state folder not made yet, in a fresh folder (removed when the guard drops).
     fn temp_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("lotsync-state-{name}-"))
-            .tempdir()
-            .unwrap();
+        let tmp = crate::testing::temp_dir(&format!("state-{name}"));
         let dir = tmp.path().join("state");
         (tmp, dir)
     }
