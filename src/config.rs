@@ -1145,7 +1145,7 @@ impl Config {
                         }
                     }
                 }
-                Err(e) => problems.push(format!("{at}.profile: {e}")),
+                Err(e) => problems.push(format!("{at}.profile: {}", e.one_line())),
             }
         }
         for (key, dir) in [

@@ -196,8 +196,32 @@ fn yes() -> bool {
 pub enum ProfileError {
     #[error("no profile {name:?}: looked for {}", .tried.display())]
     NotFound { name: String, tried: PathBuf },
+    #[error("profile {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("profile {path}, line {line}")]
+    Parse {
+        path: String,
+        line: usize,
+        #[source]
+        source: Box<toml::de::Error>,
+    },
     #[error("profile {path}: {message}")]
     Invalid { path: String, message: String },
+}
+
+impl ProfileError {
+    /// The error on one line, for a list of problems (`lotsync validate`): TOML's reason
+    /// without the excerpt of the file it shows under it.
+    pub fn one_line(&self) -> String {
+        match self {
+            ProfileError::Parse { source, .. } => format!("{self}: {}", source.message().trim()),
+            other => crate::text::Chain(other).to_string().replace('\n', " "),
+        }
+    }
 }
 
 impl Profile {
@@ -244,8 +268,20 @@ impl Profile {
             path: shown.clone(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| invalid(e.to_string()))?;
-        let mut profile: Profile = toml::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let mut profile: Profile = toml::from_str(&text).map_err(|e| ProfileError::Parse {
+            path: shown.clone(),
+            line: e.span().map_or(1, |span| {
+                1 + text.as_bytes()[..span.start.min(text.len())]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+            }),
+            source: Box::new(e),
+        })?;
         profile.name = path
             .file_stem()
             .map_or_else(|| shown.clone(), |s| s.to_string_lossy().into_owned());
@@ -792,8 +828,23 @@ pub(super) mod tests {
         assert_eq!(p.name, "good");
         assert_eq!(p.vin_check, VinCheck::Lenient);
         std::fs::write(dir.join("bad.toml"), "[fields]\nvinn = \"x\"\n").unwrap();
-        let err = Profile::find("bad", &dir).unwrap_err().to_string();
-        assert!(err.contains("vinn"), "{err}");
+        let err = Profile::find("bad", &dir).unwrap_err();
+        assert!(matches!(err, ProfileError::Parse { .. }), "{err:?}");
+        // The message names the file; TOML's reason is its source, said once in the chain.
+        let said = crate::text::Chain(&err).to_string();
+        assert!(
+            said.starts_with("profile ") && said.contains("vinn"),
+            "{said}"
+        );
+        assert!(!err.to_string().contains("vinn"), "not twice: {said}");
+        assert!(
+            err.one_line().starts_with(&format!(
+                "profile {}, line 2: unknown variant `vinn`, expected one of `vin`",
+                dir.join("bad.toml").display()
+            )),
+            "{}",
+            err.one_line()
+        );
         std::fs::write(dir.join("zero.toml"), "[fields]\nprice = \"#0\"\n").unwrap();
         let err = Profile::find("zero", &dir).unwrap_err().to_string();
         assert!(
