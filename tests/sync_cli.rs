@@ -392,7 +392,7 @@ async fn a_held_file_is_told_and_delivered_after_release() {
 /// A cron-driven setup: `lotsync sync` of files from outside the inbox files a copy of each
 /// applied export in the feed's archive with its report (as the daemon does), and leaves the
 /// file where it was; so a lost state is rebuilt from the archive. A file already applied is
-/// not filed again.
+/// not filed again, unless the archive lacks it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_synced_from_outside_the_inbox_is_archived_for_a_rebuild() {
     let sb = sandbox_with(Behaviour::default()).await;
@@ -436,6 +436,28 @@ async fn a_file_synced_from_outside_the_inbox_is_archived_for_a_rebuild() {
         text(&out.stdout)
     );
     assert_eq!(reports(&site.inbox(), "archive").len(), 1);
+
+    // A sync that stopped after queuing the file's plan and before filing its copy (as if
+    // killed there): the next sync of the same content files it.
+    std::fs::remove_dir_all(site.inbox().join("archive")).unwrap();
+    let out = sync(&site, "sandbox-token", &[&file]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("archived: a copy of 1 file"),
+        "{}",
+        text(&out.stdout)
+    );
+    let filed = reports(&site.inbox(), "archive");
+    assert_eq!(filed.len(), 1, "{filed:#?}");
+    assert_eq!(filed[0]["outcome"], "applied", "{:#}", filed[0]);
+    assert!(
+        filed[0]["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("stopped before filing its copy"),
+        "{:#}",
+        filed[0]
+    );
 
     // The state is lost: the rebuild reads the copy and sends nothing.
     std::fs::remove_dir_all(site.state_dir()).unwrap();

@@ -6,7 +6,7 @@ use super::plan::{plan_one, service_list_if_needed};
 use super::setup::{client_of, open, ConfigArg};
 use super::EXIT_BAD_INPUT;
 use lotsync::config::Config;
-use lotsync::daemon::{FeedFolders, FileReport};
+use lotsync::daemon::{FeedFolders, FileReport, Outcome};
 use lotsync::diff::{FilePlan, Verdict};
 use lotsync::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
@@ -194,21 +194,36 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
 
 /// Files a copy of an applied export from outside the feed's inbox in the feed's archive, as
 /// the daemon files what it takes, so that `lotsync reconcile --rebuild` reads it too. A file
-/// in the inbox is left to the daemon; a copy that cannot be made is said, and the sync goes on.
+/// already applied is filed when the archive lacks it (a sync stopped between queuing the
+/// file's plan and filing its copy). A file in the inbox is left to the daemon; a copy that
+/// cannot be made is said, and the sync goes on.
 fn archive_copy(
     feed: &lotsync::config::FeedConfig,
     path: &Path,
     planned: &FilePlan,
 ) -> Option<(FeedFolders, PathBuf)> {
-    if !matches!(planned.plan.verdict, Verdict::Apply { .. }) {
-        return None;
-    }
     let folders = FeedFolders::new(&feed.inbox);
+    let mut report = FileReport::planned(planned);
+    match planned.plan.verdict {
+        Verdict::Apply { .. } => {}
+        Verdict::AlreadyApplied { .. } => {
+            if folders.archive_holds(&planned.plan.file.sha256) {
+                return None;
+            }
+            report.outcome = Outcome::Applied;
+            report.notes.push(
+                "filed by a later `lotsync sync` of the same content: the sync that applied it \
+                 stopped before filing its copy; its counts are in that sync's summary"
+                    .into(),
+            );
+        }
+        Verdict::Held { .. } => return None,
+    }
     if folders.holds(path) {
         return None;
     }
     let shown = lotsync::text::shown_path(path);
-    match folders.archive_copy(path, &FileReport::planned(planned)) {
+    match folders.archive_copy(path, &report) {
         Ok(to) => {
             tracing::info!(feed = %feed.name, file = %shown, archived = %to.display(), "copy archived");
             Some((folders, to))
@@ -237,6 +252,9 @@ fn rewrite_reports(
             continue;
         };
         archived += 1;
+        if !matches!(s.planned.plan.verdict, Verdict::Apply { .. }) {
+            continue; // filed late, as already applied: nothing of it was delivered now
+        }
         let mut report = FileReport::planned(&s.planned);
         let progress = match s.planned.plan.file_no.map(|n| outbox.progress(n)) {
             Some(Ok(progress)) => progress,

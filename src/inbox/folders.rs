@@ -309,6 +309,21 @@ impl FeedFolders {
         Ok(to)
     }
 
+    /// Whether the archive holds a file with this content (a report that says so).
+    pub fn archive_holds(&self, sha256: &str) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Sha {
+            sha256: String,
+        }
+        self.archived_reports().iter().any(|filed| {
+            std::fs::read(&filed.report)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Sha>(&bytes).ok())
+                .is_some_and(|r| r.sha256 == sha256)
+                && filed.export.is_file()
+        })
+    }
+
     /// Writes the report of a filed file anew (a synced file's, once its delivery is known).
     pub fn rewrite_report(&self, filed: &Path, report: &FileReport) -> io::Result<()> {
         let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
