@@ -8,7 +8,7 @@
 use crate::api::{ApiToken, ClientSettings};
 use crate::diff::{Mode, Rules};
 use serde::Deserialize;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -725,10 +725,7 @@ pub fn validate(path: &Path) -> Vec<String> {
         // A required key that is not set is named, and a placeholder stands in; nothing is
         // said of one missing because its line was left out (that line is named).
         if let Some(aside) = fill_missing(&said, &mut table) {
-            if !left_out
-                .iter()
-                .any(|l| l.key.as_deref() == Some(aside.key.as_str()))
-            {
+            if !left_out.iter().any(|l| l.hides(&aside)) {
                 problems.push(format!("{}: required, not set", aside.shown()));
             }
             set_aside.push(aside);
@@ -737,7 +734,9 @@ pub fn validate(path: &Path) -> Vec<String> {
             }
             continue;
         }
-        if left_out.iter().any(|l| l.key.is_none()) && said.starts_with("missing field") {
+        if left_out.iter().any(|l| matches!(l, LeftOut::Header))
+            && said.starts_with("missing field")
+        {
             // Missing because a section's header was left out: what the lines left out
             // hid is not checked.
             problems.push(format!(
@@ -782,9 +781,52 @@ struct Readable {
 }
 
 /// A line TOML could not read, left out of the checks.
-struct LeftOut {
-    /// The key it set (`base_url` of `base_url = "http://x`), if one can be told.
-    key: Option<String>,
+enum LeftOut {
+    /// A section's header, left out with its whole section.
+    Header,
+    /// A `key = value` line: where the key would have been.
+    Key(SetAside),
+    /// Anything else (a stray word, an array's item).
+    Other,
+}
+
+impl LeftOut {
+    /// What `line` (the `at`-th of `lines`) sets, as [`SetAside`] names places.
+    fn key_line(lines: &[&str], at: usize) -> LeftOut {
+        let Some(key) = lines[at]
+            .split_once('=')
+            .map(|(k, _)| k.trim().trim_matches('"'))
+            .filter(|k| !k.is_empty() && !k.contains(char::is_whitespace))
+        else {
+            return LeftOut::Other;
+        };
+        let mut section = String::new();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for line in &lines[..at] {
+            let line = line.trim();
+            if let Some((name, _)) = line.strip_prefix("[[").and_then(|r| r.split_once("]]")) {
+                let n = seen.entry(name.trim()).or_default();
+                section = format!("{}[{n}]", name.trim());
+                *n += 1;
+            } else if let Some((name, _)) = line.strip_prefix('[').and_then(|r| r.split_once(']')) {
+                section = format!("{}.", name.trim());
+            }
+        }
+        // A dotted key at the top (`api.base_url = …`) is its section's.
+        let (section, key) = match key.rsplit_once('.') {
+            Some((s, k)) if section.is_empty() => (format!("{s}."), k),
+            _ => (section, key),
+        };
+        LeftOut::Key(SetAside {
+            section,
+            key: key.to_owned(),
+        })
+    }
+
+    /// Whether it is where `aside` (a key found missing) would have been.
+    fn hides(&self, aside: &SetAside) -> bool {
+        matches!(self, LeftOut::Key(at) if at.section == aside.section && at.key == aside.key)
+    }
 }
 
 /// When `said` (a deserialization error) is about a missing key: puts a placeholder of a type
@@ -856,12 +898,15 @@ fn slot<'t>(
     }
 }
 
-/// Parses `text`, leaving out each line TOML cannot read (see [`Readable`]). Err: problems
-/// when nothing can be read.
+/// Parses `text`, leaving out each line TOML cannot read (see [`Readable`]). Err: the problems
+/// found when the rest cannot be told apart: a value left open (a string, an array) runs on
+/// into the lines after it, which are then no problems of their own.
 fn readable(text: &str) -> Result<Readable, Vec<String>> {
     let mut lines: Vec<&str> = text.lines().collect();
     let mut problems = Vec::new();
     let mut left_out = Vec::new();
+    // The last line left out for its own sake (not with a header's section).
+    let mut last: Option<usize> = None;
     loop {
         let joined = lines.join("\n");
         let e = match toml::from_str::<toml::Table>(&joined) {
@@ -878,29 +923,52 @@ fn readable(text: &str) -> Result<Readable, Vec<String>> {
         let at = e
             .span()
             .map(|span| joined[..span.start.min(joined.len())].matches('\n').count());
-        let Some(at) = at.filter(|&at| lines.get(at).is_some_and(|l| !l.trim().is_empty())) else {
+        let Some(at) = at else {
             problems.push(format!("not valid TOML: {reason}"));
             return Err(problems);
         };
-        problems.push(format!("line {}: not valid TOML: {reason}", at + 1));
-        if problems.len() >= 20 {
+        // Right after the line left out, before it, or on a line already left out: what that
+        // line opened is still open, and nothing after it can be told apart.
+        let runs_on = last.is_some_and(|last| at <= last + 1)
+            || lines.get(at).is_none_or(|l| l.trim().is_empty());
+        if let (true, Some(last)) = (runs_on, last) {
+            problems.push(format!(
+                "the rest is not checked: line {} seems to leave a value open (a string, an \
+                 array) that runs on below it",
+                last + 1
+            ));
             return Err(problems);
         }
-        let line = lines[at].trim_start();
-        if line.starts_with('[') {
+        if reason.contains("multi-line") {
+            // Said where the file ends; the string was opened on the last line with quotes
+            // of its kind.
+            let opened = (0..=at.min(lines.len().saturating_sub(1)))
+                .rev()
+                .find(|&n| lines[n].contains("\"\"\"") || lines[n].contains("'''"))
+                .unwrap_or(at);
+            problems.push(format!(
+                "line {}: not valid TOML: a multi-line string opened here is not closed \
+                 ({reason}); the rest is not checked",
+                opened + 1
+            ));
+            return Err(problems);
+        }
+        problems.push(format!("line {}: not valid TOML: {reason}", at + 1));
+        if runs_on || problems.len() >= 20 {
+            return Err(problems);
+        }
+        if lines[at].trim_start().starts_with('[') {
             // A header that does not read: its keys would land in the section before it.
             let end = (at + 1..lines.len())
                 .find(|&n| lines[n].trim_start().starts_with('['))
                 .unwrap_or(lines.len());
             lines[at..end].fill("");
-            left_out.push(LeftOut { key: None });
+            left_out.push(LeftOut::Header);
+            last = None;
         } else {
-            let key = line
-                .split_once('=')
-                .map(|(k, _)| k.trim().trim_matches('"').to_owned())
-                .filter(|k| !k.is_empty() && !k.contains(char::is_whitespace));
+            left_out.push(LeftOut::key_line(&lines, at));
             lines[at] = "";
-            left_out.push(LeftOut { key });
+            last = Some(at);
         }
     }
 }
@@ -1527,6 +1595,62 @@ mod tests {
         assert!(all.contains("feed[0].inbox: required, not set"), "{all}");
         assert_eq!(all.matches("feed[0].inbox").count(), 1, "{all}");
         assert!(problems.iter().all(|p| !p.contains('\n')), "{all}");
+    }
+
+    #[test]
+    fn a_value_left_open_stops_the_check_at_its_line_and_blames_no_line_after_it() {
+        // An array missing a comma (line 8), then valid lines.
+        let (problems, all) = problems_of(
+            "[api]\nbase_url = \"https://x\"\norganization_id = 100\n\
+             [[feed]]\nname = \"a\"\ninbox = \"in-b\"\nextensions = [\"csv\",\n  \"xml\"\n  \"tsv\"]\n\
+             location_id = 1\n[[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = 2\n",
+        );
+        assert!(all.contains("line 9: not valid TOML"), "{all}");
+        assert!(
+            problems
+                .last()
+                .unwrap()
+                .contains("line 9 seems to leave a value open"),
+            "{all}"
+        );
+        for innocent in ["line 10", "line 11", "line 12", "line 8:", "line 7:"] {
+            assert!(!all.contains(innocent), "{innocent} blamed: {all}");
+        }
+        assert_eq!(problems.len(), 2, "{all}");
+
+        // A multi-line string never closed: said once, with nothing after it.
+        let (problems, all) = problems_of(
+            "[api]\nbase_url = \"https://x\"\norganization_id = 100\n\
+             [notifications]\napplication_slug = \"\"\"inventory\n\
+             [[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = 2\n",
+        );
+        assert_eq!(problems.len(), 1, "{all}");
+        assert!(
+            all.starts_with("line 5: not valid TOML: a multi-line string opened here"),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn a_line_left_out_hides_only_its_own_key() {
+        // Feed a's name line does not read; feed b has no name at all; a dotted api key does
+        // not read.
+        let (_, all) = problems_of(
+            "api.base_url = \"https://x\napi.organization_id = 100\n\
+             [[feed]]\nname = \"a\ninbox = \"in-b\"\nlocation_id = 1\n\
+             [[feed]]\ninbox = \"in-b\"\nlocation_id = 2\n",
+        );
+        assert!(all.contains("line 1: not valid TOML"), "{all}");
+        assert!(all.contains("line 4: not valid TOML"), "{all}");
+        assert!(all.contains("feed[1].name: required, not set"), "{all}");
+        assert!(!all.contains("feed[0].name"), "{all}");
+        assert!(!all.contains("base_url: required"), "{all}");
+
+        // A stray word is no header: a missing [api] is still said as such.
+        let (_, all) =
+            problems_of("@@@\n[[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = 2\n");
+        assert!(all.contains("line 1: not valid TOML"), "{all}");
+        assert!(all.contains("missing field `api`"), "{all}");
     }
 
     #[test]
