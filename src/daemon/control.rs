@@ -60,6 +60,17 @@ pub enum ControlError {
     },
     #[error("control socket {path}: the daemon's answer is not understood: {reason}")]
     Garbled { path: PathBuf, reason: String },
+    #[error(
+        "control socket {path}: a file that is not a socket is there; lotsync leaves it \
+         alone (is daemon.socket the path you meant?)"
+    )]
+    NotASocket { path: PathBuf },
+}
+
+/// Whether `path` itself (not what a link points to) is a Unix socket.
+pub(crate) fn is_socket(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ControlError {
@@ -67,8 +78,8 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ControlError {
     move |source| ControlError::Io { path, source }
 }
 
-/// Binds the socket, removing a stale one a crashed daemon left (but never one that answers).
-/// Readable and writable by the daemon's user and group.
+/// Binds the socket, removing a stale one a crashed daemon left (but never one that answers,
+/// nor a file that is no socket). Readable and writable by the daemon's user and group.
 pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, ControlError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
@@ -76,6 +87,11 @@ pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, ControlError> {
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(ControlError::AlreadyRunning {
+                path: path.to_owned(),
+            });
+        }
+        if !is_socket(path) {
+            return Err(ControlError::NotASocket {
                 path: path.to_owned(),
             });
         }
@@ -199,5 +215,24 @@ mod tests {
         // The listener is gone; the socket file stays, as after a crash: bound again.
         drop(bind(&path).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A config naming a file that is no socket (a typo, the state's own files) never loses
+    /// that file.
+    #[test]
+    fn a_file_that_is_not_a_socket_is_left_alone() {
+        let tmp = crate::testing::temp_dir("control-file");
+        let path = tmp.path().join("notes.txt");
+        std::fs::write(&path, "keep me").unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let bound = runtime.block_on(async { bind(&path) });
+        assert!(
+            matches!(bound, Err(ControlError::NotASocket { .. })),
+            "{bound:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
     }
 }

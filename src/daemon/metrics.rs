@@ -50,6 +50,10 @@ pub enum MetricsError {
     },
     #[error("daemon.metrics {listen}: something answers there already (another lotsync?)")]
     InUse { listen: MetricsListen },
+    #[error(
+        "daemon.metrics {listen}: a file that is not a socket is there; lotsync leaves it alone"
+    )]
+    NotASocket { listen: MetricsListen },
 }
 
 /// The counters of what the daemon does with files and reconciliations, since it started.
@@ -303,6 +307,11 @@ impl MetricsListener {
                             listen: listen.clone(),
                         });
                     }
+                    if !super::control::is_socket(path) {
+                        return Err(MetricsError::NotASocket {
+                            listen: listen.clone(),
+                        });
+                    }
                     std::fs::remove_file(path).map_err(failed)?;
                 }
                 let listener = std::os::unix::net::UnixListener::bind(path).map_err(failed)?;
@@ -380,7 +389,11 @@ async fn accept_until_stopped<A, F, IO, S>(
 {
     let mut connections = JoinSet::new();
     loop {
-        reap(&mut connections).await;
+        // With too many connections open it waits for one to end, still told of a stop.
+        tokio::select! {
+            _ = stop.changed() => return,
+            () = reap(&mut connections) => {}
+        }
         let stream = tokio::select! {
             _ = stop.changed() => return,
             accepted = accept() => accepted,
@@ -674,6 +687,21 @@ mod tests {
         let (status, _, body) = ask(&stopped, Method::GET, "/metrics").await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("the state cannot be read"), "{body}");
+    }
+
+    /// A path that holds a file that is no socket is never bound over (nor deleted).
+    #[test]
+    fn a_file_that_is_not_a_socket_is_left_alone() {
+        let tmp = crate::testing::temp_dir("metrics-file");
+        let path = tmp.path().join("lotsync.toml");
+        std::fs::write(&path, "keep me").unwrap();
+        let bound = MetricsListener::bind(&MetricsListen::Unix(path.clone()));
+        assert!(
+            matches!(bound, Err(MetricsError::NotASocket { .. })),
+            "{:?}",
+            bound.err()
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
     }
 
     /// The server over a real Unix socket: bound, answering HTTP/1, and its file removed
