@@ -261,6 +261,11 @@ async fn fatal_answers_stop_delivery_and_a_corrected_run_finishes() {
         assert!(stderr.contains("39 operations stay queued"), "{stderr}");
         assert!(!stderr.contains(token), "the token is never printed");
         assert_eq!(queued(&site), 39, "the outbox is intact");
+        // Its archived copy's report says so: queued, none acknowledged.
+        let filed = reports(&site.inbox(), "archive");
+        let lot = filed.iter().find(|r| r["file"] == "lot.csv").unwrap();
+        assert_eq!(lot["still_queued"]["create"], 39, "{lot:#}");
+        assert_eq!(lot["counts"]["create"], 0, "{lot:#}");
         let st = state(&sb).await;
         assert_eq!(vehicles(&st), 1, "nothing of it applied");
         // No notification goes with a token the service refused (401).
@@ -374,6 +379,10 @@ async fn a_held_file_is_told_and_delivered_after_release() {
         state(&sb).await["notifications"].as_array().unwrap().len(),
         1
     );
+    // A held file is not filed in the archive (only day 1 is).
+    let filed = reports(&site.inbox(), "archive");
+    assert_eq!(filed.len(), 1, "{filed:#?}");
+    assert_eq!(filed[0]["file"], "day1.csv");
 
     let released = Command::new(env!("CARGO_BIN_EXE_lotsync"))
         .args(["release", "--config"])
@@ -382,6 +391,21 @@ async fn a_held_file_is_told_and_delivered_after_release() {
         .output()
         .unwrap();
     assert!(released.status.success(), "{}", text(&released.stderr));
+    // Released, it is filed as the daemon files what it releases: its report says what is
+    // queued (nothing delivered yet).
+    assert!(
+        text(&released.stdout).contains("archived: a copy as"),
+        "{}",
+        text(&released.stdout)
+    );
+    let filed = reports(&site.inbox(), "archive");
+    let day2_report = filed
+        .iter()
+        .find(|r| r["file"] == "day2.csv")
+        .unwrap_or_else(|| panic!("{filed:#?}"));
+    assert_eq!(day2_report["outcome"], "applied", "{day2_report:#}");
+    assert_eq!(day2_report["still_queued"]["sold"], 10, "{day2_report:#}");
+    assert_eq!(day2_report["counts"]["sold"], 0, "{day2_report:#}");
     let out = sync(&site, "sandbox-token", &[]).await;
     let stdout = text(&out.stdout);
     assert_eq!(code(&out), 0, "{stdout}");

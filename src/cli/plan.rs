@@ -180,8 +180,17 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     }
     let listed = service_list_if_needed(&config, &outbox, || client_of(&config))?;
     let planned = plan_one(&outbox, &config, feed, &args.file, true, true, listed)?;
+    // As the daemon files a file it releases (with what is queued: nothing is delivered yet).
+    let archived = super::sync::file_copy(&outbox, feed, &args.file, &planned);
     let mut out = std::io::stdout().lock();
     write_text(&mut out, &args.file.display().to_string(), &planned)?;
+    if let Some((_, to)) = &archived {
+        writeln!(
+            out,
+            "archived: a copy as {}, with its report",
+            lotsync::text::shown_path(to)
+        )?;
+    }
     writeln!(
         out,
         "released: {} operations queued (nothing sent yet); `lotsync sync` or the daemon delivers them",

@@ -8,6 +8,8 @@ use super::EXIT_BAD_INPUT;
 use lotsync::config::Config;
 use lotsync::daemon::{FeedFolders, FileReport, Outcome};
 use lotsync::diff::{FilePlan, Verdict};
+use lotsync::outbox::Outbox;
+use lotsync::text::Chain;
 use lotsync::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -70,7 +72,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         match plan_one(&outbox, &config, feed, path, false, true, listed) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
-                let archived = archive_copy(feed, path, &planned);
+                let archived = file_copy(&outbox, feed, path, &planned);
                 synced.push(Synced {
                     shown,
                     planned,
@@ -192,20 +194,33 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// Files a copy of an applied export from outside the feed's inbox in the feed's archive, as
-/// the daemon files what it takes, so that `lotsync reconcile --rebuild` reads it too. A file
-/// already applied is filed when the archive lacks it (a sync stopped between queuing the
-/// file's plan and filing its copy). A file in the inbox is left to the daemon; a copy that
-/// cannot be made is said, and the sync goes on.
-fn archive_copy(
+/// Files a copy of an applied export in the feed's archive with its report, as the daemon
+/// files what it takes, so that `lotsync reconcile --rebuild` reads it too (`sync` and
+/// `release` run without a daemon: a running one holds the state). The report says what is
+/// queued, delivered so far (nothing yet), and is written again once delivery is known. A
+/// file already applied is filed when the archive lacks it (a sync stopped between queuing
+/// the file's plan and filing its copy). A copy that cannot be made is said, and the command
+/// goes on.
+pub(super) fn file_copy(
+    outbox: &Outbox,
     feed: &lotsync::config::FeedConfig,
     path: &Path,
     planned: &FilePlan,
 ) -> Option<(FeedFolders, PathBuf)> {
     let folders = FeedFolders::new(&feed.inbox);
     let mut report = FileReport::planned(planned);
+    let shown = lotsync::text::shown_path(path);
     match planned.plan.verdict {
-        Verdict::Apply { .. } => {}
+        Verdict::Apply { .. } => {
+            if let Some(n) = planned.plan.file_no {
+                match outbox.progress(n) {
+                    Ok(progress) => report.delivered(&progress, Vec::new()),
+                    Err(e) => {
+                        tracing::warn!(file = %shown, error = %Chain(&e), "the archived report keeps the plan's counts")
+                    }
+                }
+            }
+        }
         Verdict::AlreadyApplied { .. } => {
             if folders.archive_holds(&planned.plan.file.sha256) {
                 return None;
@@ -219,17 +234,13 @@ fn archive_copy(
         }
         Verdict::Held { .. } => return None,
     }
-    if folders.holds(path) {
-        return None;
-    }
-    let shown = lotsync::text::shown_path(path);
     match folders.archive_copy(path, &report) {
         Ok(to) => {
             tracing::info!(feed = %feed.name, file = %shown, archived = %to.display(), "copy archived");
             Some((folders, to))
         }
         Err(e) => {
-            tracing::warn!(feed = %feed.name, file = %shown, error = %e, "no copy archived (`lotsync reconcile --rebuild` will not read it)");
+            tracing::warn!(feed = %feed.name, file = %shown, error = %Chain(&e), "no copy archived (`lotsync reconcile --rebuild` will not read it)");
             None
         }
     }
@@ -259,7 +270,7 @@ fn rewrite_reports(
         let progress = match s.planned.plan.file_no.map(|n| outbox.progress(n)) {
             Some(Ok(progress)) => progress,
             Some(Err(e)) => {
-                tracing::warn!(file = %s.shown, error = %e, "the archived report keeps the plan's counts");
+                tracing::warn!(file = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
                 continue;
             }
             None => Default::default(),
@@ -271,7 +282,7 @@ fn rewrite_reports(
             .collect();
         report.delivered(&progress, mine);
         if let Err(e) = folders.rewrite_report(to, &report) {
-            tracing::warn!(file = %s.shown, error = %e, "the archived report keeps the plan's counts");
+            tracing::warn!(file = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
         }
     }
     archived

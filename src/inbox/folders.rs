@@ -283,6 +283,17 @@ impl FeedFolders {
     /// first and the copy is renamed into place whole: a crash leaves a report without its
     /// export (which the archive's readers skip), never a cut export.
     pub fn archive_copy(&self, file: &Path, report: &FileReport) -> io::Result<PathBuf> {
+        // A missing inbox is said, not made (as `ensure` does): an archive made here would
+        // not be where the daemon files (an unmounted share, a wrong path).
+        if !self.inbox.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the feed's inbox {} is not there",
+                    crate::text::shown_path(&self.inbox)
+                ),
+            ));
+        }
         let day = &crate::clock::utc_datetime(std::time::SystemTime::now())[..10];
         let dir = self.inbox.join(ARCHIVE).join(day);
         std::fs::create_dir_all(&dir)?;
@@ -328,12 +339,6 @@ impl FeedFolders {
     pub fn rewrite_report(&self, filed: &Path, report: &FileReport) -> io::Result<()> {
         let json = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
         crate::state::write_durably(&report_beside(filed), &json)
-    }
-
-    /// Whether `file` is in this inbox or a folder of it (`held/`, `processing/`, …).
-    pub fn holds(&self, file: &Path) -> bool {
-        let inbox = std::fs::canonicalize(&self.inbox).unwrap_or_else(|_| self.inbox.clone());
-        std::fs::canonicalize(file).is_ok_and(|file| file.starts_with(&inbox))
     }
 
     /// Every report in the archive (`archive/*/<file>.report.json`) with the export it is
@@ -459,7 +464,8 @@ fn unique_path(first: &Path) -> io::Result<PathBuf> {
         .unwrap_or_default();
     for n in 2..100_000 {
         let candidate = dir.join(format!("{stem}-{n}{ext}"));
-        if !candidate.exists() {
+        // A report without its file (a crash between the two) keeps its name too.
+        if !candidate.exists() && !report_beside(&candidate).exists() {
             return Ok(candidate);
         }
     }
