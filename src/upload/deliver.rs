@@ -3,7 +3,7 @@
 
 use super::{Shared, UploadStats};
 use crate::api::{Answer, ApiError, ErrorClass, Vehicle, VehiclePayload};
-use crate::diff::Op;
+use crate::plan::Op;
 use crate::outbox::Entry;
 use crate::text::{Chain, Escaped};
 use backon::Retryable;

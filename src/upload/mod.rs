@@ -145,7 +145,7 @@ pub struct UploadStats {
     answers: [[AtomicU64; OpAnswer::ALL.len()]; OP_KINDS.len()],
 }
 
-/// The kinds of operation, as [`crate::diff::Op::name`] says them.
+/// The kinds of operation, as [`crate::plan::Op::name`] says them.
 const OP_KINDS: [&str; 4] = ["create", "update", "sold", "in_stock"];
 
 /// How one operation's delivery ended, as the metrics count it.
@@ -204,8 +204,8 @@ pub struct StatsSnapshot {
 
 impl UploadStats {
     /// One more operation of `op`'s kind ended with `answer`.
-    fn count_answer(&self, op: &crate::diff::Op, answer: OpAnswer) {
-        use crate::diff::Op;
+    fn count_answer(&self, op: &crate::plan::Op, answer: OpAnswer) {
+        use crate::plan::Op;
         let kind = match op {
             Op::Create(_) => 0,
             Op::Update(_) => 1,
@@ -651,7 +651,7 @@ impl Uploader {
     }
 
     fn count_applied(&self, entry: &Entry) {
-        use crate::diff::Op;
+        use crate::plan::Op;
         let stats = &self.shared.stats;
         stats.answered.fetch_add(1, Ordering::Relaxed);
         stats.count_answer(&entry.op, OpAnswer::Applied);
@@ -692,7 +692,7 @@ impl Drop for Taken<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diff::Op;
+    use crate::plan::Op;
 
     #[test]
     fn answers_are_counted_by_kind_and_answer_and_all_are_listed() {
