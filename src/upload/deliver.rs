@@ -3,8 +3,8 @@
 
 use super::{Shared, UploadStats};
 use crate::api::{Answer, ApiError, ErrorClass, Vehicle, VehiclePayload};
-use crate::plan::Op;
 use crate::outbox::Entry;
+use crate::plan::Op;
 use crate::text::{Chain, Escaped};
 use backon::Retryable;
 use std::collections::HashMap;
