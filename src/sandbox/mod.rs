@@ -62,6 +62,7 @@ pub use config::{
     Behaviour, Faults, ListShape, LocationEntry, OrganizationEntry, RateLimitConfig, SandboxConfig,
     SandboxConfigError, TokenEntry,
 };
+pub use validate::ALLOWED_VALUES;
 
 use routes::{ConnectionKill, Shared};
 use std::net::SocketAddr;

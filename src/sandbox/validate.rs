@@ -54,6 +54,22 @@ pub const TRANSMISSION_TYPES: &[&str] = &["Manual", "Automatic"];
 pub const TRANSMISSION_SPEEDS: &[&str] = &["4 Speed", "5 Speed", "6 Speed", "7 Speed"];
 pub const DRIVE_TYPES: &[&str] = &["FWD", "RWD", "4x4", "AWD"];
 
+/// Spec §4.2's allowed values, by payload field.
+pub const ALLOWED_VALUES: &[(&str, &[&str])] = &[
+    ("type", VEHICLE_TYPES),
+    ("body_style", BODY_STYLES),
+    ("body_type", BODY_TYPES),
+    ("fuel", FUELS),
+    ("exterior_color", COLORS),
+    ("interior_color", COLORS),
+    ("interior_type", INTERIOR_TYPES),
+    ("title_status", TITLE_STATUSES),
+    ("tonnage", TONNAGES),
+    ("transmission_type", TRANSMISSION_TYPES),
+    ("transmission_speed", TRANSMISSION_SPEEDS),
+    ("drive_type", DRIVE_TYPES),
+];
+
 const PRICE_KEYS: &[&str] = &["selling", "internet", "msrp", "retail"];
 
 /// A POST /v1/inventory body that passed every check: the fields the §2.1 answer shows. Enum

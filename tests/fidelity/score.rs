@@ -18,75 +18,6 @@ use std::path::{Path, PathBuf};
 /// The goals of the issue.
 pub const GOAL_FIELDS: f64 = 0.98;
 
-/// Spec §4.2 "Allowed values", field by field, as the spec writes them.
-pub const SPEC_ENUMS: &[(&str, &[&str])] = &[
-    ("type", &["New", "Used", "Certified"]),
-    (
-        "body_style",
-        &[
-            "Truck",
-            "Coupe",
-            "Sedan",
-            "SUV",
-            "Convertible",
-            "Hatchback",
-            "Minivan-Van",
-            "Wagon",
-            "Limousine",
-            "RV",
-            "Motorcycle",
-            "Snowmobile",
-            "ATV-Quad",
-            "Trailer",
-            "PWC",
-            "Other",
-        ],
-    ),
-    ("body_type", &["TBD"]),
-    (
-        "fuel",
-        &[
-            "Biodiesel",
-            "Diesel",
-            "Electric",
-            "FFV-Ethanol",
-            "Gas",
-            "Hybrid-Electric",
-            "Other",
-            "CNG",
-        ],
-    ),
-    ("exterior_color", COLORS),
-    ("interior_color", COLORS),
-    ("interior_type", &["Leather", "Cloth", "Vinyl"]),
-    (
-        "title_status",
-        &["Clear", "Salvage", "Rebuilt", "Parts Only"],
-    ),
-    (
-        "tonnage",
-        &[
-            "Quarter Ton",
-            "Half Ton",
-            "Three Quarter Ton",
-            "One Ton",
-            "One and a Half Ton",
-            "Two Ton",
-        ],
-    ),
-    ("transmission_type", &["Manual", "Automatic"]),
-    (
-        "transmission_speed",
-        &["4 Speed", "5 Speed", "6 Speed", "7 Speed"],
-    ),
-    ("drive_type", &["FWD", "RWD", "4x4", "AWD"]),
-];
-
-const COLORS: &[&str] = &[
-    "Black", "Blue", "Brown", "Burgundy", "Gold", "Gray", "Green", "Orange", "Purple", "Red",
-    "Silver", "Tan", "Teal", "White", "Yellow", "Khaki", "Beige", "Slate", "Pewter", "Charcoal",
-];
-
 /// A field expected and not found as expected.
 #[derive(Debug, Clone)]
 pub struct Miss {
@@ -491,7 +422,8 @@ fn check_enums(layout: &str, vin: &str, payload: &Value, outside: &mut Vec<Outsi
     let Some(obj) = payload.as_object() else {
         return;
     };
-    for (field, allowed) in SPEC_ENUMS {
+    // The sandbox's lists, written from the spec apart from the client's enums.
+    for (field, allowed) in lotsync::sandbox::ALLOWED_VALUES {
         if let Some(value) = obj.get(*field) {
             let ok = value.as_str().is_some_and(|s| allowed.contains(&s));
             if !ok {
