@@ -11,7 +11,8 @@ use common::{
 };
 use lotsync::api::{ApiToken, VehiclePayload};
 use lotsync::config::Config;
-use lotsync::daemon::{FilePipeline, Outcome};
+use lotsync::daemon::FilePipeline;
+use lotsync::inbox::Outcome;
 use lotsync::mapper::{ExportFile, Mapped, Profile};
 use lotsync::outbox::Outbox;
 use lotsync::sandbox::{Behaviour, RunningSandbox};

@@ -4,7 +4,8 @@
 use anyhow::Context;
 use lotsync::api::{ApiClient, ApiToken};
 use lotsync::config::Config;
-use lotsync::daemon::{Daemon, Filed, Outcome, Signal};
+use lotsync::daemon::{Daemon, Filed, Signal};
+use lotsync::inbox::Outcome;
 use lotsync::sandbox::{Behaviour, Faults, RunningSandbox};
 use lotsync::upload::NOTICE_WAIT;
 use std::sync::Arc;

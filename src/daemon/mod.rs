@@ -14,15 +14,13 @@ pub mod status;
 mod watch;
 
 pub use crate::diff::field_drift;
-pub use crate::inbox::{
-    Arrival, Claimed, FeedFolders, FileReport, Outcome, RecordProblem, NAME_LIMIT,
-};
 pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
 pub use service_list::{read_service_list, ServiceListError};
 pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
 
 use crate::config::{Config, FeedConfig};
 use crate::diff::{diff_file_drafted, DiffError, DiffOptions, FileDiffError, Verdict};
+use crate::inbox::{Claimed, FeedFolders, FileReport, Outcome};
 use crate::mapper::{Profile, ProfileError};
 use crate::outbox::{FileProgress, Outbox};
 use crate::state::StateError;

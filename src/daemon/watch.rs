@@ -7,7 +7,7 @@
 //! under the same name is a new file). notify is not a perfect source, so the inbox is also
 //! looked at in full: at start, when notify says it dropped events (`Rescan`), every
 //! [`SAFETY_RESCAN`], and every poll interval for `watch = "poll"` (network shares send no
-//! events). It owns the watching, not the files' moves ([`super::FeedFolders`]) nor their
+//! events). It owns the watching, not the files' moves ([`crate::inbox::FeedFolders`]) nor their
 //! processing.
 
 use crate::config::WatchMode;
