@@ -6,6 +6,11 @@
 //! The yardstick is kept apart from the implementation on purpose: the spec's enum lists below are
 //! copied from spec §4.2, not taken from `lotsync::api`, and expected values are what a person maps
 //! without doubt, not what lotsync happens to produce.
+//!
+//! A field not right is either MISSING (not sent: the vehicle, or that field of it, left out) or
+//! WRONG (sent with another value than expected, or sent at all when the layout lists it in
+//! `absent`, or sent with a value its `not` table names). Issue 24: a wrong value is published on
+//! the dealer's listing, a missing one is not, so the two are counted apart.
 
 // Each of the two users calls only part of this module.
 #![allow(dead_code)]
@@ -18,6 +23,15 @@ use std::path::{Path, PathBuf};
 /// The goals of the issue.
 pub const GOAL_FIELDS: f64 = 0.98;
 
+/// Why a field is not right.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissKind {
+    /// Not sent: the record was not accepted, or the field was left out.
+    Missing,
+    /// Sent with a value other than expected, or sent when it must not be.
+    Wrong,
+}
+
 /// A field expected and not found as expected.
 #[derive(Debug, Clone)]
 pub struct Miss {
@@ -27,6 +41,7 @@ pub struct Miss {
     pub field: String,
     pub expected: String,
     pub got: String,
+    pub kind: MissKind,
 }
 
 /// A value of an accepted payload that is not in the spec's list for its field.
@@ -56,6 +71,7 @@ pub struct LayoutScore {
     pub rejections_found: usize,
     pub rejections_required: usize,
     pub accepted: usize,
+    /// Fields not right: missing ones and wrong ones (see `Miss::kind`).
     pub misses: Vec<Miss>,
     pub outside: Vec<Outside>,
     pub missed_rejections: Vec<MissedRejection>,
@@ -67,6 +83,23 @@ pub struct LayoutScore {
 #[derive(Debug, Default)]
 pub struct Score {
     pub layouts: Vec<LayoutScore>,
+}
+
+impl LayoutScore {
+    /// Fields sent with a wrong value (or sent when they must not be).
+    pub fn wrong(&self) -> usize {
+        self.misses
+            .iter()
+            .filter(|m| m.kind == MissKind::Wrong)
+            .count()
+    }
+    /// Fields expected and not sent.
+    pub fn missing(&self) -> usize {
+        self.misses
+            .iter()
+            .filter(|m| m.kind == MissKind::Missing)
+            .count()
+    }
 }
 
 impl Score {
@@ -85,11 +118,18 @@ impl Score {
     pub fn outside(&self) -> usize {
         self.layouts.iter().map(|l| l.outside.len()).sum()
     }
+    pub fn wrong(&self) -> usize {
+        self.layouts.iter().map(|l| l.wrong()).sum()
+    }
+    pub fn missing(&self) -> usize {
+        self.layouts.iter().map(|l| l.missing()).sum()
+    }
     pub fn field_ratio(&self) -> f64 {
         ratio(self.fields_right(), self.fields_expected())
     }
     pub fn meets_goals(&self) -> bool {
         self.field_ratio() >= GOAL_FIELDS
+            && self.wrong() == 0
             && self.outside() == 0
             && self.rejections_found() == self.rejections_required()
     }
@@ -97,15 +137,17 @@ impl Score {
     /// The per-layout table and the totals.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<30} {:>15} {:>7} {:>8} {:>11}\n",
-            "layout", "fields", "%", "outside", "rejections"
+            "{:<30} {:>15} {:>7} {:>8} {:>6} {:>8} {:>11}\n",
+            "layout", "fields", "%", "missing", "wrong", "outside", "rejections"
         );
         for l in &self.layouts {
             out.push_str(&format!(
-                "{:<30} {:>15} {:>6.1}% {:>8} {:>11}{}\n",
+                "{:<30} {:>15} {:>6.1}% {:>8} {:>6} {:>8} {:>11}{}\n",
                 l.name,
                 format!("{}/{}", l.fields_right, l.fields_expected),
                 100.0 * ratio(l.fields_right, l.fields_expected),
+                l.missing(),
+                l.wrong(),
                 l.outside.len(),
                 format!("{}/{}", l.rejections_found, l.rejections_required),
                 l.file_error
@@ -115,15 +157,17 @@ impl Score {
             ));
         }
         out.push_str(&format!(
-            "{:<30} {:>15} {:>6.1}% {:>8} {:>11}\n",
+            "{:<30} {:>15} {:>6.1}% {:>8} {:>6} {:>8} {:>11}\n",
             "total",
             format!("{}/{}", self.fields_right(), self.fields_expected()),
             100.0 * self.field_ratio(),
+            self.missing(),
+            self.wrong(),
             self.outside(),
             format!("{}/{}", self.rejections_found(), self.rejections_required()),
         ));
         out.push_str(&format!(
-            "goals: fields >= {:.0}% of unambiguous, 0 values outside the spec's lists, 100% of required rejections: {}\n",
+            "goals: fields >= {:.0}% of unambiguous, 0 wrong values, 0 values outside the spec's lists, 100% of required rejections: {}\n",
             100.0 * GOAL_FIELDS,
             if self.meets_goals() { "met" } else { "NOT met" }
         ));
@@ -144,8 +188,16 @@ impl Score {
             }
             for m in l.misses.iter().filter(|_| l.file_error.is_none()) {
                 out.push_str(&format!(
-                    "{} {} {}: expected {}, got {}\n",
-                    m.layout, m.vehicle, m.field, m.expected, m.got
+                    "{} {} {}: {} expected {}, got {}\n",
+                    m.layout,
+                    m.vehicle,
+                    m.field,
+                    match m.kind {
+                        MissKind::Wrong => "WRONG:",
+                        MissKind::Missing => "missing:",
+                    },
+                    m.expected,
+                    m.got
                 ));
             }
             for o in &l.outside {
@@ -333,7 +385,7 @@ pub fn score_layout(dir: &Path) -> LayoutScore {
             (None, None) => "(vehicle not in the output)".to_owned(),
         };
         for (field, value) in vehicle {
-            if field == "absent" {
+            if field == "absent" || field == "not" {
                 continue;
             }
             score.fields_expected += 1;
@@ -351,6 +403,11 @@ pub fn score_layout(dir: &Path) -> LayoutScore {
                         show(got)
                     } else {
                         not_there()
+                    },
+                    kind: if got.is_some() {
+                        MissKind::Wrong
+                    } else {
+                        MissKind::Missing
                     },
                 });
             }
@@ -376,7 +433,43 @@ pub fn score_layout(dir: &Path) -> LayoutScore {
                     } else {
                         not_there()
                     },
+                    kind: if got.is_some() {
+                        MissKind::Wrong
+                    } else {
+                        MissKind::Missing
+                    },
                 });
+            }
+        }
+        // `not`: values that would be wrong for a field a person could still map another way
+        // (an imitation leather is no `Leather`; whether it is `Vinyl` is open). Such a field is
+        // not expected, so it earns nothing when left out; sending a listed value is wrong.
+        let empty_table = toml::Table::new();
+        let not = vehicle
+            .get("not")
+            .map(|n| {
+                n.as_table()
+                    .expect("`not` maps field names to lists of values")
+            })
+            .unwrap_or(&empty_table);
+        for (field, values) in not {
+            let values = values
+                .as_array()
+                .expect("`not` maps field names to lists of values");
+            let got = payload.and_then(|p| lookup(p, field));
+            let Some(got) = got else { continue };
+            for value in values {
+                let bad = serde_json::to_value(value).expect("toml values convert");
+                if same(&bad, got) {
+                    score.misses.push(Miss {
+                        layout: name.clone(),
+                        vehicle: vin.clone(),
+                        field: field.clone(),
+                        expected: format!("anything but {bad}"),
+                        got: got.to_string(),
+                        kind: MissKind::Wrong,
+                    });
+                }
             }
         }
     }
