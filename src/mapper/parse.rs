@@ -836,7 +836,7 @@ mod tests {
         let mut out = String::new();
         for (i, d) in plain.chars().enumerate() {
             if let Some(g) = group {
-                if i > 0 && (plain.len() - i) % 3 == 0 {
+                if i > 0 && (plain.len() - i).is_multiple_of(3) {
                     out.push(g);
                 }
             }
