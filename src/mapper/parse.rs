@@ -294,10 +294,41 @@ fn first_token(t: &str) -> Option<(&str, &str)> {
     Some((&rest[..end], &rest[end..]))
 }
 
-/// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says
-/// so). The number is read whole ([`decimal`]), its unit is one lotsync knows, or the value is
-/// refused: "1200 hours" is not miles.
-pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
+/// The unit of an odometer reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistanceUnit {
+    Miles,
+    Kilometres,
+}
+
+impl DistanceUnit {
+    pub fn name(self) -> &'static str {
+        match self {
+            DistanceUnit::Miles => "miles",
+            DistanceUnit::Kilometres => "kilometres",
+        }
+    }
+}
+
+/// A unit word as exports write it ("mi", "Miles", "KM", "kilometres"); `Err` for hours and
+/// for words lotsync does not know (a reading in an unknown unit is left out, never sent as
+/// miles).
+pub fn distance_unit(s: &str) -> Result<Option<DistanceUnit>, String> {
+    let unit = trim_exact(s).trim_end_matches('.').to_lowercase();
+    match unit.as_str() {
+        "" => Ok(None),
+        "mi" | "mile" | "miles" | "smi" => Ok(Some(DistanceUnit::Miles)),
+        "km" | "kms" | "kilometer" | "kilometers" | "kilometre" | "kilometres" => {
+            Ok(Some(DistanceUnit::Kilometres))
+        }
+        "h" | "hr" | "hrs" | "hour" | "hours" => Err("hours, not miles (an hour meter)".into()),
+        other => Err(format!("unknown unit {other:?}")),
+    }
+}
+
+/// An odometer reading and the unit written beside it, if any: "45,123 mi", "96 540 KM",
+/// "12k" (thousands). The number is read whole ([`decimal`]).
+pub fn distance(s: &str) -> Result<Option<(f64, Option<DistanceUnit>)>, String> {
     let t = trim_exact(s);
     if t.is_empty() {
         return Ok(None);
@@ -305,31 +336,30 @@ pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
     // The common plain "45123".
     if t.len() <= 7 && t.bytes().all(|b| b.is_ascii_digit()) {
         let n = t.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-        if n > 2_000_000 {
-            return Err("more than 2,000,000 miles".into());
-        }
-        return Ok(Some((n, false)));
+        return Ok(Some((n as f64, None)));
     }
     let (number, unit) = match t.find(|c: char| c.is_alphabetic()) {
-        Some(i) => (trim_exact(&t[..i]), t[i..].trim().to_lowercase()),
-        None => (t, String::new()),
+        Some(i) => (trim_exact(&t[..i]), &t[i..]),
+        None => (t, ""),
     };
-    let (km, factor) = match unit.as_str() {
-        "" | "mi" | "mi." | "mile" | "miles" => (false, 1.0),
-        "k" => (false, 1000.0),
-        "km" | "kms" | "km." | "kilometers" | "kilometres" => (true, 1.0),
-        "h" | "hr" | "hrs" | "hour" | "hours" => {
-            return Err("hours, not miles (an hour meter)".into())
-        }
-        other => return Err(format!("unknown unit {other:?}")),
+    let (factor, unit) = match unit.trim() {
+        "k" | "K" => (1000.0, None),
+        unit => (1.0, distance_unit(unit)?),
     };
     let number = decimal(number).map_err(|e| format!("not a number of miles ({e})"))?;
-    let value = number.value() * factor;
-    let miles = if km { value * 0.621_371 } else { value };
+    Ok(Some((number.value() * factor, unit)))
+}
+
+/// A reading in `unit` as whole miles (the spec's `miles`), refused above 2,000,000.
+pub fn to_miles(value: f64, unit: DistanceUnit) -> Result<u64, String> {
+    let miles = match unit {
+        DistanceUnit::Miles => value,
+        DistanceUnit::Kilometres => value * 0.621_371,
+    };
     if !miles.is_finite() || miles > 2_000_000.0 {
         return Err("more than 2,000,000 miles".into());
     }
-    Ok(Some((miles.round() as u64, km)))
+    Ok(miles.round() as u64)
 }
 
 /// A model year between 1900 and `max`.
@@ -694,6 +724,20 @@ pub fn boolean(s: &str) -> Result<Option<bool>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says
+    /// so). The number is read whole ([`decimal`]), its unit is one lotsync knows, or the value is
+    /// refused: "1200 hours" is not miles.
+    fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
+        let Some((value, unit)) = distance(s)? else {
+            return Ok(None);
+        };
+        let unit = unit.unwrap_or(DistanceUnit::Miles);
+        Ok(Some((
+            to_miles(value, unit)?,
+            unit == DistanceUnit::Kilometres,
+        )))
+    }
 
     #[test]
     fn thousands_are_grouped() {
