@@ -535,3 +535,61 @@ fn names_and_values_from_outside_are_escaped_in_the_text_report() {
         "empty\\u{1b}[31m.csv: cannot be read: the file is empty\n"
     );
 }
+
+/// Issue 24: a European spreadsheet save (`;`, BOM, decimal comma, `.` thousands, CRLF) through
+/// the real `lotsync check`: every number as written, whole (`1,5` was sent as 1.0, `21.880` as
+/// 22 miles, `1,5L I4` as 5.0 litres), and a 17-character VIN under a `VIN/Serial` header gets
+/// the check digit (a typo there used to pass).
+#[test]
+fn a_european_save_reads_every_number_whole() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let file = dir.path().join("bestand.csv");
+    let rows = [
+        "VIN/Serial;Stock;Year;Make;Model;Odometer;Price;Engine Size;Engine",
+        "WBA8E9C510GK64378;E1;2019;BMW;320i;21.880;22.689,00;1,5;1,5L I4",
+        "WVWZZZ1K8Z6W12345;E2;2018;Volkswagen;Golf;100.000;9.990,50;5,7;",
+        "1FTFW1E590MFA1234;E3;2021;Ford;F-150;7,5;38.950;;3,5L V6",
+        "2T1BURHE01JC04321;E4;2018;Toyota;Corolla;45.123;15.000;;",
+    ];
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(rows.join("\r\n").into_bytes());
+    bytes.extend(b"\r\n");
+    std::fs::write(&file, bytes).expect("write the export");
+    let out = Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .arg("check")
+        .arg(&file)
+        .args(["--location-id", "10", "--format", "ndjson"])
+        .output()
+        .expect("lotsync runs");
+    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    let stderr = String::from_utf8(out.stderr).expect("stderr is UTF-8");
+    let payloads: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one payload a line"))
+        .collect();
+    let by_stock = |stock: &str| {
+        payloads
+            .iter()
+            .find(|p| p["stock"] == stock)
+            .unwrap_or_else(|| panic!("{stock} accepted\n{stdout}\n{stderr}"))
+    };
+    let e1 = by_stock("E1");
+    assert_eq!(e1["miles"], 21880, "{e1}");
+    assert_eq!(e1["price"]["selling"], 22689.0, "{e1}");
+    assert_eq!(e1["engine_displacement"], 1.5, "{e1}");
+    assert_eq!(e1["engine_cylinders"], 4, "{e1}");
+    let e2 = by_stock("E2");
+    assert_eq!(e2["miles"], 100_000, "{e2}");
+    assert_eq!(e2["price"]["selling"], 9990.5, "{e2}");
+    assert_eq!(e2["engine_displacement"], 5.7, "{e2}");
+    let e3 = by_stock("E3");
+    assert_eq!(e3["miles"], 8, "{e3}");
+    assert_eq!(e3["price"]["selling"], 38950.0, "{e3}");
+    assert_eq!(e3["engine_displacement"], 3.5, "{e3}");
+    // E4's check digit is mistyped (0 is right): refused, with the reason.
+    assert!(payloads.iter().all(|p| p["stock"] != "E4"), "{stdout}");
+    assert!(
+        stderr.contains("check digit") && stderr.contains("\"line\":5"),
+        "{stderr}"
+    );
+}

@@ -425,6 +425,70 @@ impl<'a> One<'a> {
         })?
     }
 
+    /// The odometer in miles. Its unit is the one written beside the number ("96540 KM"), in
+    /// the unit column (Meta's `mileage.unit`) or in the column's heading ("Odometer (km)"),
+    /// miles when none says; two that disagree, or a unit lotsync does not know (hours
+    /// included), leave it out with a warning.
+    fn miles(&mut self) -> Option<u64> {
+        use parse::DistanceUnit;
+        let (value, written) = self.number(Target::Miles, parse::distance)?;
+        let text = self.text(Target::Miles).unwrap_or_default();
+        let column = match self.with_text(Target::MileageUnit, |_, unit| {
+            parse::distance_unit(unit).map_err(|reason| (reason, unit.to_owned()))
+        }) {
+            Some(Err((reason, unit))) => {
+                self.warn(
+                    Target::Miles,
+                    format!("the unit column says {unit:?}: {reason}; left out"),
+                    &text,
+                );
+                return None;
+            }
+            Some(Ok(unit)) => unit,
+            None => None,
+        };
+        let heading = self.mapper.binding.miles_unit;
+        let said: Vec<(DistanceUnit, &str)> = [
+            (written, "the value"),
+            (column, "the unit column"),
+            (heading, "the column's heading"),
+        ]
+        .into_iter()
+        .filter_map(|(unit, by)| unit.map(|u| (u, by)))
+        .collect();
+        if let Some(&(first, by)) = said.first() {
+            if let Some(&(other, other_by)) = said.iter().find(|(u, _)| *u != first) {
+                self.warn(
+                    Target::Miles,
+                    format!(
+                        "{by} says {} but {other_by} says {}; left out",
+                        first.name(),
+                        other.name()
+                    ),
+                    &text,
+                );
+                return None;
+            }
+        }
+        let unit = said.first().map_or(DistanceUnit::Miles, |&(u, _)| u);
+        match parse::to_miles(value, unit) {
+            Ok(miles) => {
+                if unit == DistanceUnit::Kilometres {
+                    self.warn(
+                        Target::Miles,
+                        format!("kilometres converted to {miles} miles"),
+                        &text,
+                    );
+                }
+                Some(miles)
+            }
+            Err(reason) => {
+                self.warn(Target::Miles, format!("{reason}; left out"), &text);
+                None
+            }
+        }
+    }
+
     /// Fills `out` from the record, or says why the record cannot be sent.
     fn run(&mut self) -> Result<(), Rejected> {
         let line = self.record.line;
@@ -489,18 +553,7 @@ impl<'a> One<'a> {
         {
             self.out.payload.vehicle_type = Some(VehicleType::Certified);
         }
-        self.out.payload.miles = None;
-        if let Some((miles, from_km)) = self.number(Target::Miles, parse::miles) {
-            if from_km {
-                let text = self.text(Target::Miles).unwrap_or_default();
-                self.warn(
-                    Target::Miles,
-                    format!("kilometres converted to {miles} miles"),
-                    &text,
-                );
-            }
-            self.out.payload.miles = Some(miles);
-        }
+        self.out.payload.miles = self.miles();
         self.out.payload.price = self.price();
         self.out.payload.exterior_color =
             self.spec_value::<Color>(Target::ExteriorColor, synonyms::color);
@@ -1085,6 +1138,46 @@ mod tests {
         assert_eq!(c.payload.price, None);
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         assert_eq!(c.warnings[0].field, "price");
+    }
+
+    /// Issue 24 item 2: the odometer's unit from beside the value, its own column (Meta's
+    /// `mileage.unit`) or the heading; kilometres become miles, hours and unknown units are
+    /// never miles, and two units that disagree leave the value out.
+    #[test]
+    fn the_odometer_unit_is_honoured_wherever_it_is_written() {
+        let meta = map_csv(
+            "vin,vehicle_id,mileage.value,mileage.unit\n\
+             1HGCM82633A004352,A1,142651,KM\n\
+             1M8GDM9AXKP042788,A2,142651,MI\n\
+             5YJ3E1EA2KF317000,A3,1200,hours\n\
+             1FTFW1E590MFA1234,A4,45000 mi,KM\n\
+             2T1BURHE00JC04321,A5,45000,\n",
+        );
+        let miles = |o: &Result<Accepted, Rejected>| accepted(o).payload.miles;
+        assert_eq!(miles(&meta[0]), Some(88639));
+        assert_eq!(miles(&meta[1]), Some(142651));
+        assert_eq!(miles(&meta[2]), None);
+        let why = &accepted(&meta[2]).warnings[0];
+        assert!(why.reason.contains("hours"), "{why}");
+        assert_eq!(miles(&meta[3]), None);
+        let why = &accepted(&meta[3]).warnings[0];
+        assert!(
+            why.reason.contains("disagree") || why.reason.contains("but"),
+            "{why}"
+        );
+        assert_eq!(miles(&meta[4]), Some(45000));
+
+        let headed = map_csv(
+            "VIN,Stock,Odometer (km)\n\
+             1HGCM82633A004352,A1,96540\n\
+             1M8GDM9AXKP042788,A2,96 540 KM\n\
+             5YJ3E1EA2KF317000,A3,60000 mi\n",
+        );
+        assert_eq!(miles(&headed[0]), Some(59987));
+        assert_eq!(miles(&headed[1]), Some(59987));
+        assert_eq!(miles(&headed[2]), None);
+        let kilometres = map_csv("VIN,Stock,Kilometres\n1HGCM82633A004352,A1,10000\n");
+        assert_eq!(miles(&kilometres[0]), Some(6214));
     }
 
     #[test]

@@ -1,6 +1,14 @@
 //! Numbers and lists as DMS exports write them: "$23,995.00", "45,123 mi", "4dr", "3.5L V6",
 //! "6-Speed Automatic", "a | b; c". Each parser returns `Ok(None)` for "no value", or `Err` with
 //! the reason the text cannot be read.
+//!
+//! A number is read whole or refused, never in part ([`decimal`]): "1,5" is 1.5 or nothing,
+//! never 1. Thousands may be grouped with `,` `.` a space (also no-break and thin) or `'`, and
+//! the decimal mark may be `.` or `,`; which is which is read from the number itself. The one
+//! form the marks alone leave open, a single `,` or `.` followed by exactly three digits
+//! ("21.880"), is settled by the fields lotsync reads: money has cents and odometers tenths,
+//! and no field it sends carries thousandths, so those three digits are a group of thousands
+//! (21880). A displacement reads the same either way ("1.598" litres, or 1598 cc).
 
 use crate::api::{TransmissionSpeed, TransmissionType};
 use std::borrow::Cow;
@@ -129,91 +137,229 @@ fn grouped(n: u32) -> String {
     out
 }
 
-/// Reads "23,995.50", "23995", and the European "23.995,50" as whole cents: the last `,` or
-/// `.` followed by one or two digits is the decimal mark, the others group thousands. Digits
-/// are summed by hand: prices are read on every record.
+/// Reads "23,995.50", "23995", and the European "23.995,50" as whole cents ([`decimal`]);
+/// None when the text is not one number, or has more than two decimals.
 fn decimal_cents(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    let (negative, b) = match b {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, b),
+    let (negative, t) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
     };
-    if b.is_empty() || !b[0].is_ascii_digit() {
-        return None;
-    }
-    let decimal_mark = b
-        .iter()
-        .rposition(|&c| c == b',' || c == b'.')
-        .filter(|&i| (1..=2).contains(&(b.len() - i - 1)));
-    let mut whole: u64 = 0;
-    let mut cents: u64 = 0;
-    let mut fraction_digits = 0;
-    for (i, &c) in b.iter().enumerate() {
-        match c {
-            b'0'..=b'9' if decimal_mark.is_some_and(|m| i > m) => {
-                cents = cents * 10 + u64::from(c - b'0');
-                fraction_digits += 1;
-            }
-            b'0'..=b'9' => whole = whole.checked_mul(10)?.checked_add(u64::from(c - b'0'))?,
-            b',' | b'.' | b' ' => {}
-            _ => return None,
-        }
-    }
-    if fraction_digits == 1 {
-        cents *= 10;
-    }
-    let value = i64::try_from(whole.checked_mul(100)?.checked_add(cents)?).ok()?;
+    let n = decimal(t).ok()?;
+    let cents = match n.fraction_digits {
+        0 => 0,
+        1 => n.fraction * 10,
+        2 => n.fraction,
+        _ => return None,
+    };
+    let value = i64::try_from(n.whole.checked_mul(100)?.checked_add(cents)?).ok()?;
     Some(if negative { -value } else { value })
 }
 
-/// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says
-/// so).
-pub fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
-    let t = trim_exact(s);
-    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b',') {
-        let n = t.bytes().filter(u8::is_ascii_digit).fold(0u64, |n, d| {
-            n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-        });
-        return if n > 2_000_000 {
-            Err("more than 2,000,000 miles".into())
+/// A number read whole from its text: `whole` and `fraction / 10^fraction_digits`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decimal {
+    pub whole: u64,
+    pub fraction: u64,
+    pub fraction_digits: u32,
+}
+
+impl Decimal {
+    pub fn value(self) -> f64 {
+        self.whole as f64 + self.fraction as f64 / 10f64.powi(self.fraction_digits as i32)
+    }
+}
+
+/// Characters that only ever group thousands: a space, a no-break space (U+00A0), a narrow
+/// no-break space (U+202F), a thin space (U+2009), and the Swiss apostrophes.
+fn groups_only(c: char) -> bool {
+    matches!(
+        c,
+        ' ' | '\u{a0}' | '\u{202f}' | '\u{2009}' | '\'' | '\u{2019}'
+    )
+}
+
+fn is_mark(c: char) -> bool {
+    c == ',' || c == '.' || groups_only(c)
+}
+
+/// At most this many marks in one number (1,000,000,000,000.00 has five).
+const MAX_MARKS: usize = 8;
+
+/// Reads one number whole: digits, thousands grouped by one mark (`,` `.` a space or `'`, each
+/// group of three digits after a first of one to three), and at most one decimal mark (`.`
+/// or `,`, not the grouping one). Anything else, a mark at either end or two in a row
+/// included, is refused: the caller leaves the value out rather than send a part of it. See
+/// the module's docs for "21.880".
+pub fn decimal(t: &str) -> Result<Decimal, String> {
+    const NOT_ONE: &str = "not one number";
+    // The marks and the digits between them: runs[i] digits stand before marks[i].
+    let mut marks = [' '; MAX_MARKS];
+    let mut runs = [0usize; MAX_MARKS + 1];
+    let mut n = 0;
+    let mut previous_digit = false;
+    for c in t.chars() {
+        if c.is_ascii_digit() {
+            runs[n] += 1;
+            previous_digit = true;
+        } else if is_mark(c) && previous_digit && n < MAX_MARKS {
+            marks[n] = c;
+            n += 1;
+            previous_digit = false;
         } else {
-            Ok(Some((n, false)))
-        };
-    }
-    let lower = t.to_ascii_lowercase();
-    if lower.is_empty() {
-        return Ok(None);
-    }
-    let (number, km) = match lower.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => {
-            let unit = lower[i..].trim();
-            let km = matches!(unit, "km" | "kms" | "kilometers" | "kilometres");
-            let thousands = unit == "k";
-            if !(km || thousands || matches!(unit, "mi" | "mi." | "mile" | "miles")) {
-                return Err(format!("unknown unit {unit:?}"));
-            }
-            let n = &lower[..i];
-            let n: String = n.chars().filter(|c| !matches!(c, ',' | ' ')).collect();
-            let n: f64 = n.parse().map_err(|_| "not a number of miles".to_owned())?;
-            (if thousands { n * 1000.0 } else { n }, km)
+            return Err(NOT_ONE.into());
         }
-        None => {
-            let n: String = lower.chars().filter(|c| !matches!(c, ',' | ' ')).collect();
-            (
-                n.parse::<f64>()
-                    .map_err(|_| "not a number of miles".to_owned())?,
-                false,
-            )
+    }
+    if !previous_digit {
+        return Err(NOT_ONE.into());
+    }
+    let (marks, runs) = (&marks[..n], &runs[..=n]);
+    // Which mark, if any, is the decimal one.
+    let decimal_at = match marks.last() {
+        None => None,
+        Some(&last) if groups_only(last) => None,
+        Some(&last) => {
+            let repeated = marks[..n - 1].contains(&last);
+            let other_before = marks[..n - 1].iter().any(|&m| m != last);
+            if repeated {
+                None
+            } else if runs[n] != 3 || other_before || runs[0] > 3 || t.starts_with('0') {
+                Some(n - 1)
+            } else {
+                // "21.880": thousands (see the module's docs).
+                None
+            }
         }
     };
-    if !(number.is_finite() && number >= 0.0) {
-        return Err("not a number of miles".into());
+    let grouping = &marks[..decimal_at.unwrap_or(n)];
+    if let Some(&first) = grouping.first() {
+        let groups = &runs[..=grouping.len()];
+        let well_grouped = grouping.iter().all(|&m| m == first)
+            && (1..=3).contains(&groups[0])
+            && groups[1..].iter().all(|&g| g == 3);
+        if !well_grouped {
+            return Err(format!(
+                "{NOT_ONE}: its digits are not grouped in thousands"
+            ));
+        }
     }
-    let miles = if km { number * 0.621_371 } else { number };
-    if miles > 2_000_000.0 {
+    let mut out = Decimal {
+        whole: 0,
+        fraction: 0,
+        fraction_digits: 0,
+    };
+    let mut in_fraction = false;
+    let mut index = 0;
+    for c in t.chars() {
+        if let Some(d) = c.to_digit(10) {
+            let d = u64::from(d);
+            let too_big = || "too large a number".to_owned();
+            if in_fraction {
+                // Digits past the 18th decimal change nothing a field can hold.
+                if out.fraction_digits < 18 {
+                    out.fraction = out.fraction * 10 + d;
+                    out.fraction_digits += 1;
+                }
+            } else {
+                out.whole = out
+                    .whole
+                    .checked_mul(10)
+                    .and_then(|w| w.checked_add(d))
+                    .ok_or_else(too_big)?;
+            }
+        } else {
+            in_fraction = decimal_at == Some(index);
+            index += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// The first number of a text and what follows it: "2.0L" is ("2.0", "L"), "V-6" is ("6",
+/// ""); the number's marks are kept for [`decimal`] to judge (a mark is taken only between
+/// digits, so "3.5L, V6" ends at the "L").
+fn first_token(t: &str) -> Option<(&str, &str)> {
+    let start = t.find(|c: char| c.is_ascii_digit())?;
+    let rest = &t[start..];
+    let mut end = 0;
+    let mut chars = rest.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c.is_ascii_digit() {
+            end = i + 1;
+        } else if is_mark(c) && chars.peek().is_some_and(|&(_, d)| d.is_ascii_digit()) {
+            continue;
+        } else {
+            break;
+        }
+    }
+    Some((&rest[..end], &rest[end..]))
+}
+
+/// The unit of an odometer reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistanceUnit {
+    Miles,
+    Kilometres,
+}
+
+impl DistanceUnit {
+    pub fn name(self) -> &'static str {
+        match self {
+            DistanceUnit::Miles => "miles",
+            DistanceUnit::Kilometres => "kilometres",
+        }
+    }
+}
+
+/// A unit word as exports write it ("mi", "Miles", "KM", "kilometres"); `Err` for hours and
+/// for words lotsync does not know (a reading in an unknown unit is left out, never sent as
+/// miles).
+pub fn distance_unit(s: &str) -> Result<Option<DistanceUnit>, String> {
+    let unit = trim_exact(s).trim_end_matches('.').to_lowercase();
+    match unit.as_str() {
+        "" => Ok(None),
+        "mi" | "mile" | "miles" | "smi" => Ok(Some(DistanceUnit::Miles)),
+        "km" | "kms" | "kilometer" | "kilometers" | "kilometre" | "kilometres" => {
+            Ok(Some(DistanceUnit::Kilometres))
+        }
+        "h" | "hr" | "hrs" | "hour" | "hours" => Err("hours, not miles (an hour meter)".into()),
+        other => Err(format!("unknown unit {other:?}")),
+    }
+}
+
+/// An odometer reading and the unit written beside it, if any: "45,123 mi", "96 540 KM",
+/// "12k" (thousands). The number is read whole ([`decimal`]).
+pub fn distance(s: &str) -> Result<Option<(f64, Option<DistanceUnit>)>, String> {
+    let t = trim_exact(s);
+    if t.is_empty() {
+        return Ok(None);
+    }
+    // The common plain "45123".
+    if t.len() <= 7 && t.bytes().all(|b| b.is_ascii_digit()) {
+        let n = t.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        return Ok(Some((n as f64, None)));
+    }
+    let (number, unit) = match t.find(|c: char| c.is_alphabetic()) {
+        Some(i) => (trim_exact(&t[..i]), &t[i..]),
+        None => (t, ""),
+    };
+    let (factor, unit) = match unit.trim() {
+        "k" | "K" => (1000.0, None),
+        unit => (1.0, distance_unit(unit)?),
+    };
+    let number = decimal(number).map_err(|e| format!("not a number of miles ({e})"))?;
+    Ok(Some((number.value() * factor, unit)))
+}
+
+/// A reading in `unit` as whole miles (the spec's `miles`), refused above 2,000,000.
+pub fn to_miles(value: f64, unit: DistanceUnit) -> Result<u64, String> {
+    let miles = match unit {
+        DistanceUnit::Miles => value,
+        DistanceUnit::Kilometres => value * 0.621_371,
+    };
+    if !miles.is_finite() || miles > 2_000_000.0 {
         return Err("more than 2,000,000 miles".into());
     }
-    Ok(Some((miles.round() as u64, km)))
+    Ok(miles.round() as u64)
 }
 
 /// A model year between 1900 and `max`.
@@ -242,10 +388,16 @@ pub fn count(s: &str, range: std::ops::RangeInclusive<u8>) -> Result<Option<u8>,
         t.bytes().fold(0, |n, d| n * 10 + u64::from(d - b'0'))
     } else {
         let t = t.to_ascii_lowercase();
-        first_number(&t)
-            .map(|n| n as u64)
-            .or_else(|| number_word(&t))
-            .ok_or_else(|| "no number in it".to_owned())?
+        match first_token(&t) {
+            Some((token, _)) => {
+                let n = decimal(token)?;
+                if n.fraction != 0 {
+                    return Err(format!("{token} is not a whole number"));
+                }
+                n.whole
+            }
+            None => number_word(&t).ok_or_else(|| "no number in it".to_owned())?,
+        }
     };
     let n = u8::try_from(n).map_err(|_| format!("{n} is out of range"))?;
     if range.contains(&n) {
@@ -269,16 +421,6 @@ fn number_word(t: &str) -> Option<u64> {
         .map(|i| i as u64 + 1)
 }
 
-/// The first decimal number in the text ("3.5L" → 3.5, "V6" → 6).
-fn first_number(t: &str) -> Option<f64> {
-    let start = t.find(|c: char| c.is_ascii_digit())?;
-    let rest = &t[start..];
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
-    rest[..end].trim_end_matches('.').parse().ok()
-}
-
 /// Cylinders: "6", "V6", "V-8", "I4", "4 Cyl", "Six".
 pub fn cylinders(s: &str) -> Result<Option<u8>, String> {
     let t = trim_exact(s).to_ascii_lowercase();
@@ -294,7 +436,8 @@ pub fn displacement(s: &str) -> Result<Option<f64>, String> {
     if t.is_empty() || t.contains("electric") {
         return Ok(None);
     }
-    let n = first_number(&t).ok_or_else(|| "no number in it".to_owned())?;
+    let (token, _) = first_token(&t).ok_or_else(|| "no number in it".to_owned())?;
+    let n = decimal(token)?.value();
     let litres = if t.contains("cc") || n >= 100.0 {
         n / 1000.0
     } else {
@@ -312,15 +455,19 @@ pub fn engine(s: &str) -> (Option<f64>, Option<u8>) {
     let t = trim_exact(s).to_ascii_lowercase();
     let mut litres = None;
     let mut cylinders = None;
-    for token in t.split(|c: char| c.is_whitespace() || c == ',' || c == '/') {
-        let token = token.trim_matches(|c: char| c == '(' || c == ')');
+    // A comma between digits is a decimal mark ("1,5L"), elsewhere it separates words.
+    for token in t.split(|c: char| c.is_whitespace() || c == '/') {
+        let token = token.trim_matches(|c: char| c == '(' || c == ')' || c == ',');
         if litres.is_none() {
             if let Some(n) = token
                 .strip_suffix('l')
                 .or_else(|| token.strip_suffix("liter"))
                 .or_else(|| token.strip_suffix("litre"))
             {
-                litres = n.parse::<f64>().ok().filter(|l| (0.5..=10.0).contains(l));
+                litres = decimal(n)
+                    .ok()
+                    .map(Decimal::value)
+                    .filter(|l| (0.5..=10.0).contains(l));
             }
         }
         if cylinders.is_none() {
@@ -578,6 +725,20 @@ pub fn boolean(s: &str) -> Result<Option<bool>, String> {
 mod tests {
     use super::*;
 
+    /// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says
+    /// so). The number is read whole ([`decimal`]), its unit is one lotsync knows, or the value is
+    /// refused: "1200 hours" is not miles.
+    fn miles(s: &str) -> Result<Option<(u64, bool)>, String> {
+        let Some((value, unit)) = distance(s)? else {
+            return Ok(None);
+        };
+        let unit = unit.unwrap_or(DistanceUnit::Miles);
+        Ok(Some((
+            to_miles(value, unit)?,
+            unit == DistanceUnit::Kilometres,
+        )))
+    }
+
     #[test]
     fn thousands_are_grouped() {
         assert_eq!(grouped(0), "0");
@@ -618,6 +779,150 @@ mod tests {
         assert_eq!(miles(""), Ok(None));
         assert!(miles("lots").is_err());
         assert!(miles("12 furlongs").is_err());
+    }
+
+    /// Issue 24's table: each of these was sent as another number (a prefix, or a group
+    /// separator read as a decimal mark).
+    #[test]
+    fn numbers_are_read_whole_never_as_a_prefix() {
+        assert_eq!(displacement("1,5"), Ok(Some(1.5)));
+        assert_eq!(displacement("5,7"), Ok(Some(5.7)));
+        assert_eq!(engine("1,5L I4"), (Some(1.5), Some(4)));
+        assert_eq!(miles("21.880"), Ok(Some((21880, false))));
+        assert_eq!(miles("100.000"), Ok(Some((100_000, false))));
+        assert_eq!(miles("45.123"), Ok(Some((45123, false))));
+        assert_eq!(miles("7,5"), Ok(Some((8, false))));
+        assert_eq!(miles("96 540 KM"), Ok(Some((59987, true))));
+        assert_eq!(miles("96\u{a0}540 km"), Ok(Some((59987, true))));
+        assert_eq!(miles("1'234"), Ok(Some((1234, false))));
+        assert_eq!(price("$22.689,00"), Ok(Some(22689.0)));
+        assert_eq!(price("22 689,50"), Ok(Some(22689.5)));
+        // Not a number read whole: refused, never a part of it.
+        assert!(count("1,5", 1..=6).is_err());
+        assert!(cylinders("3.5L V6").is_err());
+        assert!(miles("1.2.3").is_err());
+        assert!(miles("1,23,456").is_err());
+        assert!(miles("12,5,0").is_err());
+        assert!(price("1.2.3").is_err());
+        assert!(price("1 2 3").is_err());
+        assert!(price("1,234.567").is_err());
+        assert!(miles("1200 hours").is_err());
+        assert!(displacement("1.5.1").is_err());
+    }
+
+    /// A number written in any of the ways exports write it (thousands grouped by each mark or
+    /// none, either decimal mark, cents or tenths, currency or unit text around it) is read as
+    /// itself or refused: never as another number. 20,000 random cases, seeded.
+    #[test]
+    fn any_written_form_reads_as_itself_or_is_refused() {
+        const GROUPS: [Option<char>; 8] = [
+            None,
+            Some(','),
+            Some('.'),
+            Some(' '),
+            Some('\u{a0}'),
+            Some('\u{202f}'),
+            Some('\u{2009}'),
+            Some('\''),
+        ];
+        let mut rng = fastrand::Rng::with_seed(24);
+        let mut refused = 0;
+        for _ in 0..20_000 {
+            let whole: u64 = match rng.u8(0..4) {
+                0 => rng.u64(0..1_000),
+                1 => rng.u64(0..100_000),
+                2 => rng.u64(0..2_000_000),
+                _ => rng.u64(0..100_000_000),
+            };
+            let digits = rng.u32(0..=2);
+            let fraction = rng.u64(0..10u64.pow(digits));
+            let group = GROUPS[rng.usize(0..GROUPS.len())];
+            let mark = if group == Some('.') || (group != Some(',') && rng.bool()) {
+                ','
+            } else {
+                '.'
+            };
+            let text = written(whole, fraction, digits, group, mark);
+            let cents = whole * 100 + fraction * 10u64.pow(2 - digits);
+            let as_price = [
+                text.clone(),
+                format!("${text}"),
+                format!("{text} USD"),
+                format!("USD {text}"),
+            ][rng.usize(0..4)]
+            .clone();
+            match price(&as_price) {
+                Ok(Some(p)) => assert_eq!((p * 100.0).round() as u64, cents, "{as_price:?}"),
+                Ok(None) => assert_eq!(cents, 0, "{as_price:?}"),
+                Err(_) => refused += 1,
+            }
+            // Odometers: whole miles or tenths.
+            if digits <= 1 && whole <= 2_000_000 {
+                let unit = ["", " mi", " miles", "mi"][rng.usize(0..4)];
+                let as_miles = format!("{text}{unit}");
+                let exact = whole as f64 + fraction as f64 / 10f64.powi(digits as i32);
+                match miles(&as_miles) {
+                    Ok(Some((m, false))) => {
+                        assert_eq!(m, exact.round() as u64, "{as_miles:?}")
+                    }
+                    Ok(other) => panic!("{as_miles:?} read as {other:?}"),
+                    Err(_) => refused += 1,
+                }
+            }
+        }
+        // Every form above is one a person reads without doubt: none should be refused.
+        assert_eq!(refused, 0);
+    }
+
+    /// `whole.fraction` (with `digits` decimals) as an export would write it.
+    fn written(whole: u64, fraction: u64, digits: u32, group: Option<char>, mark: char) -> String {
+        let plain = whole.to_string();
+        let mut out = String::new();
+        for (i, d) in plain.chars().enumerate() {
+            if let Some(g) = group {
+                if i > 0 && (plain.len() - i).is_multiple_of(3) {
+                    out.push(g);
+                }
+            }
+            out.push(d);
+        }
+        if digits > 0 {
+            out.push(mark);
+            out.push_str(&format!("{fraction:0width$}", width = digits as usize));
+        }
+        out
+    }
+
+    /// Random text of digits and marks: whatever [`decimal`] reads, its digits are all of the
+    /// text's digits (a number is never read in part).
+    #[test]
+    fn a_number_is_read_whole_or_refused() {
+        let alphabet: Vec<char> = "0123456789.,' \u{a0}x-".chars().collect();
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..50_000 {
+            let len = rng.usize(1..12);
+            let text: String = (0..len)
+                .map(|_| alphabet[rng.usize(0..alphabet.len())])
+                .collect();
+            if let Ok(n) = decimal(&text) {
+                let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+                let read = if n.fraction_digits == 0 {
+                    n.whole.to_string()
+                } else {
+                    format!(
+                        "{}{:0width$}",
+                        n.whole,
+                        n.fraction,
+                        width = n.fraction_digits as usize
+                    )
+                };
+                assert_eq!(
+                    read.trim_start_matches('0'),
+                    digits.trim_start_matches('0'),
+                    "{text:?}"
+                );
+            }
+        }
     }
 
     #[test]

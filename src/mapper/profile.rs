@@ -4,6 +4,7 @@
 //! may leave the rest to it.
 
 use super::infer::{Likeness, Recognition};
+use super::parse::DistanceUnit;
 use super::vin::VinCheck;
 use super::vocabulary;
 use crate::feed::{FieldId, Format, ReadOptions, Schema};
@@ -58,10 +59,12 @@ pub enum Target {
     Location,
     /// A yes/no "Certified" / "CPO" flag: a used vehicle flagged yes is Certified.
     Certified,
+    /// The unit of the mileage column in a column of its own (Meta's `mileage.unit`: MI, KM).
+    MileageUnit,
 }
 
 impl Target {
-    pub const ALL: [Target; 37] = [
+    pub const ALL: [Target; 38] = [
         Target::Vin,
         Target::Stock,
         Target::Year,
@@ -99,6 +102,7 @@ impl Target {
         Target::Status,
         Target::Location,
         Target::Certified,
+        Target::MileageUnit,
     ];
 
     /// The name used in profiles and messages (a payload parameter where there is one).
@@ -141,6 +145,7 @@ impl Target {
             Target::Status => "status",
             Target::Location => "location",
             Target::Certified => "certified",
+            Target::MileageUnit => "mileage_unit",
         }
     }
 }
@@ -445,6 +450,9 @@ pub struct Binding {
     /// The VIN was matched by a header naming a non-road serial ("Serial", "HIN"): read it
     /// leniently whatever the profile's `vin_check`.
     pub serial_vin: bool,
+    /// The unit the mileage column's own name gives ("Odometer (km)", "Kilometres"), for the
+    /// values that name none.
+    pub miles_unit: Option<DistanceUnit>,
     /// How many schema names were looked at.
     pub(super) seen_names: usize,
 }
@@ -473,7 +481,7 @@ impl Binding {
                         .checked_sub(1)
                         .filter(|&i| schema.numbered() && i < schema.len());
                     match column {
-                        Some(i) => self.set(target, i as FieldId),
+                        Some(i) => self.set(target, i as FieldId, schema.name(i as FieldId)),
                         None => self.missing.push((target, source.clone())),
                     }
                 }
@@ -484,7 +492,7 @@ impl Binding {
                     continue;
                 }
                 match self.field(target) {
-                    None => self.set(target, id),
+                    None => self.set(target, id, name),
                     Some(used) => self.twins.push(Twin {
                         target,
                         used,
@@ -576,7 +584,7 @@ impl Binding {
                 ));
                 continue;
             }
-            self.set(target, id);
+            self.set(target, id, name);
             self.by_header.push(target);
             if target == Target::Vin && vocabulary::is_serial_header(matched_name) {
                 self.serial_vin = true;
@@ -598,14 +606,18 @@ impl Binding {
             }
         }
         for likeness in recognition.taken {
-            self.set(likeness.target, likeness.field);
+            // Taken by its values: the column's name said nothing lotsync knows.
+            self.set(likeness.target, likeness.field, "");
             self.by_values.push(likeness);
         }
         self.notes.extend(recognition.notes);
         self.vin_candidates = recognition.vin_candidates;
     }
 
-    fn set(&mut self, target: Target, id: FieldId) {
+    fn set(&mut self, target: Target, id: FieldId, name: &str) {
+        if target == Target::Miles {
+            self.miles_unit = vocabulary::header_unit(name);
+        }
         self.by_target.insert(target, id);
         let slot = target as usize;
         if self.slots.len() <= slot {

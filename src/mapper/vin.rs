@@ -10,8 +10,8 @@ pub enum VinCheck {
     /// 17 characters, no I, O or Q, check digit at position 9 verified.
     #[default]
     Strict,
-    /// 5 to 17 letters and digits: pre-1981 vehicles, trailers, serials from outside North
-    /// America.
+    /// 5 to 16 letters and digits: pre-1981 vehicles, trailers, hull numbers. A value of 17
+    /// characters is a VIN and is checked as [`VinCheck::Strict`] checks it.
     Lenient,
 }
 
@@ -30,9 +30,16 @@ pub fn check_vin(raw: &str, mode: VinCheck) -> Result<Cow<'_, str>, String> {
     } else {
         Cow::Borrowed(trimmed)
     };
+    // Seventeen characters are a VIN whatever the feed says: the lenient rule is for the
+    // shorter serials of older vehicles, trailers and hulls, never a way past the check digit.
+    let mode = if vin.len() == 17 {
+        VinCheck::Strict
+    } else {
+        mode
+    };
     match mode {
         VinCheck::Lenient => {
-            if (5..=17).contains(&vin.len()) {
+            if (5..=16).contains(&vin.len()) {
                 Ok(vin)
             } else {
                 Err(format!("{} characters; a serial needs 5 to 17", vin.len()))
@@ -192,7 +199,19 @@ mod tests {
             Ok("AB123")
         );
         assert!(check_vin("AB12", VinCheck::Lenient).is_err());
-        assert!(check_vin("1HGCM82643A004352", VinCheck::Lenient).is_ok());
+        assert!(check_vin("1HGCM82633A00435", VinCheck::Lenient).is_ok());
+    }
+
+    /// Issue 24: a `VIN/Serial` column is read leniently, but 17 characters are a VIN and get
+    /// the whole check (a mistyped check digit, or an I, used to pass).
+    #[test]
+    fn seventeen_characters_are_checked_as_a_vin_even_when_lenient() {
+        assert!(check_vin("1HGCM82633A004352", VinCheck::Lenient).is_ok());
+        let typo = check_vin("1HGCM82643A004352", VinCheck::Lenient).unwrap_err();
+        assert!(typo.contains("check digit"), "{typo}");
+        let letter = check_vin("1HGCM82633A00435I", VinCheck::Lenient).unwrap_err();
+        assert!(letter.contains("letter I"), "{letter}");
+        assert!(check_vin("1HGCM82633A0043521", VinCheck::Lenient).is_err());
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub const SOURCES: &[Source] = &[
             ("model", Target::Model),
             ("year", Target::Year),
             ("mileage.value", Target::Miles),
+            ("mileage.unit", Target::MileageUnit),
             ("image[0].url", Target::Images),
             ("transmission", Target::Transmission),
             ("fuel_type", Target::Fuel),
@@ -275,6 +276,33 @@ pub const SOURCES: &[Source] = &[
             ("Ext Clr", Target::ExteriorColor),
             ("Int Clr", Target::InteriorColor),
             ("Drv", Target::DriveType),
+        ],
+    },
+    Source {
+        name: "the odometer's unit in the heading, or in a column of its own",
+        documented_at: "not from a published document: spreadsheet headings that name their \
+                        unit (\"Odometer (km)\", \"Kilometres\"), and unit columns beside the \
+                        reading as Meta's mileage.value / mileage.unit pair has them",
+        headers: &[
+            ("Odometer (km)", Target::Miles),
+            ("Odometer km", Target::Miles),
+            ("Odometer (mi)", Target::Miles),
+            ("Mileage (km)", Target::Miles),
+            ("Mileage km", Target::Miles),
+            ("Mileage (mi)", Target::Miles),
+            ("Miles (mi)", Target::Miles),
+            ("Kilometres", Target::Miles),
+            ("Kilometers", Target::Miles),
+            ("Kilometrage", Target::Miles),
+            ("KM", Target::Miles),
+            ("Kms", Target::Miles),
+            ("Odometer Unit", Target::MileageUnit),
+            ("Odometer Units", Target::MileageUnit),
+            ("Odometer UOM", Target::MileageUnit),
+            ("Mileage Unit", Target::MileageUnit),
+            ("Mileage Units", Target::MileageUnit),
+            ("Mileage UOM", Target::MileageUnit),
+            ("Distance Unit", Target::MileageUnit),
         ],
     },
     Source {
@@ -589,6 +617,19 @@ pub fn instead(squashed: &str) -> Option<Target> {
         .iter()
         .find(|(name, _)| *name == squashed)
         .map(|&(_, target)| target)
+}
+
+/// The unit a mileage column's name gives: "Odometer (km)", "Kilometres", "Mileage (mi)".
+pub fn header_unit(name: &str) -> Option<super::parse::DistanceUnit> {
+    use super::parse::DistanceUnit;
+    let last = squash(name.rsplit('/').next().unwrap_or(name));
+    if last.contains("kilomet") || last.ends_with("km") || last.ends_with("kms") {
+        Some(DistanceUnit::Kilometres)
+    } else if last.ends_with("mi") || last.ends_with("miles") {
+        Some(DistanceUnit::Miles)
+    } else {
+        None
+    }
 }
 
 /// A VIN column named for non-road serials ("Serial", "Serial #", "HIN", "Hull ID"): read
@@ -1002,7 +1043,7 @@ mod tests {
                 ("model", Some(Target::Model)),
                 ("year", Some(Target::Year)),
                 ("mileage.value", Some(Target::Miles)),
-                ("mileage.unit", None),
+                ("mileage.unit", Some(Target::MileageUnit)),
                 ("image[0].url", Some(Target::Images)),
                 ("image[0].tag[0]", None),
                 ("transmission", Some(Target::Transmission)),
