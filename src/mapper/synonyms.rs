@@ -221,12 +221,26 @@ const DRIVE_TYPES: &[(&str, DriveType)] = &[
     ("front wheel drive", DriveType::Fwd),
     ("rwd", DriveType::Rwd),
     ("rear wheel drive", DriveType::Rwd),
+    // Meta's automotive catalog `drivetrain` values (its TWO_WD is front or rear: ambiguous).
+    ("four wd", DriveType::FourByFour),
+    // Makers' names for their all-wheel-drive systems: Mercedes-Benz 4MATIC, BMW xDrive,
+    // Audi quattro, Volkswagen 4MOTION, MINI ALL4, Acura SH-AWD, Subaru Symmetrical AWD,
+    // Volvo/Jaguar/Land Rover "AWD". Each is permanent or on-demand all-wheel drive on a car
+    // or crossover, with no low range: AWD, not 4x4.
+    ("4matic", DriveType::Awd),
+    ("xdrive", DriveType::Awd),
+    ("quattro", DriveType::Awd),
+    ("4motion", DriveType::Awd),
+    ("all4", DriveType::Awd),
+    ("sh awd", DriveType::Awd),
+    ("symmetrical awd", DriveType::Awd),
+    ("symmetrical all wheel drive", DriveType::Awd),
 ];
 
 /// "4WD", "All Wheel Drive"; "2WD" is ambiguous (front or rear?).
 pub fn drive_type(s: &str) -> Found<DriveType> {
     let k = key(s);
-    if k == "2wd" || k == "4x2" || k == "two wheel drive" {
+    if matches!(k.as_str(), "2wd" | "4x2" | "two wheel drive" | "two wd") {
         return Found::Ambiguous;
     }
     lookup(DRIVE_TYPES, s, false)
@@ -246,6 +260,8 @@ const INTERIOR_TYPES: &[(&str, InteriorType)] = &[
     ("simulated leather", InteriorType::Vinyl),
     ("sensatec", InteriorType::Vinyl),
     ("softex", InteriorType::Vinyl),
+    ("mb tex", InteriorType::Vinyl),
+    ("artico", InteriorType::Vinyl),
     ("v tex", InteriorType::Vinyl),
 ];
 
@@ -421,20 +437,33 @@ pub fn color(s: &str) -> Found<Color> {
     found.map_or(Found::None, Found::One)
 }
 
-/// An interior's color: the first one named, since two-color interiors lead with the main
-/// color ("Black/Red", "Ebony w/ Tan Accents", "Jet Black/Light Ash Gray" are black).
+/// An interior's color, when it has one: "Jet Black", "Premium/Black" (Premium names no
+/// color). A two-tone interior ("Black/Red", "Jet Black/Light Ash Gray", "Ebony with Tan
+/// Accents") is ambiguous: its first word is not the interior's color, and the spec has no
+/// value for two.
 pub fn interior_color(s: &str) -> Found<Color> {
-    // "with" and "and" join two colors as a slash does.
+    // "with", "w" and "and" join two colors as a slash does.
     let k = key(s);
     let parts: Vec<&str> = k
         .split(' ')
-        .map(|w| if w == "with" || w == "and" { "/" } else { w })
+        .map(|w| {
+            if matches!(w, "with" | "w" | "and") {
+                "/"
+            } else {
+                w
+            }
+        })
         .collect();
-    parts
-        .join(" ")
-        .split('/')
-        .find_map(|part| part_colors(part).first().copied())
-        .map_or(Found::None, Found::One)
+    let mut found: Option<Color> = None;
+    for part in parts.join(" ").split('/') {
+        for c in part_colors(part) {
+            match found {
+                Some(f) if f != c => return Found::Ambiguous,
+                _ => found = Some(c),
+            }
+        }
+    }
+    found.map_or(Found::None, Found::One)
 }
 
 /// The export's own sale status: Some(true) sold, Some(false) on the lot, None unknown.
@@ -632,15 +661,41 @@ mod tests {
         );
     }
 
+    /// Issue 24: drive names from marketing feeds and makers, each documented at the table.
+    #[test]
+    fn drive_names_from_feeds_and_makers() {
+        for (s, d) in [
+            ("FOUR_WD", DriveType::FourByFour),
+            ("AWD", DriveType::Awd),
+            ("4MATIC", DriveType::Awd),
+            ("4MATIC+", DriveType::Awd),
+            ("xDrive", DriveType::Awd),
+            ("quattro", DriveType::Awd),
+            ("4MOTION", DriveType::Awd),
+            ("ALL4", DriveType::Awd),
+            ("SH-AWD", DriveType::Awd),
+            ("Symmetrical AWD", DriveType::Awd),
+        ] {
+            assert_eq!(drive_type(s), One(d), "{s}");
+        }
+        assert_eq!(drive_type("TWO_WD"), Ambiguous);
+        assert_eq!(interior_type("MB-Tex"), One(InteriorType::Vinyl));
+    }
+
     #[test]
     fn interior_colors() {
+        // Two-tone interiors (issue 24): left out, never their first word.
+        for s in [
+            "Black/Red",
+            "Ebony w/ Tan Accents",
+            "Ebony with Tan Accents",
+            "Graphite and Red",
+            "Jet Black/Light Ash Gray",
+            "Light Ash Gray/Jet Black",
+        ] {
+            assert_eq!(interior_color(s), Ambiguous, "{s}");
+        }
         for (s, c) in [
-            ("Black/Red", Color::Black),
-            ("Ebony w/ Tan Accents", Color::Black),
-            ("Ebony with Tan Accents", Color::Black),
-            ("Graphite and Red", Color::Gray),
-            ("Jet Black/Light Ash Gray", Color::Black),
-            ("Light Ash Gray/Jet Black", Color::Gray),
             ("Charcoal", Color::Charcoal),
             ("Steel Gray", Color::Gray),
             ("Jet Black", Color::Black),
