@@ -466,12 +466,20 @@ pub fn interior_color(s: &str) -> Found<Color> {
     found.map_or(Found::None, Found::One)
 }
 
-/// The export's own sale status: Some(true) sold, Some(false) on the lot, None unknown.
+/// The export's own sale status: Some(true) sold, Some(false) listed and not sold, None
+/// unknown (ignored with a warning; the vehicle is judged as any listed one).
+///
+/// The rules for status words (issue 24): "In Inventory" and "Available" (Meta's
+/// `availability`) are on the lot. "Pending" / "Sale Pending" is a deal not yet closed: the
+/// vehicle stays listed until the DMS says sold. "On Order" and "In Transit" are vehicles the
+/// dealer lists before they arrive: listed, not sold. "Not Available" says neither (it may be
+/// sold, in service or held back), so it is unknown.
 pub fn sold(s: &str) -> Option<bool> {
     match key(s).as_str() {
         "sold" | "sold pending delivery" | "delivered" | "retailed" | "s" => Some(true),
         "in stock" | "instock" | "available" | "active" | "for sale" | "on lot" | "a" | "i"
-        | "stock" => Some(false),
+        | "stock" | "in inventory" | "inventory" | "pending" | "sale pending" | "pending sale"
+        | "on order" | "in transit" => Some(false),
         _ => None,
     }
 }
@@ -683,6 +691,22 @@ mod tests {
     }
 
     #[test]
+    fn status_words_have_a_rule_each() {
+        for listed in [
+            "In Inventory",
+            "Available",
+            "AVAILABLE",
+            "Pending",
+            "On Order",
+            "In Transit",
+        ] {
+            assert_eq!(sold(listed), Some(false), "{listed}");
+        }
+        assert_eq!(sold("Sold"), Some(true));
+        assert_eq!(sold("NOT_AVAILABLE"), Option::None);
+    }
+
+    #[test]
     fn interior_colors() {
         // Two-tone interiors (issue 24): left out, never their first word.
         for s in [
@@ -725,6 +749,7 @@ mod tests {
         assert_eq!(sold("Sold"), Some(true));
         assert_eq!(sold("In Stock"), Some(false));
         assert_eq!(sold("Available"), Some(false));
-        assert_eq!(sold("In Transit"), Option::None);
+        assert_eq!(sold("In Transit"), Some(false));
+        assert_eq!(sold("Demo"), Option::None);
     }
 }
