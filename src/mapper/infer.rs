@@ -92,10 +92,13 @@ enum Kind {
     InteriorType,
     TitleStatus,
     SaleStatus,
+    /// An engine description ("3.5L V6"); only judged on a column named for the engine, never
+    /// taken by values alone (a model named "i4" reads as one).
+    Engine,
 }
 
 impl Kind {
-    const ALL: [Kind; 15] = [
+    const ALL: [Kind; 16] = [
         Kind::Vin,
         Kind::Year,
         Kind::Miles,
@@ -111,6 +114,7 @@ impl Kind {
         Kind::InteriorType,
         Kind::TitleStatus,
         Kind::SaleStatus,
+        Kind::Engine,
     ];
 
     /// The field a column of this kind named `name` feeds, when `free` says that field has no
@@ -168,6 +172,7 @@ impl Kind {
             Kind::InteriorType => one(Target::InteriorType),
             Kind::TitleStatus => one(Target::TitleStatus),
             Kind::SaleStatus => one(Target::Status),
+            Kind::Engine => None,
         }
     }
 
@@ -185,6 +190,8 @@ impl Kind {
             Target::InteriorType => Kind::InteriorType,
             Target::TitleStatus => Kind::TitleStatus,
             Target::Status => Kind::SaleStatus,
+            // Google's vehicle feeds call the fuel `engine` (gasoline, diesel, electric).
+            Target::Engine => Kind::Engine,
             _ => return None,
         })
     }
@@ -257,6 +264,7 @@ impl Kind {
             // Single letters ("A", "S") are as likely something else.
             Kind::SaleStatus if value.chars().count() < 2 => None,
             Kind::SaleStatus => enum_like(synonyms::sold(value).is_some()),
+            Kind::Engine => Some(parse::engine(value) != (None, None)),
         }
     }
 }
@@ -567,6 +575,28 @@ mod tests {
             ]
         );
         assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    /// Google's vehicle feeds name the fuel `engine`: a column named for the engine whose
+    /// values are fuels is the fuel; one of engine descriptions stays the engine.
+    #[test]
+    fn an_engine_column_of_fuels_is_the_fuel() {
+        let csv = "vin,id,engine,make\n\
+                   1FTFW1E56MFA38127,A,gasoline,Ford\n\
+                   2T3P1RFV7RW198233,B,hybrid,Toyota\n\
+                   1C4RJFAG8KC318842,C,diesel,Jeep\n\
+                   5YJ3E1EA2KF317000,D,electric,Tesla\n";
+        let (schema, r) = recognized(csv);
+        assert_eq!(taken(&r, &schema), [("engine".to_owned(), "fuel")]);
+        let released: Vec<&str> = r.released.iter().map(|l| l.target.name()).collect();
+        assert_eq!(released, ["engine"]);
+
+        let csv = "VIN,Stock,Engine\n\
+                   1FTFW1E56MFA38127,A,3.5L V6\n\
+                   2T3P1RFV7RW198233,B,2.5L I4 Hybrid\n\
+                   1C4RJFAG8KC318842,C,Gas 3.6L V6\n";
+        let (_, r) = recognized(csv);
+        assert!(r.taken.is_empty() && r.released.is_empty(), "{r:?}");
     }
 
     #[test]
