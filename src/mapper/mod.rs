@@ -374,6 +374,50 @@ impl<'a> One<'a> {
         })?
     }
 
+    /// [`Self::spec_value`] of a target that may have a second column
+    /// ([`Binding::seconds`]): each is used where the other says nothing, and two that name
+    /// different values leave the field out with a warning.
+    fn spec_value_of_two<T: SpecEnum>(
+        &mut self,
+        target: Target,
+        synonyms: fn(&str) -> Found<T>,
+    ) -> Option<T> {
+        let Some(second) = self.second_text(target) else {
+            return self.spec_value(target, synonyms);
+        };
+        let first_text = self.text(target);
+        let read = |text: &str| match text.parse::<T>() {
+            Ok(v) => Some(v),
+            Err(_) => match synonyms(text) {
+                Found::One(v) => Some(v),
+                _ => None,
+            },
+        };
+        let first = first_text.as_deref().and_then(read);
+        let other = read(&second);
+        match (first, other) {
+            (Some(a), Some(b)) if a != b => {
+                let both = format!("{} / {second}", first_text.unwrap_or_default());
+                self.warn(
+                    target,
+                    "its two columns name different values; left out",
+                    &both,
+                );
+                None
+            }
+            (Some(v), _) | (None, Some(v)) => Some(v),
+            (None, None) => self.spec_value(target, synonyms),
+        }
+    }
+
+    /// The text of a target's second column ([`Binding::seconds`]), if it has one and it is
+    /// not empty.
+    fn second_text(&self, target: Target) -> Option<String> {
+        let id = *self.mapper.binding.seconds.get(&target)?;
+        let cleaned = parse::clean(self.record.get(id)?).into_owned();
+        (!cleaned.is_empty()).then_some(cleaned)
+    }
+
     fn spec_value_of<T: SpecEnum>(
         &mut self,
         target: Target,
@@ -542,6 +586,17 @@ impl<'a> One<'a> {
         self.fill(Target::Model, |p| &mut p.model);
         self.fill(Target::Trim, |p| &mut p.trim);
         self.out.payload.vehicle_type = self.spec_value(Target::Type, synonyms::vehicle_type);
+        // A "New" 1/0 flag says the type where no new/used column does (AutoRevo).
+        if self.out.payload.vehicle_type.is_none() {
+            self.out.payload.vehicle_type =
+                self.number(Target::NewFlag, parse::boolean).map(|new| {
+                    if new {
+                        VehicleType::New
+                    } else {
+                        VehicleType::Used
+                    }
+                });
+        }
         // A "Certified"/"CPO" flag makes a used vehicle (or one of no stated type) Certified;
         // a new vehicle stays new.
         let certified = |s: &str| match synonyms::vehicle_type(s) {
@@ -556,9 +611,9 @@ impl<'a> One<'a> {
         self.out.payload.miles = self.miles();
         self.out.payload.price = self.price();
         self.out.payload.exterior_color =
-            self.spec_value::<Color>(Target::ExteriorColor, synonyms::color);
+            self.spec_value_of_two::<Color>(Target::ExteriorColor, synonyms::color);
         self.out.payload.interior_color =
-            self.spec_value::<Color>(Target::InteriorColor, synonyms::interior_color);
+            self.spec_value_of_two::<Color>(Target::InteriorColor, synonyms::interior_color);
         self.out.payload.interior_type =
             self.spec_value(Target::InteriorType, synonyms::interior_type);
         self.out.payload.body_style = self.spec_value(Target::BodyStyle, synonyms::body_style);
@@ -714,6 +769,30 @@ impl<'a> One<'a> {
             {
                 kind = read.kind.or(kind);
                 speed = read.speed.or(speed);
+            }
+        }
+        // A second transmission column ("TransmissionDescription" beside a "Transmission" of
+        // Manual/Automatic/Unknown): each field from the column that says it; a field the two
+        // disagree on is left out.
+        if let Some(second) = self.second_text(Target::Transmission) {
+            let other = parse::transmission(&second);
+            fn merged<T: PartialEq>(a: Option<T>, b: Option<T>) -> Result<Option<T>, ()> {
+                match (a, b) {
+                    (Some(a), Some(b)) if a != b => Err(()),
+                    (a, b) => Ok(a.or(b)),
+                }
+            }
+            match (merged(kind, other.kind), merged(speed, other.speed)) {
+                (Ok(k), Ok(s)) => (kind, speed) = (k, s),
+                _ => {
+                    let first = self.text(Target::Transmission).unwrap_or_default();
+                    self.warn(
+                        Target::Transmission,
+                        "its two columns say different transmissions; left out",
+                        &format!("{first} / {second}"),
+                    );
+                    (kind, speed) = (None, None);
+                }
             }
         }
         (kind, speed)
@@ -1178,6 +1257,46 @@ mod tests {
         assert_eq!(miles(&headed[2]), None);
         let kilometres = map_csv("VIN,Stock,Kilometres\n1HGCM82633A004352,A1,10000\n");
         assert_eq!(miles(&kilometres[0]), Some(6214));
+    }
+
+    /// Issue 24, AutoRevo's Standard CSV (feeds.autorevo.com): `New` and `Certified` 1/0
+    /// flags give the type; `Transmission` (Manual, Automatic, Unknown) and
+    /// `TransmissionDescription` are read field by field; a factory colour with no colour word
+    /// gives way to the generic one; two columns that disagree leave the field out.
+    #[test]
+    fn autorevo_flags_and_paired_columns() {
+        use crate::api::{TransmissionSpeed, TransmissionType};
+        let out = map_csv(
+            "DealerID,VIN,Year,Make,Model,StockNumber,New,Certified,ExteriorColor,\
+             ExteriorGenericColor,InteriorColor,InteriorGenericColor,Transmission,\
+             TransmissionDescription\n\
+             77,1HGCM82633A004352,2024,Toyota,Tacoma,A1,1,0,Quicksand,Tan,Boulder,Black,\
+             Unknown,6-Speed Automatic\n\
+             77,1M8GDM9AXKP042788,2021,BMW,X5,A2,0,1,Agate Black Metallic,Black,Cognac,,\
+             Manual,6-Speed Manual\n\
+             77,5YJ3E1EA2KF317000,2019,Ford,F-150,A3,0,0,Ingot Silver Metallic,Gray,,,\
+             Automatic,6-Speed Manual\n",
+        );
+        let a = &accepted(&out[0]).payload;
+        assert_eq!(a.vehicle_type, Some(VehicleType::New));
+        assert_eq!(a.exterior_color, Some(Color::Tan));
+        assert_eq!(a.interior_color, Some(Color::Black));
+        assert_eq!(a.transmission_type, Some(TransmissionType::Automatic));
+        assert_eq!(a.transmission_speed, Some(TransmissionSpeed::Six));
+        let b = &accepted(&out[1]).payload;
+        assert_eq!(b.vehicle_type, Some(VehicleType::Certified));
+        assert_eq!(b.exterior_color, Some(Color::Black));
+        assert_eq!(b.transmission_type, Some(TransmissionType::Manual));
+        assert_eq!(b.transmission_speed, Some(TransmissionSpeed::Six));
+        let c = accepted(&out[2]);
+        assert_eq!(c.payload.vehicle_type, Some(VehicleType::Used));
+        assert_eq!(c.payload.exterior_color, None);
+        assert_eq!(c.payload.transmission_type, None);
+        let said: Vec<&str> = c.warnings.iter().map(|w| &*w.field).collect();
+        assert!(
+            said.contains(&"exterior_color") && said.contains(&"transmission"),
+            "{said:?}"
+        );
     }
 
     #[test]

@@ -61,10 +61,13 @@ pub enum Target {
     Certified,
     /// The unit of the mileage column in a column of its own (Meta's `mileage.unit`: MI, KM).
     MileageUnit,
+    /// A yes/no "New" flag (AutoRevo's `New`: 1 new, 0 used), read when no new/used column
+    /// says the type.
+    NewFlag,
 }
 
 impl Target {
-    pub const ALL: [Target; 38] = [
+    pub const ALL: [Target; 39] = [
         Target::Vin,
         Target::Stock,
         Target::Year,
@@ -103,6 +106,7 @@ impl Target {
         Target::Location,
         Target::Certified,
         Target::MileageUnit,
+        Target::NewFlag,
     ];
 
     /// The name used in profiles and messages (a payload parameter where there is one).
@@ -146,6 +150,7 @@ impl Target {
             Target::Location => "location",
             Target::Certified => "certified",
             Target::MileageUnit => "mileage_unit",
+            Target::NewFlag => "new",
         }
     }
 }
@@ -423,6 +428,15 @@ pub struct Twin {
     pub other: FieldId,
 }
 
+/// Targets whose two columns are read together, field by field: a transmission "Unknown"
+/// beside a "6-Speed Automatic" description, a paint name ("Quicksand") beside a generic
+/// colour ("Tan").
+pub const SECOND_READ: [Target; 3] = [
+    Target::Transmission,
+    Target::ExteriorColor,
+    Target::InteriorColor,
+];
+
 /// Which source field feeds which target, for one file.
 #[derive(Debug, Clone, Default)]
 pub struct Binding {
@@ -450,6 +464,10 @@ pub struct Binding {
     /// The VIN was matched by a header naming a non-road serial ("Serial", "HIN"): read it
     /// leniently whatever the profile's `vin_check`.
     pub serial_vin: bool,
+    /// A second column named for a target that [`SECOND_READ`] lists ("TransmissionDescription"
+    /// beside "Transmission", "ExteriorGenericColor" beside "ExteriorColor"): read with the
+    /// first, field by field, where the first says nothing.
+    pub seconds: BTreeMap<Target, FieldId>,
     /// The unit the mileage column's own name gives ("Odometer (km)", "Kilometres"), for the
     /// values that name none.
     pub miles_unit: Option<DistanceUnit>,
@@ -566,6 +584,17 @@ impl Binding {
                         used: first,
                         other: id,
                     });
+                    continue;
+                }
+                if SECOND_READ.contains(&target) && !self.seconds.contains_key(&target) {
+                    self.seconds.insert(target, id);
+                    self.notes.push(format!(
+                        "{:?} and {:?} both look like {}; each is used where the other says \
+                         nothing, and a value they disagree on is left out",
+                        schema.name(first),
+                        name,
+                        target.name(),
+                    ));
                     continue;
                 }
                 self.notes.push(format!(

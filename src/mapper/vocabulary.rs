@@ -279,6 +279,33 @@ pub const SOURCES: &[Source] = &[
         ],
     },
     Source {
+        name: "AutoRevo Standard CSV Import Specification",
+        documented_at: "https://feeds.autorevo.com (Field Definitions: required and optional \
+                        fields)",
+        headers: &[
+            ("StockNumber", Target::Stock),
+            ("Mileage", Target::Miles),
+            ("WebPrice", Target::InternetPrice),
+            ("RetailPrice", Target::Price),
+            ("ExteriorColor", Target::ExteriorColor),
+            ("ExteriorGenericColor", Target::ExteriorColor),
+            ("InteriorColor", Target::InteriorColor),
+            ("InteriorGenericColor", Target::InteriorColor),
+            ("InteriorType", Target::InteriorType),
+            ("Cylinders", Target::EngineCylinders),
+            ("Transmission", Target::Transmission),
+            ("TransmissionDescription", Target::Transmission),
+            ("DriveTrain", Target::DriveType),
+            ("New", Target::NewFlag),
+            ("Certified", Target::Certified),
+            ("Doors", Target::Doors),
+            ("Photos", Target::Images),
+            ("ImageURLs", Target::Images),
+            ("Engine", Target::Engine),
+            ("Body", Target::BodyStyle),
+        ],
+    },
+    Source {
         name: "the odometer's unit in the heading, or in a column of its own",
         documented_at: "not from a published document: spreadsheet headings that name their \
                         unit (\"Odometer (km)\", \"Kilometres\"), and unit columns beside the \
