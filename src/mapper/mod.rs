@@ -1292,7 +1292,7 @@ mod tests {
         assert_eq!(c.payload.vehicle_type, Some(VehicleType::Used));
         assert_eq!(c.payload.exterior_color, None);
         assert_eq!(c.payload.transmission_type, None);
-        let said: Vec<&str> = c.warnings.iter().map(|w| &*w.field).collect();
+        let said: Vec<&str> = c.warnings.iter().map(|w| w.field).collect();
         assert!(
             said.contains(&"exterior_color") && said.contains(&"transmission"),
             "{said:?}"
