@@ -469,6 +469,53 @@ impl<'a> One<'a> {
         })?
     }
 
+    /// Year, make and model from a combined cell ("2019 Land Rover Range Rover Sport"), for
+    /// those no column of their own gave. The model is taken when it is one or two words, or
+    /// when the trim column's value ends it and is cut off ("Range Rover Sport HSE" with trim
+    /// "HSE"); longer, it may hold the trim, and is left out with a warning.
+    fn year_make_model(&mut self) {
+        let p = &self.out.payload;
+        if p.year.is_some() && p.make.is_some() && p.model.is_some() {
+            return;
+        }
+        let Some(text) = self.text(Target::YearMakeModel) else {
+            return;
+        };
+        let Some((year, make, model)) = parse::year_make_model(&text, self.mapper.year_max) else {
+            self.warn(
+                Target::YearMakeModel,
+                "no make lotsync knows in it; year, make and model left out",
+                &text,
+            );
+            return;
+        };
+        let without_trim = self.out.payload.trim.as_deref().and_then(|trim| {
+            model
+                .strip_suffix(trim)
+                .filter(|rest| rest.ends_with(' '))
+                .map(|rest| rest.trim_end().to_owned())
+        });
+        let model =
+            without_trim.or_else(|| (model.split_whitespace().count() <= 2).then_some(model));
+        let p = &mut self.out.payload;
+        if p.year.is_none() {
+            p.year = year;
+        }
+        if p.make.is_none() {
+            p.make = Some(make);
+        }
+        if p.model.is_none() {
+            match model.filter(|m| !m.is_empty()) {
+                Some(m) => p.model = Some(m),
+                None => self.warn(
+                    Target::YearMakeModel,
+                    "cannot tell the model from the trim in it; model left out",
+                    &text,
+                ),
+            }
+        }
+    }
+
     /// The odometer in miles. Its unit is the one written beside the number ("96540 KM"), in
     /// the unit column (Meta's `mileage.unit`) or in the column's heading ("Odometer (km)"),
     /// miles when none says; two that disagree, or a unit lotsync does not know (hours
@@ -585,6 +632,7 @@ impl<'a> One<'a> {
         self.fill(Target::Make, |p| &mut p.make);
         self.fill(Target::Model, |p| &mut p.model);
         self.fill(Target::Trim, |p| &mut p.trim);
+        self.year_make_model();
         self.out.payload.vehicle_type = self.spec_value(Target::Type, synonyms::vehicle_type);
         // A "New" 1/0 flag says the type where no new/used column does (AutoRevo).
         if self.out.payload.vehicle_type.is_none() {
@@ -1297,6 +1345,36 @@ mod tests {
             said.contains(&"exterior_color") && said.contains(&"transmission"),
             "{said:?}"
         );
+    }
+
+    /// Issue 24: a combined `Vehicle` cell (vAuto) split with the list of makes, multi-word
+    /// makes included; a model that may hold the trim is left out, never guessed.
+    #[test]
+    fn a_combined_vehicle_cell_is_split_by_the_list_of_makes() {
+        let out = map_csv(
+            "VIN,Stock #,Vehicle,Series\n\
+             1HGCM82633A004352,A1,2026 BMW X5,\n\
+             1M8GDM9AXKP042788,A2,2019 Land Rover Range Rover Sport HSE,HSE\n\
+             5YJ3E1EA2KF317000,A3,2021 Mercedes-Benz GLE-Class,\n\
+             1FTFW1E590MFA1234,A4,2019 Land Rover Range Rover Sport,\n\
+             2T1BURHE00JC04321,A5,2020 Zastava Yugo GV,\n",
+        );
+        let ymm = |i: usize| {
+            let p = &accepted(&out[i]).payload;
+            (p.year, p.make.clone(), p.model.clone())
+        };
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(ymm(0), (Some(2026), s("BMW"), s("X5")));
+        assert_eq!(
+            ymm(1),
+            (Some(2019), s("Land Rover"), s("Range Rover Sport"))
+        );
+        assert_eq!(ymm(2), (Some(2021), s("Mercedes-Benz"), s("GLE-Class")));
+        // Three words and no trim to cut: the model may hold the trim.
+        assert_eq!(ymm(3), (Some(2019), s("Land Rover"), None));
+        // A make lotsync does not know: nothing guessed from the first word.
+        assert_eq!(ymm(4), (None, None, None));
+        assert_eq!(accepted(&out[4]).warnings[0].field, "year_make_model");
     }
 
     #[test]

@@ -362,6 +362,103 @@ pub fn to_miles(value: f64, unit: DistanceUnit) -> Result<u64, String> {
     Ok(miles.round() as u64)
 }
 
+/// Makes as dealers write them, the multi-word ones included, for splitting a combined
+/// "2019 Land Rover Range Rover Sport" cell. Each is matched as whole words, ignoring case
+/// and hyphens ("Mercedes Benz" is "Mercedes-Benz").
+const MAKES: &[&str] = &[
+    "Acura",
+    "Alfa Romeo",
+    "Aston Martin",
+    "Audi",
+    "Bentley",
+    "BMW",
+    "Buick",
+    "Cadillac",
+    "Chevrolet",
+    "Chrysler",
+    "Dodge",
+    "Ferrari",
+    "Fiat",
+    "Fisker",
+    "Ford",
+    "Genesis",
+    "GMC",
+    "Honda",
+    "Hummer",
+    "Hyundai",
+    "Infiniti",
+    "Isuzu",
+    "Jaguar",
+    "Jeep",
+    "Karma",
+    "Kia",
+    "Lamborghini",
+    "Land Rover",
+    "Lexus",
+    "Lincoln",
+    "Lotus",
+    "Lucid",
+    "Maserati",
+    "Maybach",
+    "Mazda",
+    "McLaren",
+    "Mercedes-Benz",
+    "Mercury",
+    "MINI",
+    "Mitsubishi",
+    "Nissan",
+    "Oldsmobile",
+    "Plymouth",
+    "Polestar",
+    "Pontiac",
+    "Porsche",
+    "Ram",
+    "Rivian",
+    "Rolls-Royce",
+    "Saab",
+    "Saturn",
+    "Scion",
+    "smart",
+    "Subaru",
+    "Suzuki",
+    "Tesla",
+    "Toyota",
+    "Volkswagen",
+    "Volvo",
+];
+
+/// A combined "year make model" cell, split: "2026 BMW X5" is (2026, "BMW", "X5"), "2019 Land
+/// Rover Range Rover Sport" (2019, "Land Rover", "Range Rover Sport"). The make is the one of
+/// [`MAKES`] the words after the year start with, as the cell spells it; None when no make
+/// of the list is there (an unknown make is never guessed from the first word). The model is
+/// the rest, trimmed.
+pub fn year_make_model(s: &str, year_max: u16) -> Option<(Option<u16>, String, String)> {
+    let t = clean(s);
+    let mut words: &str = &t;
+    let mut year = None;
+    if let Some((first, rest)) = words.split_once(' ') {
+        if let Ok(Some(y)) = self::year(first, year_max) {
+            year = Some(y);
+            words = rest;
+        }
+    }
+    let folded = |w: &str| w.replace('-', " ").to_lowercase();
+    let have = folded(words);
+    let make = MAKES
+        .iter()
+        .filter(|m| {
+            let m = folded(m);
+            have == m || have.starts_with(&format!("{m} "))
+        })
+        .max_by_key(|m| m.len())?;
+    let make_words = make.split([' ', '-']).count();
+    let mut parts = words.splitn(make_words + 1, [' ', '-']);
+    let spelled: Vec<&str> = parts.by_ref().take(make_words).collect();
+    let separator = if make.contains('-') { "-" } else { " " };
+    let model = parts.next().unwrap_or("").trim().to_owned();
+    Some((year, spelled.join(separator), model))
+}
+
 /// A model year between 1900 and `max`.
 #[inline]
 pub fn year(s: &str, max: u16) -> Result<Option<u16>, String> {

@@ -64,10 +64,13 @@ pub enum Target {
     /// A yes/no "New" flag (AutoRevo's `New`: 1 new, 0 used), read when no new/used column
     /// says the type.
     NewFlag,
+    /// Year, make and model in one cell ("2019 Land Rover Range Rover Sport"), read for those
+    /// the file has no column of.
+    YearMakeModel,
 }
 
 impl Target {
-    pub const ALL: [Target; 39] = [
+    pub const ALL: [Target; 40] = [
         Target::Vin,
         Target::Stock,
         Target::Year,
@@ -107,6 +110,7 @@ impl Target {
         Target::Certified,
         Target::MileageUnit,
         Target::NewFlag,
+        Target::YearMakeModel,
     ];
 
     /// The name used in profiles and messages (a payload parameter where there is one).
@@ -151,6 +155,7 @@ impl Target {
             Target::Certified => "certified",
             Target::MileageUnit => "mileage_unit",
             Target::NewFlag => "new",
+            Target::YearMakeModel => "year_make_model",
         }
     }
 }
@@ -552,6 +557,8 @@ impl Binding {
                     .iter()
                     .find_map(|suffix| last.strip_suffix(suffix))
                     .filter(|stem| !stem.is_empty())
+                    // "Vehicle Description" is a description, not the "Vehicle" cell.
+                    .filter(|stem| vocabulary::target_of(stem) != Some(Target::YearMakeModel))
                     .map(str::to_owned),
             );
             // Numbered list columns ("Image Url 1", `image[0].url`, "Photo2") continue one list.

@@ -136,6 +136,7 @@ pub const SOURCES: &[Source] = &[
                         export layout)",
         headers: &[
             ("Stock #", Target::Stock),
+            ("Vehicle", Target::YearMakeModel),
             ("Series", Target::Trim),
             ("Drivetrain Type", Target::DriveType),
             ("Color", Target::ExteriorColor),
@@ -303,6 +304,18 @@ pub const SOURCES: &[Source] = &[
             ("ImageURLs", Target::Images),
             ("Engine", Target::Engine),
             ("Body", Target::BodyStyle),
+        ],
+    },
+    Source {
+        name: "year, make and model in one cell",
+        documented_at: "not from a published document: the combined form LTVwiz's feed \
+                        requirements allow (https://ltvwiz.com/feed-specs: \"Year, Make, Model, \
+                        Trim (can be combined or separate fields)\") and vAuto's Vehicle column",
+        headers: &[
+            ("Year Make Model", Target::YearMakeModel),
+            ("Year/Make/Model", Target::YearMakeModel),
+            ("YMM", Target::YearMakeModel),
+            ("Vehicle Name", Target::YearMakeModel),
         ],
     },
     Source {
@@ -1118,7 +1131,7 @@ mod tests {
              Transmission,VIN,Odometer,Certified,Selected Vehicle Equip",
             &[
                 ("Stock #", Some(Target::Stock)),
-                ("Vehicle", None),
+                ("Vehicle", Some(Target::YearMakeModel)),
                 ("Series", Some(Target::Trim)),
                 ("Series Detail", None),
                 ("Drivetrain Type", Some(Target::DriveType)),
