@@ -632,6 +632,9 @@ impl<'a> One<'a> {
         self.fill(Target::Make, |p| &mut p.make);
         self.fill(Target::Model, |p| &mut p.model);
         self.fill(Target::Trim, |p| &mut p.trim);
+        if self.out.payload.trim.is_none() {
+            self.out.payload.trim = self.second_text(Target::Trim);
+        }
         self.year_make_model();
         self.out.payload.vehicle_type = self.spec_value(Target::Type, synonyms::vehicle_type);
         // A "New" 1/0 flag says the type where no new/used column does (AutoRevo).
@@ -1375,6 +1378,25 @@ mod tests {
         // A make lotsync does not know: nothing guessed from the first word.
         assert_eq!(ymm(4), (None, None, None));
         assert_eq!(accepted(&out[4]).warnings[0].field, "year_make_model");
+    }
+
+    /// Issue 24: the trim comes from `Series Detail` where it is filled, else `Series`,
+    /// whichever comes first in the file.
+    #[test]
+    fn the_trim_comes_from_series_detail_where_it_is_filled() {
+        for csv in [
+            "VIN,Stock #,Series,Series Detail\n\
+             1HGCM82633A004352,A1,XLT,XLT SuperCrew 5.5' Box\n\
+             1M8GDM9AXKP042788,A2,Lariat,\n",
+            "VIN,Stock #,Series Detail,Series\n\
+             1HGCM82633A004352,A1,XLT SuperCrew 5.5' Box,XLT\n\
+             1M8GDM9AXKP042788,A2,,Lariat\n",
+        ] {
+            let out = map_csv(csv);
+            let trim = |i: usize| accepted(&out[i]).payload.trim.clone();
+            assert_eq!(trim(0).as_deref(), Some("XLT SuperCrew 5.5' Box"), "{csv}");
+            assert_eq!(trim(1).as_deref(), Some("Lariat"), "{csv}");
+        }
     }
 
     #[test]

@@ -593,6 +593,27 @@ impl Binding {
                     });
                     continue;
                 }
+                // A trim's "detail" column says more: read first, the other where it is empty.
+                if target == Target::Trim
+                    && !self.seconds.contains_key(&target)
+                    && whole.contains("detail")
+                {
+                    self.seconds.insert(target, first);
+                    self.set(target, id, name);
+                    self.notes.push(format!(
+                        "{name:?} and {:?} both look like trim; {name:?} is used where it is \
+                         filled",
+                        schema.name(first),
+                    ));
+                    continue;
+                }
+                if target == Target::Trim
+                    && !self.seconds.contains_key(&target)
+                    && squash(schema.name(first)).contains("detail")
+                {
+                    self.seconds.insert(target, id);
+                    continue;
+                }
                 if SECOND_READ.contains(&target) && !self.seconds.contains_key(&target) {
                     self.seconds.insert(target, id);
                     self.notes.push(format!(

@@ -138,6 +138,7 @@ pub const SOURCES: &[Source] = &[
             ("Stock #", Target::Stock),
             ("Vehicle", Target::YearMakeModel),
             ("Series", Target::Trim),
+            ("Series Detail", Target::Trim),
             ("Drivetrain Type", Target::DriveType),
             ("Color", Target::ExteriorColor),
             ("Interior", Target::InteriorType),
@@ -1132,8 +1133,9 @@ mod tests {
             &[
                 ("Stock #", Some(Target::Stock)),
                 ("Vehicle", Some(Target::YearMakeModel)),
-                ("Series", Some(Target::Trim)),
-                ("Series Detail", None),
+                ("Series", None),
+                // Read first when filled, "Series" where it is empty.
+                ("Series Detail", Some(Target::Trim)),
                 ("Drivetrain Type", Some(Target::DriveType)),
                 ("Color", Some(Target::ExteriorColor)),
                 ("Interior", Some(Target::InteriorType)),
