@@ -1067,6 +1067,50 @@ mod tests {
     }
 
     #[test]
+    fn autorevo_standard_csv_headers() {
+        // The field definitions of feeds.autorevo.com, required then optional.
+        assert_lands(
+            "DealerID,VIN,Year,Make,Model,Mileage,WebPrice,RetailPrice,ExteriorColor,\
+             InteriorColor,Cylinders,Transmission,New,Doors,StockNumber,Trim,Body,Certified,\
+             Description,Options,Photos,ExteriorGenericColor,InteriorGenericColor,InteriorType,\
+             DriveTrain,TransmissionDescription,Engine,PurchaseCost,InvoicePrice,DealerComment1",
+            &[
+                ("DealerID", None),
+                ("VIN", Some(Target::Vin)),
+                ("Year", Some(Target::Year)),
+                ("Make", Some(Target::Make)),
+                ("Model", Some(Target::Model)),
+                ("Mileage", Some(Target::Miles)),
+                ("WebPrice", Some(Target::InternetPrice)),
+                ("RetailPrice", Some(Target::Price)),
+                ("ExteriorColor", Some(Target::ExteriorColor)),
+                ("InteriorColor", Some(Target::InteriorColor)),
+                ("Cylinders", Some(Target::EngineCylinders)),
+                ("Transmission", Some(Target::Transmission)),
+                ("New", Some(Target::NewFlag)),
+                ("Doors", Some(Target::Doors)),
+                ("StockNumber", Some(Target::Stock)),
+                ("Trim", Some(Target::Trim)),
+                ("Body", Some(Target::BodyStyle)),
+                ("Certified", Some(Target::Certified)),
+                ("Description", None),
+                ("Options", Some(Target::Options)),
+                ("Photos", Some(Target::Images)),
+                // Read with the column before them, where it says nothing.
+                ("ExteriorGenericColor", None),
+                ("InteriorGenericColor", None),
+                ("InteriorType", Some(Target::InteriorType)),
+                ("DriveTrain", Some(Target::DriveType)),
+                ("TransmissionDescription", None),
+                ("Engine", Some(Target::Engine)),
+                ("PurchaseCost", None),
+                ("InvoicePrice", None),
+                ("DealerComment1", None),
+            ],
+        );
+    }
+
+    #[test]
     fn meta_automotive_catalog_headers() {
         // The column order of Meta's sample TSV.
         assert_lands(
