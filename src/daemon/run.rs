@@ -453,6 +453,7 @@ impl Daemon {
                         Ok(result) => result,
                         Err(_) => {
                             tracing::warn!(feed = %feed.name, file = %name, "stopping in the middle of the file; it is resumed at the next start");
+                            self.pipeline.redraft(feed, claimed).await;
                             break false;
                         }
                     }
