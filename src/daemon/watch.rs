@@ -548,7 +548,7 @@ mod tests {
         let gone = dir.join("d.csv");
         s.written(&gone, t0);
         s.look(&folders, &gone, false, t0);
-        assert!(s.open_for_write.get(&gone).is_none());
+        assert!(!s.open_for_write.contains_key(&gone));
     }
 
     #[test]
