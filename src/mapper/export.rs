@@ -566,8 +566,8 @@ mod tests {
         assert!(ExportFile::looks_cut(&path, &lenient).is_some());
     }
 
-    /// A file cut at its end looks cut from its last bytes; a whole one, or one whose other
-    /// problems (no VIN column, binary data) the real read reports, does not.
+    /// A file cut at its end, or empty, looks cut from its last bytes; a whole one, or one
+    /// whose other problems (no VIN column, binary data) the real read reports, does not.
     #[test]
     fn a_file_looks_cut_from_its_last_bytes() {
         let auto = Profile::auto();
@@ -579,7 +579,8 @@ mod tests {
             None
         );
         assert_eq!(cut("nokeys.csv", "Make,Model\nFord,F-150\n"), None);
-        assert_eq!(cut("empty.csv", ""), None);
+        // Created, not written yet: it waits like a half-written file (issue 22, item 4).
+        assert!(cut("empty.csv", "").is_some_and(|r| r.contains("empty")));
         assert!(cut("cut.xml", "<Inventory><Vehicle><VIN>1HG").is_some());
         assert_eq!(
             cut("whole.xml", "<Inventory><Vehicle/></Inventory>\n"),

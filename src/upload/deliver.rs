@@ -313,12 +313,12 @@ enum About {
 }
 
 fn answer_about(payload: &VehiclePayload, answer: &Vehicle) -> About {
-    let same = |sent: &str, answered: Option<&str>| {
-        answered.map(|answered| answered.trim().eq_ignore_ascii_case(sent.trim()))
+    let same = |sent: &str, answered: Option<&String>| {
+        said(answered).map(|answered| answered.eq_ignore_ascii_case(sent.trim()))
     };
     match (
-        same(&payload.vin, answer.vin.as_deref()),
-        same(&payload.stock, answer.stock.as_deref()),
+        same(&payload.vin, answer.vin.as_ref()),
+        same(&payload.stock, answer.stock.as_ref()),
     ) {
         (Some(false), _) | (_, Some(false)) => About::Another,
         (None, None) => About::Unsaid,
@@ -327,12 +327,15 @@ fn answer_about(payload: &VehiclePayload, answer: &Vehicle) -> About {
 }
 
 /// Whether a sale's or return's answer names a VIN other than `vin` (blanks around and case
-/// ignored); an answer without a VIN names none.
+/// ignored); an answer without a VIN (or a blank one) names none.
 fn names_another_vin(vin: &str, answer: &Vehicle) -> bool {
-    answer
-        .vin
-        .as_deref()
-        .is_some_and(|answered| !answered.trim().eq_ignore_ascii_case(vin.trim()))
+    said(answer.vin.as_ref()).is_some_and(|answered| !answered.eq_ignore_ascii_case(vin.trim()))
+}
+
+/// A VIN or stock an answer says, without the blanks around; None when it says none (missing
+/// or blank).
+fn said(value: Option<&String>) -> Option<&str> {
+    value.map(|v| v.trim()).filter(|v| !v.is_empty())
 }
 
 /// One warning per answer about another vehicle (a confused proxy or cache, most likely).
@@ -608,6 +611,13 @@ mod tests {
             ..first.clone()
         };
         assert_eq!(answer_about(&p, &bare), About::Unsaid);
+        let blank = crate::api::Vehicle {
+            vin: Some(" ".into()),
+            stock: Some(String::new()),
+            ..first.clone()
+        };
+        assert_eq!(answer_about(&p, &blank), About::Unsaid);
+        assert!(!names_another_vin(&p.vin, &blank));
         let same = crate::api::Vehicle {
             vin: Some(format!(" {} ", p.vin.to_lowercase())),
             stock: Some(p.stock.clone()),
