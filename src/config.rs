@@ -112,12 +112,14 @@ pub struct DaemonConfig {
     #[serde(default = "default_socket")]
     pub socket: PathBuf,
     /// A file is taken once its size and modification time stayed the same this long (a
-    /// file renamed into the inbox is taken at once).
+    /// file renamed into the inbox is taken at once) and, for a feed watched with notify, a
+    /// file seen being written once its writer closed it.
     #[serde(default = "default_settle_secs")]
     pub settle_secs: f64,
-    /// A CSV whose last record is cut (no line break after it, a quote left open) is being
-    /// written still: the daemon waits for it to change, and once it has not changed for
-    /// this long it goes to `held/` with the reason.
+    /// A CSV whose last record is cut (no line break after it, a quote left open), or an
+    /// empty file, is being written still: the daemon waits for it to change, and once it has
+    /// not changed for this long it goes to `held/` with the reason. A file seen being
+    /// written waits this long for its writer to close it, then the settle time decides.
     #[serde(default = "default_incomplete_wait_secs")]
     pub incomplete_wait_secs: f64,
     /// Archived exports and their reports older than this many days are deleted (0: kept).

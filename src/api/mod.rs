@@ -162,6 +162,21 @@ impl<T> Answer<T> {
     }
 }
 
+impl<T> Answer<T> {
+    /// An answer about another vehicle than the one the call was for, where going on could
+    /// change the wrong vehicle (a sale answered with another VIN): delivery stops. `reason`
+    /// names both vehicles, `fix` what to look at.
+    pub fn about_another(&self, reason: String, fix: String) -> ApiError {
+        ApiError::Fatal {
+            call: self.call.clone(),
+            status: Some(self.status),
+            messages: vec![],
+            reason,
+            fix,
+        }
+    }
+}
+
 /// Pages followed at most for one list, a guard against a service that never ends its list.
 const MAX_PAGES: usize = 100_000;
 

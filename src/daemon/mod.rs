@@ -336,12 +336,51 @@ impl FilePipeline {
         outcome: Outcome,
     ) -> Result<(FileReport, PathBuf), DaemonError> {
         report.outcome = outcome;
-        self.deliver_reported(&mut report, file_no).await?;
+        if let Err(e) = self.deliver_reported(&mut report, file_no).await {
+            // The file stays in hand: its draft says what is delivered and queued now.
+            self.redraft(feed, claimed).await;
+            return Err(e);
+        }
         let to = FeedFolders::new(&feed.inbox)
             .archive(&claimed.path, &report)
             .map_err(folder_error(&claimed.path))?;
         tracing::info!(feed = %feed.name, file = %Escaped(&report.file), summary = %report.summary(), "file done");
         Ok((report, to))
+    }
+
+    /// Writes a claimed file's draft again with what its plan has delivered and still has
+    /// queued now: after a delivery that stopped (a fatal answer, the daemon stopping), so
+    /// that the draft left in `processing/` says what is true. Nothing without a draft of a
+    /// committed plan. A draft that cannot be written keeps the last one (said in the log):
+    /// the file's way does not depend on it.
+    pub async fn redraft(&self, feed: &FeedConfig, claimed: &Claimed) {
+        let (outbox, folders, in_hand) = (
+            self.outbox.clone(),
+            FeedFolders::new(&feed.inbox),
+            claimed.clone(),
+        );
+        let written = tokio::task::spawn_blocking(move || {
+            let Some((mut draft, file_no)) = folders
+                .draft(&in_hand)
+                .and_then(|d| d.file_no.map(|n| (d, n)))
+            else {
+                return Ok(());
+            };
+            let progress = outbox
+                .progress(file_no)
+                .map_err(|e| Chain(&e).to_string())?;
+            draft.in_hand(&progress);
+            folders
+                .write_draft(&in_hand, &draft)
+                .map_err(|e| Chain(&e).to_string())
+        })
+        .await;
+        let error = match written {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(e) => Chain(&e).to_string(),
+        };
+        tracing::warn!(feed = %feed.name, file = %shown_name(&claimed.path), error = %Escaped(&error), "cannot write the file's draft again; it keeps the last one");
     }
 
     /// Delivers what is queued, and makes `report`'s counts what the service acknowledged
@@ -520,6 +559,8 @@ impl FilePipeline {
                     Some((folders, claimed)) => {
                         let mut draft = FileReport::from_parts(plan, found);
                         draft.file_no = Some(file_no);
+                        // True when written: nothing delivered yet, everything queued.
+                        draft.in_hand(&draft.just_committed());
                         folders.write_draft(claimed, &draft)
                     }
                     None => Ok(()),

@@ -241,6 +241,7 @@ impl Daemon {
             mode: feed.watch,
             poll_interval: Duration::from_secs_f64(feed.poll_interval_secs.clamp(0.1, 3600.0)),
             settle: config.daemon.settle(),
+            close_wait: config.daemon.incomplete_wait(),
         };
         tracing::info!(feed = %feed.name, inbox = %feed.inbox.display(), watch = ?feed.watch, "watching");
         let watcher = tokio::spawn(watch_inbox(folders, settings, files_tx, stop.clone()));
@@ -453,6 +454,7 @@ impl Daemon {
                         Ok(result) => result,
                         Err(_) => {
                             tracing::warn!(feed = %feed.name, file = %name, "stopping in the middle of the file; it is resumed at the next start");
+                            self.pipeline.redraft(feed, claimed).await;
                             break false;
                         }
                     }

@@ -3,7 +3,12 @@
 //! notify (inotify) says something changed; this module decides what is ready. A file is ready
 //! when it was renamed into the inbox (an export tool writing `x.tmp` and renaming it: the
 //! rename is atomic, so the file is whole), or when its size and modification time stayed the
-//! same for the feed's settle time. Each file is handed out once (by inode: a file replaced
+//! same for the feed's settle time. A file seen being written (created or modified) is not
+//! ready, whatever its age, until the kernel says its writer closed it (close-after-write):
+//! a writer pausing right after a line break leaves bytes that look whole. That wait is
+//! bounded ([`WatchSettings::close_wait`]); without the close by then, the settle time alone
+//! decides, as for a file found by a scan with no event seen (at start) and for `watch =
+//! "poll"` feeds (network shares send no events). Each file is handed out once (by inode: a file replaced
 //! under the same name is a new file). notify is not a perfect source, so the inbox is also
 //! looked at in full: at start, when notify says it dropped events (`Rescan`), every
 //! [`SAFETY_RESCAN`], and every poll interval for `watch = "poll"` (network shares send no
@@ -13,7 +18,7 @@
 use crate::config::WatchMode;
 use crate::inbox::{Arrival, FeedFolders};
 use crate::text::{shown_path, Chain};
-use notify::event::{ModifyKind, RenameMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
@@ -32,6 +37,9 @@ pub struct WatchSettings {
     pub mode: WatchMode,
     pub poll_interval: Duration,
     pub settle: Duration,
+    /// How long a file seen being written waits for its writer to close it before the settle
+    /// time alone decides (`incomplete_wait_secs`: as long as a cut file waits).
+    pub close_wait: Duration,
 }
 
 /// What tells a file changed: its inode (a file replaced under its name is another), size
@@ -81,6 +89,11 @@ pub struct Settler {
     /// stay).
     warned: HashSet<PathBuf>,
     next_order: u64,
+    /// Files seen being written (created, or their data modified) and not closed by their
+    /// writer since, with when that was last seen; such a file is not ready before its close
+    /// or `close_wait` after.
+    open_for_write: HashMap<PathBuf, Instant>,
+    close_wait: Duration,
 }
 
 impl Settler {
@@ -91,7 +104,35 @@ impl Settler {
             handed: HashMap::new(),
             warned: HashSet::new(),
             next_order: 0,
+            open_for_write: HashMap::new(),
+            close_wait: Duration::ZERO,
         }
+    }
+
+    /// A settler that waits up to `close_wait` for the writer of a file seen being written
+    /// to close it ([`Settler::written`], [`Settler::closed`]).
+    pub fn with_close_wait(mut self, close_wait: Duration) -> Settler {
+        self.close_wait = close_wait;
+        self
+    }
+
+    /// The kernel said `path` is being written (created, or its data modified): it is not
+    /// ready before its writer closes it, or `close_wait` after this.
+    pub fn written(&mut self, path: &Path, now: Instant) {
+        self.open_for_write.insert(path.to_owned(), now);
+    }
+
+    /// The kernel said the writer of `path` closed it (close-after-write).
+    pub fn closed(&mut self, path: &Path) {
+        self.open_for_write.remove(path);
+    }
+
+    /// When a file seen being written stops waiting for its close: None when it was not
+    /// seen being written (or was closed since).
+    fn close_due(&self, path: &Path) -> Option<Instant> {
+        self.open_for_write
+            .get(path)
+            .map(|since| *since + self.close_wait)
     }
 
     /// Looks at one path (after an event or during a scan). `renamed_in`: it was just renamed
@@ -119,6 +160,7 @@ impl Settler {
                 self.pending.remove(path);
                 self.handed.remove(path);
                 self.warned.remove(path);
+                self.open_for_write.remove(path);
                 return;
             }
             Err(e) => {
@@ -162,6 +204,7 @@ impl Settler {
         self.pending.retain(|p, _| present.contains(p));
         self.handed.retain(|p, _| present.contains(p));
         self.warned.retain(|p| present.contains(p));
+        self.open_for_write.retain(|p, _| present.contains(p));
         // Oldest first, so files that arrived while nobody watched keep their order.
         let mut present: Vec<(Option<SystemTime>, PathBuf)> = present
             .into_iter()
@@ -179,26 +222,53 @@ impl Settler {
         let mut ready: Vec<(u64, PathBuf)> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.renamed_in || now.duration_since(p.stable_since) >= self.settle)
+            .filter(|(path, p)| self.is_complete(path, p, now))
             .map(|(path, p)| (p.order, path.clone()))
             .collect();
         ready.sort();
         ready
             .into_iter()
             .map(|(_, path)| {
-                if let Some(p) = self.pending.remove(&path) {
-                    self.handed.insert(path.clone(), p.stamp);
+                let renamed_in = match self.pending.remove(&path) {
+                    Some(p) => {
+                        self.handed.insert(path.clone(), p.stamp);
+                        p.renamed_in
+                    }
+                    None => false,
+                };
+                if self.open_for_write.remove(&path).is_some() && !renamed_in {
+                    tracing::warn!(
+                        file = %shown_path(&path),
+                        waited_secs = self.close_wait.as_secs(),
+                        "no close by its writer seen; taken since it stopped changing"
+                    );
                 }
                 path
             })
             .collect()
     }
 
+    /// Whether a pending file is complete: renamed in, or unchanged for the settle time and
+    /// not open for writing (as far as the kernel said, within `close_wait`).
+    fn is_complete(&self, path: &Path, p: &Pending, now: Instant) -> bool {
+        if p.renamed_in {
+            return true;
+        }
+        let settled = now.duration_since(p.stable_since) >= self.settle;
+        settled && self.close_due(path).is_none_or(|due| now >= due)
+    }
+
     /// When the next settling file could be ready.
     pub fn next_due(&self) -> Option<Instant> {
         self.pending
-            .values()
-            .map(|p| p.stable_since + self.settle)
+            .iter()
+            .map(|(path, p)| {
+                let settled = p.stable_since + self.settle;
+                match self.close_due(path) {
+                    Some(due) if !p.renamed_in => settled.max(due),
+                    _ => settled,
+                }
+            })
             .min()
     }
 }
@@ -208,8 +278,30 @@ enum Seen {
     Paths {
         paths: Vec<PathBuf>,
         renamed_in: bool,
+        writing: Writing,
     },
     Rescan,
+}
+
+/// What an event says of a file's writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writing {
+    /// Created or its data modified: a writer has it open.
+    Open,
+    /// Its writer closed it (the kernel's close-after-write).
+    Closed,
+    /// Nothing about a writer (a rename, its attributes, a read).
+    Unsaid,
+}
+
+impl Writing {
+    fn of(kind: &EventKind) -> Writing {
+        match kind {
+            EventKind::Create(_) | EventKind::Modify(ModifyKind::Data(_)) => Writing::Open,
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => Writing::Closed,
+            _ => Writing::Unsaid,
+        }
+    }
 }
 
 /// Watches one inbox until `stop` turns true, sending complete files to `files` in order of
@@ -245,7 +337,7 @@ pub async fn watch_inbox(
     } else {
         SAFETY_RESCAN
     };
-    let mut settler = Settler::new(settings.settle);
+    let mut settler = Settler::new(settings.settle).with_close_wait(settings.close_wait);
     let mut next_scan = Instant::now();
     loop {
         let now = Instant::now();
@@ -272,9 +364,14 @@ pub async fn watch_inbox(
                     tracing::info!(feed = %feed, "notify dropped events; looking at the whole inbox");
                     next_scan = Instant::now();
                 }
-                Some(Seen::Paths { paths, renamed_in }) => {
+                Some(Seen::Paths { paths, renamed_in, writing }) => {
                     let now = Instant::now();
                     for path in paths {
+                        match writing {
+                            Writing::Open => settler.written(&path, now),
+                            Writing::Closed => settler.closed(&path),
+                            Writing::Unsaid => {}
+                        }
                         settler.look(&folders, &path, renamed_in, now);
                     }
                 }
@@ -313,7 +410,11 @@ fn start_notify(
                 if paths.is_empty() {
                     return;
                 }
-                Seen::Paths { paths, renamed_in }
+                Seen::Paths {
+                    paths,
+                    renamed_in,
+                    writing: Writing::of(&event.kind),
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %describe_notify_error(&e), "notify reported an error; looking at the whole inbox");
@@ -408,6 +509,71 @@ mod tests {
         s.look(&folders, &dir.join("c.csv.part"), true, t0);
         assert!(s.ready(t0 + Duration::from_secs(5)).is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file seen being written is not ready while its writer has it open, however long it
+    /// stays unchanged (a pause right after a line break looks whole): only its close, or
+    /// `close_wait` without one, lets the settle time decide.
+    #[test]
+    fn a_file_open_for_writing_waits_for_its_close() {
+        let (_tmp, dir, folders) = inbox("open");
+        let mut s = Settler::new(Duration::from_secs(2)).with_close_wait(Duration::from_secs(60));
+        let t0 = Instant::now();
+        let path = dir.join("a.csv");
+        std::fs::write(&path, "vin\n1\n").unwrap();
+        s.written(&path, t0);
+        s.look(&folders, &path, false, t0);
+        assert!(s.ready(t0 + Duration::from_secs(30)).is_empty(), "open");
+        assert_eq!(s.next_due(), Some(t0 + Duration::from_secs(60)));
+        s.closed(&path);
+        assert_eq!(s.next_due(), Some(t0 + Duration::from_secs(2)));
+        assert_eq!(s.ready(t0 + Duration::from_secs(30)), vec![path.clone()]);
+
+        // No close ever seen: after close_wait, the settle time alone decides.
+        let other = dir.join("b.csv");
+        std::fs::write(&other, "vin\n2\n").unwrap();
+        s.written(&other, t0);
+        s.look(&folders, &other, false, t0);
+        assert!(s.ready(t0 + Duration::from_secs(59)).is_empty());
+        assert_eq!(s.ready(t0 + Duration::from_secs(60)), vec![other.clone()]);
+
+        // A file renamed in is whole, whatever was seen of it before.
+        let renamed = dir.join("c.csv");
+        std::fs::write(&renamed, "vin\n3\n").unwrap();
+        s.written(&renamed, t0);
+        s.look(&folders, &renamed, true, t0);
+        assert_eq!(s.ready(t0), vec![renamed]);
+
+        // Gone: forgotten.
+        let gone = dir.join("d.csv");
+        s.written(&gone, t0);
+        s.look(&folders, &gone, false, t0);
+        assert!(!s.open_for_write.contains_key(&gone));
+    }
+
+    #[test]
+    fn writes_and_closes_are_told_by_the_events_kind() {
+        use notify::event::{CreateKind, DataChange, MetadataKind};
+        assert_eq!(
+            Writing::of(&EventKind::Create(CreateKind::File)),
+            Writing::Open
+        );
+        assert_eq!(
+            Writing::of(&EventKind::Modify(ModifyKind::Data(DataChange::Any))),
+            Writing::Open
+        );
+        assert_eq!(
+            Writing::of(&EventKind::Access(AccessKind::Close(AccessMode::Write))),
+            Writing::Closed
+        );
+        assert_eq!(
+            Writing::of(&EventKind::Access(AccessKind::Open(AccessMode::Any))),
+            Writing::Unsaid
+        );
+        assert_eq!(
+            Writing::of(&EventKind::Modify(ModifyKind::Metadata(MetadataKind::Any))),
+            Writing::Unsaid
+        );
     }
 
     #[test]

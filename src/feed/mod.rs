@@ -242,13 +242,16 @@ impl FeedError {
     /// The file looks cut off at its end, as one still being written does: waiting for it to
     /// change may make it whole. A quote left open always runs to the end of the file; it is
     /// counted here too, since a file cut inside a quoted field looks exactly like that (a
-    /// stray quote does too, and a file that never changes is held in the end).
+    /// stray quote does too, and a file that never changes is held in the end). So is an
+    /// empty file: created, not written yet.
     pub fn is_incomplete(&self) -> bool {
         matches!(
             self,
             FeedError::Incomplete { .. }
                 | FeedError::Truncated { .. }
                 | FeedError::UnclosedQuote { .. }
+                // Nothing written yet: a file created before its writer fills it.
+                | FeedError::Empty
         )
     }
 }

@@ -27,6 +27,10 @@ pub enum Outcome {
     /// queued, and what was left of them is delivered. The rest of the report is what its
     /// first attempt found.
     Resumed,
+    /// Its plan is committed and not all of its operations are delivered yet: the draft
+    /// beside a file still in `processing/` (its delivery under way, or stopped on a fatal
+    /// answer). `counts` say what the service acknowledged so far, `still_queued` the rest.
+    Queued,
     /// Held by the safety guard, or because it stayed incomplete: nothing of it was sent.
     Held { reasons: Vec<String> },
     /// It could not be read, or its name cannot be filed.
@@ -40,6 +44,7 @@ impl Outcome {
             Outcome::Applied => "applied",
             Outcome::AlreadyApplied => "already_applied",
             Outcome::Resumed => "resumed",
+            Outcome::Queued => "queued",
             Outcome::Held { .. } => "held",
             Outcome::Failed { .. } => "failed",
         }
@@ -207,6 +212,23 @@ impl FileReport {
         self.finished_at = crate::clock::utc_datetime(std::time::SystemTime::now());
     }
 
+    /// The draft of a file in hand, true when it is written: outcome `queued`, `counts` what
+    /// the service acknowledged of its plan so far, `still_queued` the rest (`progress`; a
+    /// plan just committed has nothing acknowledged and all of [`FileReport::planned`]
+    /// queued, see [`FileReport::just_committed`]).
+    pub fn in_hand(&mut self, progress: &FileProgress) {
+        self.outcome = Outcome::Queued;
+        self.delivered(progress, Vec::new());
+    }
+
+    /// The progress of a plan just committed: nothing acknowledged, every operation queued.
+    pub fn just_committed(&self) -> FileProgress {
+        FileProgress {
+            delivered: crate::state::Delivered::default(),
+            queued: self.planned,
+        }
+    }
+
     /// One line for a person: what the file did.
     pub fn summary(&self) -> String {
         let c = &self.counts;
@@ -245,6 +267,11 @@ impl FileReport {
             Outcome::Applied => format!("{} records: {}", self.records, delivered()),
             Outcome::Resumed => format!(
                 "resumed after an interruption: {} records: {}",
+                self.records,
+                delivered()
+            ),
+            Outcome::Queued => format!(
+                "in hand, not all delivered yet: {} records: {}",
                 self.records,
                 delivered()
             ),

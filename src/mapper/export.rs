@@ -125,7 +125,8 @@ impl ExportFile {
     /// Why a file looks cut at its end (a DMS still writing it), so the daemon can wait for it
     /// before taking it; None when it looks whole, or has other problems (the real read
     /// reports those). Judged from its last bytes, not read twice: a CSV whose last byte is no
-    /// line break, an XML whose last byte that is not blank is no `>`. A CSV of a profile
+    /// line break, an XML whose last byte that is not blank is no `>`, an empty file (created,
+    /// not written yet). A CSV of a profile
     /// whose DMS ends its files without a line break is read to its end instead. A file cut
     /// just after a line break (inside a quoted field) passes here, and the real read finds it
     /// incomplete.
@@ -134,6 +135,13 @@ impl ExportFile {
         let mut file = std::fs::File::open(path).ok()?;
         let mut head = [0u8; 512];
         let n = file.read(&mut head).ok()?;
+        if n == 0 {
+            // Created, not written yet: it waits like a half-written file (an export that is
+            // really empty is held in the end, as one that stays cut is).
+            return Some(
+                "the file is empty: it is incomplete, perhaps still being written".to_owned(),
+            );
+        }
         let format = match profile.format {
             Some(format) => format,
             None => feed::format_of(&head[..n]).ok()?,
@@ -558,8 +566,8 @@ mod tests {
         assert!(ExportFile::looks_cut(&path, &lenient).is_some());
     }
 
-    /// A file cut at its end looks cut from its last bytes; a whole one, or one whose other
-    /// problems (no VIN column, binary data) the real read reports, does not.
+    /// A file cut at its end, or empty, looks cut from its last bytes; a whole one, or one
+    /// whose other problems (no VIN column, binary data) the real read reports, does not.
     #[test]
     fn a_file_looks_cut_from_its_last_bytes() {
         let auto = Profile::auto();
@@ -571,7 +579,8 @@ mod tests {
             None
         );
         assert_eq!(cut("nokeys.csv", "Make,Model\nFord,F-150\n"), None);
-        assert_eq!(cut("empty.csv", ""), None);
+        // Created, not written yet: it waits like a half-written file (issue 22, item 4).
+        assert!(cut("empty.csv", "").is_some_and(|r| r.contains("empty")));
         assert!(cut("cut.xml", "<Inventory><Vehicle><VIN>1HG").is_some());
         assert_eq!(
             cut("whole.xml", "<Inventory><Vehicle/></Inventory>\n"),

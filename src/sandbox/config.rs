@@ -154,6 +154,12 @@ pub struct Faults {
     /// other vehicle.
     #[serde(default)]
     pub wrong_vehicle: f64,
+    /// Vehicle writes only: the write is applied, but the answer is only `{"id": N}`, N the id
+    /// of another vehicle of the organization (the one with the lowest id), as a cache or a
+    /// proxy that keeps only the id would answer. Nothing happens while the organization has
+    /// no other vehicle.
+    #[serde(default)]
+    pub id_only: f64,
     /// No answer at all, nothing applied: the request is held without a byte sent back (for
     /// an hour, then its connection is dropped), so that the client's timeout has to end it.
     #[serde(default)]
@@ -182,6 +188,7 @@ impl Default for Faults {
             ack_lost: 0.0,
             html_200: 0.0,
             wrong_vehicle: 0.0,
+            id_only: 0.0,
             silence: 0.0,
             retry_after_secs: default_retry_after_secs(),
             latency_ms: 0,
@@ -197,7 +204,7 @@ const MAX_PAD_KIB: u64 = 4 * 1024 * 1024;
 const MAX_RETRY_AFTER_SECS: u64 = 86_400;
 
 impl Faults {
-    fn probabilities(&self) -> [(&'static str, f64); 9] {
+    fn probabilities(&self) -> [(&'static str, f64); 10] {
         [
             ("http_500", self.http_500),
             ("http_503", self.http_503),
@@ -207,6 +214,7 @@ impl Faults {
             ("ack_lost", self.ack_lost),
             ("html_200", self.html_200),
             ("wrong_vehicle", self.wrong_vehicle),
+            ("id_only", self.id_only),
             ("silence", self.silence),
         ]
     }

@@ -55,6 +55,7 @@ enum Fault {
     AckLost,
     Html200,
     WrongVehicle,
+    IdOnly,
     Silence,
 }
 
@@ -69,6 +70,7 @@ impl Fault {
             Fault::AckLost => "ack_lost",
             Fault::Html200 => "html_200",
             Fault::WrongVehicle => "wrong_vehicle",
+            Fault::IdOnly => "id_only",
             Fault::Silence => "silence",
         }
     }
@@ -208,7 +210,7 @@ impl Shared {
             .or_default() += 1;
     }
 
-    /// One roll of the RNG per request. `wrong_vehicle` is counted by the handler, and only
+    /// One roll of the RNG per request. `wrong_vehicle` and `id_only` are counted by the handler, and only
     /// when it used it: a vehicle write that had another vehicle to answer with (other
     /// requests ignore it, so there its share of the roll is no fault).
     fn draw_fault(&self, behaviour: &Behaviour) -> Option<Fault> {
@@ -222,6 +224,7 @@ impl Shared {
             (Fault::AckLost, f.ack_lost),
             (Fault::Html200, f.html_200),
             (Fault::WrongVehicle, f.wrong_vehicle),
+            (Fault::IdOnly, f.id_only),
             (Fault::Silence, f.silence),
         ];
         if table.iter().all(|(_, p)| *p <= 0.0) {
@@ -232,7 +235,7 @@ impl Shared {
         for (fault, p) in table {
             edge += p;
             if roll < edge {
-                if fault != Fault::WrongVehicle {
+                if !matches!(fault, Fault::WrongVehicle | Fault::IdOnly) {
                     self.count_fault(fault);
                 }
                 return Some(fault);
@@ -405,9 +408,11 @@ async fn gate(
             tokio::time::sleep(SILENCE).await;
             return drop_connection(kill).await;
         }
-        Admission::Fault(Fault::WrongVehicle, rate) => {
+        Admission::Fault(fault @ (Fault::WrongVehicle | Fault::IdOnly), rate) => {
             // Taken by the vehicle writes' handlers; the others ignore it.
-            request.extensions_mut().insert(AnswerAnother);
+            request.extensions_mut().insert(AnswerAnother {
+                id_only: fault == Fault::IdOnly,
+            });
             (next.run(request).await, rate)
         }
         Admission::Fault(fault, rate) => {
@@ -432,12 +437,16 @@ async fn gate(
     padded(response, behaviour.faults.pad_answer_kib)
 }
 
-/// Marks a vehicle write whose answer is to be another vehicle (fault `wrong_vehicle`).
+/// Marks a vehicle write whose answer is to be another vehicle (fault `wrong_vehicle`), or
+/// only its id (fault `id_only`).
 #[derive(Clone, Copy)]
-struct AnswerAnother;
+struct AnswerAnother {
+    id_only: bool,
+}
 
-/// The answer of a write drawn for `wrong_vehicle`: the organization's vehicle with the lowest
-/// id other than `written`, when there is one (and the fault is counted); else `written`'s own.
+/// The answer of a write drawn for `wrong_vehicle` or `id_only`: the organization's vehicle
+/// with the lowest id other than `written` (whole, or only `{"id": …}`), when there is one
+/// (and the fault is counted); else `written`'s own.
 fn answer_for(
     shared: &Shared,
     world: &World,
@@ -445,11 +454,15 @@ fn answer_for(
     organization_id: u64,
     written: Value,
 ) -> Value {
-    if another.is_none() {
+    let Some(Extension(another)) = another else {
         return written;
-    }
+    };
     let id = written.get("id").and_then(Value::as_u64).unwrap_or(0);
     match world.other_vehicle(organization_id, id) {
+        Some(other) if another.id_only => {
+            shared.count_fault(Fault::IdOnly);
+            json!({ "id": other.get("id").cloned().unwrap_or(Value::Null) })
+        }
         Some(other) => {
             shared.count_fault(Fault::WrongVehicle);
             other

@@ -393,6 +393,23 @@ impl State {
         Ok(out)
     }
 
+    /// The service ids the state holds for an organization's vehicles: id → VIN (as keyed,
+    /// upper-cased). Two VINs holding one id (which the uploader refuses) keep one of them.
+    pub fn service_ids(&self, organization_id: u64) -> Result<HashMap<u64, String>, StateError> {
+        let mut ids = HashMap::new();
+        for item in self
+            .trees
+            .vehicles
+            .scan_prefix(organization_id.to_be_bytes())
+        {
+            let (k, v) = item?;
+            if let Some(id) = VehicleRecord::decode(&v)?.service_id {
+                ids.insert(id, VehicleKey::from_bytes(&k)?.vin);
+            }
+        }
+        Ok(ids)
+    }
+
     /// The payload the service last acknowledged for a vehicle.
     pub fn payload(
         &self,

@@ -1,8 +1,15 @@
 //! One operation's delivery: its calls, each paced and bounded, retried until answered, and
 //! their answers checked to be about the vehicle the operation is for.
+//!
+//! An id is bound to a vehicle only when the service said it of that vehicle: a write's answer
+//! carrying the VIN (or stock) sent, or, for an answer that names only an id, the vehicle read
+//! back by that id (`GET /v1/inventory/{id}`) with the VIN sent, or else the VIN found in a
+//! fresh read of the service's list. An id the state holds for another VIN is never bound (it
+//! stops delivery, naming both), and a sale or return answered with another VIN stops
+//! delivery too: going on could change the wrong car.
 
 use super::{Shared, UploadStats};
-use crate::api::{Answer, ApiError, ErrorClass, Vehicle, VehiclePayload};
+use crate::api::{Answer, ApiError, Call, ErrorClass, Vehicle, VehiclePayload};
 use crate::outbox::Entry;
 use crate::plan::Op;
 use crate::text::{Chain, Escaped};
@@ -90,6 +97,25 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
         sold: None,
     };
     match answered {
+        Ok(answer) if names_another_vin(&job.entry.vin, &answer.value) => {
+            let what = if sold { "sale" } else { "return to stock" };
+            let answered_vin = answer.value.vin.as_deref().unwrap_or("");
+            Err(answer.about_another(
+                format!(
+                    "the service answered the {what} of VIN {} (id {id}) with VIN {} (id {}): \
+                     another car may have been changed",
+                    Escaped(&job.entry.vin),
+                    Escaped(answered_vin),
+                    answer.value.id
+                ),
+                format!(
+                    "check both cars on the service and what answers in front of it (a proxy \
+                     or cache); `lotsync reconcile` learns every id from the service's list; the \
+                     {what} of {} stays queued",
+                    Escaped(&job.entry.vin)
+                ),
+            ))
+        }
         Ok(answer) if answer.value.id == id => Ok(applied),
         Ok(answer) => {
             warn_another(job, &answer.value);
@@ -128,20 +154,50 @@ async fn confirm_transition(shared: &Shared, id: u64, sold: bool) -> Result<bool
 }
 
 /// POSTs a payload and returns the vehicle the service holds for it. POST is create-or-modify
-/// by VIN, so repeating it after a lost answer is safe. An answer about another vehicle (see
-/// [`is_another_vehicle`]) is not used: as after a lost answer, the VIN is looked up in a fresh
-/// read of the service's list; when the service does not list it, the write is a passing
-/// failure and is sent again.
+/// by VIN, so repeating it after a lost answer is safe. The answer is used when it carries the
+/// VIN (or stock) sent. One about another vehicle (see [`answer_about`]) is not used: as after
+/// a lost answer, the VIN is looked up in a fresh read of the service's list; when the service
+/// does not list it, the write is a passing failure and is sent again. One that names only an
+/// id (the spec's answer carries the VIN and stock; a proxy or cache may keep only the id) is
+/// checked by reading that id back, one request, and looked up in the list when the vehicle
+/// read is not the one sent. The id found must not be another VIN's in the state.
 async fn upsert(shared: &Shared, job: &Job, payload: &VehiclePayload) -> Result<Vehicle, ApiError> {
     let client = &shared.client;
     let answer = call(shared, || client.upsert_vehicle(payload)).await?;
-    if !is_another_vehicle(payload, &answer.value) {
-        return Ok(answer.value);
-    }
-    warn_another(job, &answer.value);
-    // Not the run's list (`listed_ids`), which may have been read before this write: a fresh
-    // one, kept as the run's. Read under the run's lock, like the first (see `learn_id`): one
-    // read of the whole list at a time, and operations waiting to learn an id use this one.
+    let vehicle = match answer_about(payload, &answer.value) {
+        About::Sent => answer.value.clone(),
+        About::Another => {
+            warn_another(job, &answer.value);
+            find_listed(shared, payload, &answer).await?
+        }
+        About::Unsaid => match read_back(shared, payload, answer.value.id).await? {
+            Some(vehicle) => vehicle,
+            None => {
+                tracing::warn!(
+                    vin = %Escaped(&job.entry.vin),
+                    op = job.entry.op.name(),
+                    answered_id = answer.value.id,
+                    "the service answered with an id only, and that id is not this vehicle; \
+                     its id is looked up in the service's list"
+                );
+                find_listed(shared, payload, &answer).await?
+            }
+        },
+    };
+    check_bound(shared, job, vehicle.id, &answer.call).await?;
+    Ok(vehicle)
+}
+
+/// The vehicle `payload` is for, found by its VIN in a fresh read of the service's list, after
+/// `answer` did not say it. Not the run's list (`listed_ids`), which may have been read before
+/// this write: a fresh one, kept as the run's. Read under the run's lock, like the first (see
+/// `learn_id`): one read of the whole list at a time, and operations waiting to learn an id use
+/// this one.
+async fn find_listed(
+    shared: &Shared,
+    payload: &VehiclePayload,
+    answer: &Answer<Vehicle>,
+) -> Result<Vehicle, ApiError> {
     let mut ids = shared.listed_ids.lock().await;
     let mut list = read_list(shared).await?;
     let vin = payload.vin.trim();
@@ -162,14 +218,124 @@ async fn upsert(shared: &Shared, job: &Job, payload: &VehiclePayload) -> Result<
     }
 }
 
-/// Whether the answer to a write of `payload` is about another vehicle: its VIN or its stock
-/// differ from those sent (blanks around and case ignored). An answer that carries neither is
-/// taken as it is: the service need not echo them.
-fn is_another_vehicle(payload: &VehiclePayload, answer: &Vehicle) -> bool {
-    let differs = |sent: &str, answered: Option<&str>| {
-        answered.is_some_and(|answered| !answered.trim().eq_ignore_ascii_case(sent.trim()))
+/// Vehicle `id` read back, when it is the vehicle `payload` is for (its id and VIN); None
+/// when it is another, says no VIN, or cannot be read (the spec does not promise reading one
+/// vehicle: a refusal is no answer). A fatal answer stops as everywhere.
+async fn read_back(
+    shared: &Shared,
+    payload: &VehiclePayload,
+    id: u64,
+) -> Result<Option<Vehicle>, ApiError> {
+    match call(shared, || shared.client.get_vehicle(id)).await {
+        Ok(read) => {
+            let vehicle = read.value;
+            let same = vehicle.id == id
+                && vehicle
+                    .vin
+                    .as_deref()
+                    .is_some_and(|vin| vin.trim().eq_ignore_ascii_case(payload.vin.trim()));
+            Ok(same.then_some(vehicle))
+        }
+        Err(e) if e.class() == ErrorClass::Fatal => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Refuses to bind `id` to the job's vehicle when the state holds it for another VIN: the
+/// state or the service is wrong about one of the two cars, and a sale of either could reach
+/// the other. Delivery stops, naming both, until `lotsync reconcile` learns the ids from the
+/// service's list. Without a state to look in (tests of one call), nothing is checked.
+async fn check_bound(shared: &Shared, job: &Job, id: u64, call: &Call) -> Result<(), ApiError> {
+    let Some(outbox) = &shared.state_ids else {
+        return Ok(());
     };
-    differs(&payload.vin, answer.vin.as_deref()) || differs(&payload.stock, answer.stock.as_deref())
+    let vin = key(&job.entry.vin);
+    let mut bound = shared.bound_ids.lock().await;
+    let ids = match &mut *bound {
+        Some(ids) => ids,
+        None => {
+            let (outbox, org) = (outbox.clone(), job.entry.organization_id);
+            let read = tokio::task::spawn_blocking(move || outbox.state().service_ids(org))
+                .await
+                .map_err(|e| Chain(&e).to_string())
+                .and_then(|read| read.map_err(|e| Chain(&e).to_string()));
+            match read {
+                Ok(ids) => bound.insert(ids),
+                // Passing, as far as can be told: the operation is sent again later.
+                Err(e) => {
+                    return Err(ApiError::Retryable {
+                        call: call.clone(),
+                        status: None,
+                        messages: vec![],
+                        retry_after: None,
+                        rate_limit: None,
+                        reason: format!(
+                            "the state's vehicle ids cannot be read to check id {id}: {e}"
+                        ),
+                    })
+                }
+            }
+        }
+    };
+    match ids.get(&id) {
+        Some(other) if key(other) != vin => Err(ApiError::Fatal {
+            call: call.clone(),
+            status: None,
+            messages: vec![],
+            reason: format!(
+                "the service gives id {id} for VIN {}, but the state holds id {id} for VIN {}",
+                Escaped(&job.entry.vin),
+                Escaped(other)
+            ),
+            fix: format!(
+                "run `lotsync reconcile`, which learns every vehicle's id from the service's \
+                 list, and check both cars on the service; the {} of {} stays queued",
+                job.entry.op.name(),
+                Escaped(&job.entry.vin)
+            ),
+        }),
+        _ => {
+            ids.insert(id, vin);
+            Ok(())
+        }
+    }
+}
+
+/// What a write's answer says about the vehicle sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum About {
+    /// Its VIN (or, without one, its stock) is the one sent.
+    Sent,
+    /// Its VIN or its stock differ from those sent (blanks around and case ignored).
+    Another,
+    /// Neither VIN nor stock: only an id, which says nothing of whose it is.
+    Unsaid,
+}
+
+fn answer_about(payload: &VehiclePayload, answer: &Vehicle) -> About {
+    let same = |sent: &str, answered: Option<&String>| {
+        said(answered).map(|answered| answered.eq_ignore_ascii_case(sent.trim()))
+    };
+    match (
+        same(&payload.vin, answer.vin.as_ref()),
+        same(&payload.stock, answer.stock.as_ref()),
+    ) {
+        (Some(false), _) | (_, Some(false)) => About::Another,
+        (None, None) => About::Unsaid,
+        _ => About::Sent,
+    }
+}
+
+/// Whether a sale's or return's answer names a VIN other than `vin` (blanks around and case
+/// ignored); an answer without a VIN (or a blank one) names none.
+fn names_another_vin(vin: &str, answer: &Vehicle) -> bool {
+    said(answer.vin.as_ref()).is_some_and(|answered| !answered.eq_ignore_ascii_case(vin.trim()))
+}
+
+/// A VIN or stock an answer says, without the blanks around; None when it says none (missing
+/// or blank).
+fn said(value: Option<&String>) -> Option<&str> {
+    value.map(|v| v.trim()).filter(|v| !v.is_empty())
 }
 
 /// One warning per answer about another vehicle (a confused proxy or cache, most likely).
@@ -200,7 +366,16 @@ async fn learn_id(shared: &Shared, job: &Job) -> Result<Option<u64>, ApiError> {
     if ids.is_none() {
         *ids = Some(index(&read_list(shared).await?));
     }
-    Ok(ids.as_ref().and_then(|m| m.get(&key(vin)).copied()))
+    let listed = ids.as_ref().and_then(|m| m.get(&key(vin)).copied());
+    drop(ids);
+    if let Some(id) = listed {
+        let list = Call {
+            method: "GET",
+            path: "/v1/inventory".into(),
+        };
+        check_bound(shared, job, id, &list).await?;
+    }
+    Ok(listed)
 }
 
 /// The service's whole list, read now.
@@ -293,6 +468,8 @@ mod tests {
             stats: UploadStats::default(),
             retry: RetryPolicy::default(),
             listed_ids: tokio::sync::Mutex::new(None),
+            state_ids: None,
+            bound_ids: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -426,25 +603,80 @@ mod tests {
         let first: Vehicle =
             serde_json::from_value(serde_json::json!({"id": 1, "vin": car(1).vin, "stock": "S1"}))
                 .expect("a vehicle");
-        assert!(is_another_vehicle(&p, &first));
-        // An answer without a VIN or stock is taken as it is (tolerant reader).
+        assert_eq!(answer_about(&p, &first), About::Another);
+        // An answer with neither VIN nor stock says nothing of whose id it is.
         let bare = crate::api::Vehicle {
             vin: None,
             stock: None,
             ..first.clone()
         };
-        assert!(!is_another_vehicle(&p, &bare));
+        assert_eq!(answer_about(&p, &bare), About::Unsaid);
+        let blank = crate::api::Vehicle {
+            vin: Some(" ".into()),
+            stock: Some(String::new()),
+            ..first.clone()
+        };
+        assert_eq!(answer_about(&p, &blank), About::Unsaid);
+        assert!(!names_another_vin(&p.vin, &blank));
         let same = crate::api::Vehicle {
             vin: Some(format!(" {} ", p.vin.to_lowercase())),
             stock: Some(p.stock.clone()),
             ..first.clone()
         };
-        assert!(!is_another_vehicle(&p, &same));
+        assert_eq!(answer_about(&p, &same), About::Sent);
+        let stock_only = crate::api::Vehicle {
+            vin: None,
+            ..same.clone()
+        };
+        assert_eq!(answer_about(&p, &stock_only), About::Sent);
         let other_stock = crate::api::Vehicle {
             stock: Some("S999".into()),
             ..same
         };
-        assert!(is_another_vehicle(&p, &other_stock));
+        assert_eq!(answer_about(&p, &other_stock), About::Another);
+        assert!(names_another_vin(&p.vin, &first));
+        assert!(!names_another_vin(&p.vin, &bare));
+        assert!(!names_another_vin(&p.vin.to_lowercase(), &other_stock));
+    }
+
+    fn id_only(id_only: f64) -> Behaviour {
+        Behaviour {
+            faults: crate::sandbox::Faults {
+                id_only,
+                ..Default::default()
+            },
+            ..Behaviour::default()
+        }
+    }
+
+    /// A create answered with only another vehicle's id (a proxy keeping only the id): that id
+    /// is read back (one GET), found to be another VIN's, and the vehicle's own id is found
+    /// in the service's list.
+    #[tokio::test]
+    async fn a_create_answered_with_only_another_id_is_not_that_id() {
+        let sb = sandbox(id_only(1.0)).await;
+        let s = shared(&sb);
+        let first = s
+            .client
+            .upsert_vehicle(&car(1))
+            .await
+            .expect("created")
+            .value;
+        let p = car(2);
+        let done = deliver(&s, &job(Op::Create(p.clone()), &p.vin, None)).await;
+        let (id, _) = held(&sb, &p.vin).await.expect("created on the service");
+        assert_ne!(id, first.id);
+        assert!(
+            matches!(done, Delivery::Applied { service_id: Some(applied), .. } if applied == id),
+            "{done:?}"
+        );
+        let state = sandbox_json(&sb, "state").await;
+        assert_eq!(state["faults"]["id_only"], 1, "{}", state["faults"]);
+        assert_eq!(
+            s.stats.requests.load(Ordering::Relaxed),
+            3,
+            "the write, the GET of the id answered, then the list"
+        );
     }
 
     /// A write answered with another vehicle whose own VIN the service then does not list
@@ -503,10 +735,11 @@ mod tests {
         assert!(response.status().is_success());
     }
 
-    /// A sale answered with another vehicle is checked on the vehicle itself (GET of its id).
+    /// A sale answered with only another vehicle's id is checked on the vehicle itself (GET of
+    /// its id).
     #[tokio::test]
-    async fn a_transition_answered_with_another_vehicle_is_checked_on_its_own() {
-        let sb = sandbox(wrong_vehicle(1.0, 0)).await;
+    async fn a_transition_answered_with_another_id_only_is_checked_on_its_own() {
+        let sb = sandbox(id_only(1.0)).await;
         let s = shared(&sb);
         s.client.upsert_vehicle(&car(1)).await.expect("created");
         s.client.upsert_vehicle(&car(2)).await.expect("created");
@@ -525,8 +758,30 @@ mod tests {
         );
     }
 
+    /// A sale answered with another VIN stops delivery (fatal), naming both VINs: the state's
+    /// id or what answers in front of the service is wrong, and more sales could reach the
+    /// wrong cars.
+    #[tokio::test]
+    async fn a_transition_answered_with_another_vin_stops_delivery() {
+        let sb = sandbox(wrong_vehicle(1.0, 0)).await;
+        let s = shared(&sb);
+        s.client.upsert_vehicle(&car(1)).await.expect("created");
+        s.client.upsert_vehicle(&car(2)).await.expect("created");
+        let (id, _) = held(&sb, &car(2).vin).await.expect("held");
+        let sold = deliver(&s, &job(Op::MarkSold, &car(2).vin, Some(id))).await;
+        match &sold {
+            Delivery::Fatal(e) => {
+                let line = e.to_string();
+                assert!(line.contains(&car(2).vin), "{line}");
+                assert!(line.contains(&car(1).vin), "{line}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// A sale whose id is learned by repeating the payload: an answer about another vehicle
-    /// must not be the id marked sold.
+    /// must not be the id marked sold (the sale reaches the vehicle's own id; its answer,
+    /// about another VIN again, stops delivery).
     #[tokio::test]
     async fn an_id_learned_from_an_answer_about_another_vehicle_is_not_used() {
         let sb = sandbox(wrong_vehicle(1.0, 0)).await;
@@ -537,10 +792,7 @@ mod tests {
         let mut sale = job(Op::MarkSold, &car(2).vin, None);
         sale.known_payload = Some(car(2));
         let sold = deliver(&s, &sale).await;
-        assert!(
-            matches!(sold, Delivery::Applied { service_id: Some(applied), .. } if applied == id),
-            "{sold:?}"
-        );
+        assert!(matches!(sold, Delivery::Fatal(_)), "{sold:?}");
         assert_eq!(held(&sb, &car(2).vin).await, Some((id, true)));
         assert_eq!(
             held(&sb, &car(1).vin).await.map(|(_, sold)| sold),

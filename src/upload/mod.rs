@@ -296,6 +296,12 @@ struct Shared {
     /// VIN → id from the service's list: read once per run to learn missing ids, and read again
     /// when a write is answered with another vehicle (see `deliver::learn_id`).
     listed_ids: tokio::sync::Mutex<Option<HashMap<String, u64>>>,
+    /// The state whose ids are checked before an id is bound to a vehicle (None: no check,
+    /// for tests of one call).
+    state_ids: Option<Arc<Outbox>>,
+    /// id → VIN as the state holds them: read from the state by a drain's first id to check,
+    /// then kept up to date with the ids that drain binds (see `deliver::check_bound`).
+    bound_ids: tokio::sync::Mutex<Option<HashMap<u64, String>>>,
 }
 
 /// Drains an outbox through a client.
@@ -330,6 +336,8 @@ impl Uploader {
                 stats: UploadStats::default(),
                 retry: settings.retry.clone(),
                 listed_ids: tokio::sync::Mutex::new(None),
+                state_ids: Some(outbox.clone()),
+                bound_ids: tokio::sync::Mutex::new(None),
             }),
             outbox,
             settings,
@@ -454,6 +462,8 @@ impl Uploader {
         let mut last_answer = Instant::now();
         let mut answered_any = false;
         let mut windows = self.shared.client.service_wait().subscribe();
+        // Read again when first needed: ids learned meanwhile (a reconciliation's) count.
+        *self.shared.bound_ids.lock().await = None;
         loop {
             let deadline = last_answer + self.settings.give_up_after;
             if let Some(why) = self.stop_reason(deadline, last_answer) {
