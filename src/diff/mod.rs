@@ -865,3 +865,47 @@ fn near_vins(text: &str, is_known: impl Fn(&str) -> bool) -> BTreeSet<String> {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn near_vins_are_one_replaced_character_or_one_swap_away() {
+        let known: HashSet<&str> = [
+            "1HGCM82633A004352",
+            "1HGCM82633A004353",
+            "JTMFB3FV0MD021583",
+        ]
+        .into_iter()
+        .collect();
+        let near = |text: &str| near_vins(text, |v| known.contains(v));
+        // The check digit mistyped: only the car it was typed for.
+        assert_eq!(
+            near("1HGCM82693A004352"),
+            BTreeSet::from(["1HGCM82633A004352".to_owned()])
+        );
+        // The last character mistyped: both serials one character away are candidates.
+        assert_eq!(near("1HGCM82633A004359").len(), 2);
+        // Two neighbours swapped; an O typed for a 0.
+        assert_eq!(
+            near("JTMFB3FV0MD025183"),
+            BTreeSet::from(["JTMFB3FV0MD021583".to_owned()])
+        );
+        assert_eq!(
+            near("JTMFB3FVOMD021583"),
+            BTreeSet::from(["JTMFB3FV0MD021583".to_owned()])
+        );
+        // Two typos, another length, or bytes that are no VIN: nothing.
+        assert!(near("JTMFB3FV0MD021599").is_empty());
+        assert!(near("JTMFB3FV0MD02158").is_empty());
+        assert!(near("JTMFB3FV0MD02158é").is_empty());
+        assert!(near("").is_empty());
+    }
+
+    #[test]
+    fn stock_numbers_compare_trimmed_and_case_blind() {
+        assert_eq!(stock_key(" u24002 "), stock_key("U24002"));
+    }
+}
