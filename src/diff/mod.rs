@@ -719,15 +719,22 @@ impl<'o> Differ<'o> {
                 continue; // on its way to another lot: that lot's file judges it
             }
             if let Some(mut protection) = kept.remove(vin.as_str()) {
-                let moving = protection
-                    .listed_at
-                    .and_then(|l| Some((l, moves.remove(vin.as_str())?)));
-                if let Some((listed_at, mut payload)) = moving {
-                    // Listed by another lot: moved there now, so that nothing waits for that
-                    // lot's next file (which may be the same bytes, not read again).
-                    payload.location_id = listed_at;
+                // Listed by another lot: moved there now, so that nothing waits for that lot's
+                // next file (which may be the same bytes, not read again).
+                let moving = protection.listed_at.and_then(|l| {
+                    let mut payload = moves.remove(vin.as_str())?;
+                    payload.location_id = l;
+                    Some(payload)
+                });
+                // A move the service refused before is not sent again until it changes.
+                let refused = |p: &VehiclePayload| {
+                    let rejected = known.record.rejected.as_ref();
+                    rejected.is_some_and(|r| r.digest == Some(payload_digest(p)))
+                };
+                if let Some(payload) = moving.filter(|p| !refused(p)) {
                     self.plan.change(vin, known.location_id);
-                    self.plan.push(listed_at, vin, Op::Update(payload), false);
+                    self.plan
+                        .push(payload.location_id, vin, Op::Update(payload), false);
                     protection.moved = true;
                 }
                 tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, by = ?protection.by, line = ?protection.line, "kept on the lot, not sold");
