@@ -296,9 +296,10 @@ pub struct Plan {
     /// Full snapshots: the vehicles kept on the lot though the file does not list them
     /// validly.
     pub protected: Vec<Protection>,
-    /// Full snapshots, filled when committed: per location it speaks for, the VINs it lists
-    /// (validly, or by a rejected record that keeps them), sorted. The outbox stores them as
-    /// the location's latest listing ([`crate::state::Listing`]).
+    /// Full snapshots, while they are committed: per location it speaks for, the VINs it
+    /// lists (validly, or by a rejected record that keeps them), sorted. The outbox stores
+    /// them as the location's latest listing ([`crate::state::Listing`]); the committed plan
+    /// handed back no longer holds them.
     pub listings: Vec<(u64, Vec<String>)>,
 }
 

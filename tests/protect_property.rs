@@ -131,10 +131,9 @@ fn first_wrong_sale(days: &[Day]) -> Option<String> {
             // The cars of this lot's export: its anchor, the movers there, and those that
             // left it today but are still listed by it.
             let mut cars = vec![(MOVERS + lot_index, None)];
-            for m in 0..MOVERS {
-                let here = day.places[m] == Some(lot_index);
-                let lagging =
-                    day.lagging[m] && was[m] == Some(lot_index) && day.places[m] != was[m];
+            for (m, (&place, &before)) in day.places.iter().zip(&was).enumerate() {
+                let here = place == Some(lot_index);
+                let lagging = day.lagging[m] && before == Some(lot_index) && place != before;
                 if here || lagging {
                     cars.push((m, day.damage[m].clone()));
                 }

@@ -8,6 +8,12 @@
 //! normalized form ([`payload_digest`]). A full snapshot judges absence per location and passes
 //! the safety guard before anything of it is queued.
 //!
+//! Absence is judged on the safe side ([`Protection`]): a record the mapper rejected keeps on
+//! the lot the vehicle it stands for (its VIN, its stock number at its location, or a known VIN
+//! one typo away; every one when it matches several), and a vehicle that the latest full
+//! snapshot of another location of the organization lists is moved there, not sold. Each
+//! applied full snapshot leaves its listing per location in the state for that.
+//!
 //! It owns the rules, not the storage: it reads the state and the outbox, and hands a [`Plan`]
 //! to [`crate::outbox`], which commits it. It sends nothing.
 
@@ -453,6 +459,8 @@ impl<'o> Differ<'o> {
             ..
         } = self;
         plan.file_no = Some(outbox.commit(&plan, &in_flight)?);
+        // Stored now; a large lot's list is not carried on with the plan.
+        plan.listings = Vec::new();
         // The markers count every vehicle: not while the uploader waits for the lock.
         drop(in_flight);
         outbox.state().write_markers();
