@@ -143,6 +143,111 @@ pub struct Counts {
     /// empty state): their ids learned from the service's list, without a request.
     #[serde(default)]
     pub adopted: u64,
+    /// Vehicles a full snapshot did not list validly but kept on the lot (neither sold nor
+    /// changed): a rejected record stands for them, or another lot's latest snapshot lists
+    /// them ([`Protection`]).
+    #[serde(default)]
+    pub protected: u64,
+}
+
+/// Why a vehicle a full snapshot does not list validly is kept on the lot; the surest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtectedBy {
+    /// A rejected record carries its VIN.
+    Vin,
+    /// A rejected record carries its stock number, at its location.
+    Stock,
+    /// A rejected record's VIN is one typo away from its VIN: one character replaced, or two
+    /// neighbours swapped.
+    NearVin,
+    /// The latest full snapshot of another location of the organization lists it: it moved
+    /// there, and moves when that lot's next file lists it.
+    OtherLocation,
+}
+
+/// A vehicle absent from a full snapshot that is kept on the lot, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Protection {
+    /// The vehicle kept.
+    pub vin: String,
+    /// Where it is (its record's location).
+    pub location_id: u64,
+    pub by: ProtectedBy,
+    /// The rejected record's line (none for [`ProtectedBy::OtherLocation`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// What matched: the record's VIN or stock number as written, or the other location's
+    /// file.
+    pub value: String,
+    /// [`ProtectedBy::OtherLocation`]: the location whose latest snapshot lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed_at: Option<u64>,
+    /// [`ProtectedBy::OtherLocation`]: an update moving it there is queued (its last payload
+    /// with the other `location_id`).
+    #[serde(default)]
+    pub moved: bool,
+    /// Vehicles the same record keeps: more than one when its stock number or VIN matches
+    /// several the file does not list, and then every one is kept (never wrongly sold is the
+    /// safe side).
+    #[serde(default = "one")]
+    pub vehicles: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One line for a person (values come from outside: escaped).
+impl std::fmt::Display for Protection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::text::Escaped;
+        let (vin, at) = (&self.vin, self.location_id);
+        let line = self.line.unwrap_or(0);
+        match self.by {
+            ProtectedBy::Vin => write!(
+                f,
+                "line {line} keeps {vin} (location {at}) on the lot: the rejected record carries \
+                 its VIN"
+            )?,
+            ProtectedBy::Stock => write!(
+                f,
+                "line {line} keeps {vin} (location {at}) on the lot: the rejected record carries \
+                 its stock number {}",
+                Escaped(&self.value)
+            )?,
+            ProtectedBy::NearVin => write!(
+                f,
+                "line {line} keeps {vin} (location {at}) on the lot: the rejected record's VIN \
+                 {} is one typo away from it",
+                Escaped(&self.value)
+            )?,
+            ProtectedBy::OtherLocation => {
+                return write!(
+                    f,
+                    "{vin} (location {at}) is not sold: the latest snapshot of location {} ({}) \
+                     lists it; {}",
+                    self.listed_at.unwrap_or(0),
+                    Escaped(&self.value),
+                    if self.moved {
+                        "it is moved there"
+                    } else {
+                        "it moves there when that lot's next file lists it"
+                    }
+                )
+            }
+        }
+        write!(f, "; not sold, not changed")?;
+        if self.vehicles > 1 {
+            write!(
+                f,
+                " (the record matches {} vehicles this file does not list: all are kept, the \
+                 safe side; correct the record)",
+                self.vehicles
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// One location's figures for the safety guard.
@@ -188,6 +293,14 @@ pub struct Plan {
     pub file_no: Option<u64>,
     /// Records the file held (accepted or rejected).
     pub records: u64,
+    /// Full snapshots: the vehicles kept on the lot though the file does not list them
+    /// validly.
+    pub protected: Vec<Protection>,
+    /// Full snapshots, while they are committed: per location it speaks for, the VINs it
+    /// lists (validly, or by a rejected record that keeps them), sorted. The outbox stores
+    /// them as the location's latest listing ([`crate::state::Listing`]); the committed plan
+    /// handed back no longer holds them.
+    pub listings: Vec<(u64, Vec<String>)>,
 }
 
 impl Plan {
@@ -204,6 +317,8 @@ impl Plan {
             guard: Vec::new(),
             file_no: None,
             records: 0,
+            protected: Vec::new(),
+            listings: Vec::new(),
         }
     }
 

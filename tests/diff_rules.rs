@@ -92,6 +92,7 @@ fn diff(lot: &Lot, rules: Rules, f: &File, commit: bool) -> Plan {
             vin: Some(v.clone()),
             location_id: None,
             problems: Vec::new(),
+            ..Rejected::default()
         });
     }
     if commit {

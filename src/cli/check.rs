@@ -161,6 +161,7 @@ fn check_file(
     let mut tally = Tally::default();
     let mut rejected: Vec<(u64, Problem)> = Vec::new();
     let mut warnings: Vec<(u64, Problem)> = Vec::new();
+    let mut keeps: Vec<(u64, String)> = Vec::new();
     while let Some(mapped) = file.next_record()? {
         tally.records += 1;
         match mapped {
@@ -188,6 +189,19 @@ fn check_file(
                 for p in &r.problems {
                     report(format, &shown, r.line, "rejected", p, &mut rejected, err)?;
                 }
+                if let Some(what) = stands_for(&r) {
+                    match format {
+                        OutputFormat::Text => keeps.push((r.line, what)),
+                        OutputFormat::Ndjson => {
+                            let json = serde_json::json!({
+                                "file": shown,
+                                "line": r.line,
+                                "keeps": { "vin": r.vin, "vin_text": r.vin_text, "stock": r.stock },
+                            });
+                            writeln!(err, "{json}")?;
+                        }
+                    }
+                }
             }
         }
     }
@@ -207,6 +221,20 @@ fn check_file(
                 writeln!(out, "  rejected:")?;
                 for (line, p) in &rejected {
                     writeln!(out, "    {shown}:{line}: {p}")?;
+                }
+            }
+            if !keeps.is_empty() {
+                writeln!(
+                    out,
+                    "  rejected records that keep a vehicle on the lot (check has no state; \
+                     `lotsync plan` names the vehicle each keeps):"
+                )?;
+                for (line, what) in &keeps {
+                    writeln!(
+                        out,
+                        "    {shown}:{line}: keeps on the lot the vehicle the state knows by \
+                         {what}: a full snapshot neither sells nor changes it"
+                    )?;
                 }
             }
             if !warnings.is_empty() {
@@ -233,6 +261,22 @@ fn check_file(
         }
     }
     Ok(())
+}
+
+/// What a rejected record still says of its vehicle, in words (escaped: it comes from
+/// outside); None when nothing.
+fn stands_for(r: &lotsync::mapper::Rejected) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(vin) = &r.vin {
+        parts.push(format!("VIN {}", Escaped(vin)));
+    }
+    if let Some(text) = &r.vin_text {
+        parts.push(format!("a VIN one typo away from {}", Escaped(text)));
+    }
+    if let Some(stock) = &r.stock {
+        parts.push(format!("stock number {} at this location", Escaped(stock)));
+    }
+    (!parts.is_empty()).then(|| parts.join(" or "))
 }
 
 /// In text mode problems are gathered for the summary; in ndjson mode each is a stderr line.

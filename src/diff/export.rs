@@ -56,6 +56,9 @@ pub enum FileDiffError {
 /// a note even when the safety guard lets it through: a cut export sells what follows the cut.
 pub const SMALLER_SNAPSHOT: f64 = 0.9;
 
+/// Vehicles kept on the lot that get a note each; the rest are counted in one.
+const PROTECTIONS_NOTED: usize = 20;
+
 /// Reads, maps and diffs one file; commits the plan to the outbox when `options` say so.
 pub fn diff_file(
     outbox: &Outbox,
@@ -133,6 +136,19 @@ pub fn diff_file_drafted(
                 ));
             }
         }
+    }
+    let protected = &differ.judge().protected;
+    out.notes.extend(
+        protected
+            .iter()
+            .take(PROTECTIONS_NOTED)
+            .map(ToString::to_string),
+    );
+    if protected.len() > PROTECTIONS_NOTED {
+        out.notes.push(format!(
+            "{} more vehicles kept on the lot the same way (the report's `protected` lists each)",
+            protected.len() - PROTECTIONS_NOTED
+        ));
     }
     let adopted = differ.judge().counts.adopted;
     if adopted > 0 {

@@ -8,6 +8,12 @@
 //! normalized form ([`payload_digest`]). A full snapshot judges absence per location and passes
 //! the safety guard before anything of it is queued.
 //!
+//! Absence is judged on the safe side ([`Protection`]): a record the mapper rejected keeps on
+//! the lot the vehicle it stands for (its VIN, its stock number at its location, or a known VIN
+//! one typo away; every one when it matches several), and a vehicle that the latest full
+//! snapshot of another location of the organization lists is moved there, not sold. Each
+//! applied full snapshot leaves its listing per location in the state for that.
+//!
 //! It owns the rules, not the storage: it reads the state and the outbox, and hands a [`Plan`]
 //! to [`crate::outbox`], which commits it. It sends nothing.
 
@@ -20,7 +26,8 @@ pub use export::{
 };
 // The plan types live in `crate::plan` (the outbox commits them too); here for the diff's callers.
 pub use crate::plan::{
-    payload_digest, Counts, FileId, GuardCount, Learned, Op, Plan, PlannedOp, Verdict, VinChange,
+    payload_digest, Counts, FileId, GuardCount, Learned, Op, Plan, PlannedOp, ProtectedBy,
+    Protection, Verdict, VinChange,
 };
 
 use crate::api::{Vehicle, VehiclePayload};
@@ -28,7 +35,7 @@ use crate::mapper::{Accepted, Rejected};
 use crate::outbox::{InFlight, Outbox, OutboxError, Queued};
 use crate::state::{Digest, StateError, VehicleRecord};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::MutexGuard;
 
 /// Full snapshot or delta.
@@ -173,8 +180,15 @@ pub struct Differ<'o> {
     at_locations: HashMap<String, Known>,
     /// Full mode: per judged location, its in-stock vehicles as the diff began.
     guard: BTreeMap<u64, GuardCount>,
-    /// Every VIN the file shows on a lot, accepted or rejected.
-    present: HashSet<String>,
+    /// Every VIN the file's accepted records show: Some(location) on a lot, None when the
+    /// export says sold.
+    present: HashMap<String, Option<u64>>,
+    /// Full mode: rejected records that still say which vehicle they stand for.
+    marks: Vec<Mark>,
+    /// The known vehicles the marks stand for (once judged).
+    mark_vins: Vec<MarkMatch>,
+    /// The state could not be read while judging: the plan is not committed.
+    read_error: Option<DiffError>,
     /// Accepted records per location.
     accepted_at: BTreeMap<u64, u64>,
     /// The service's list, for the first diff of an empty state.
@@ -266,7 +280,10 @@ impl<'o> Differ<'o> {
             file,
             at_locations,
             guard,
-            present: HashSet::new(),
+            present: HashMap::new(),
+            marks: Vec::new(),
+            mark_vins: Vec::new(),
+            read_error: None,
             accepted_at: BTreeMap::new(),
             listed,
             judged: false,
@@ -321,7 +338,8 @@ impl<'o> Differ<'o> {
         let location_id = payload.location_id;
         self.plan.records += 1;
         *self.accepted_at.entry(location_id).or_default() += 1;
-        self.present.insert(vin.clone());
+        self.present
+            .insert(vin.clone(), (sold != Some(true)).then_some(location_id));
         let known = self.known(&vin, location_id)?;
         let Some(mut known) = known else {
             if sold == Some(true) {
@@ -394,19 +412,29 @@ impl<'o> Differ<'o> {
         Ok(())
     }
 
-    /// A record the mapper rejected: its VIN, when readable, still shows the vehicle is on the
-    /// lot, so it is not judged absent; nothing else changes for it.
+    /// A record the mapper rejected: nothing is sent for it, and in a full snapshot it keeps on
+    /// the lot the vehicle it most likely stands for (its VIN, a known VIN one typo away, or
+    /// its stock number at its location): that vehicle is neither sold nor changed
+    /// ([`Protection`]).
     pub fn rejected(&mut self, rejected: &Rejected) {
         if self.already_applied() {
             return;
         }
         self.plan.counts.rejected_records += 1;
         self.plan.records += 1;
-        if let Some(vin) = &rejected.vin {
-            self.present.insert(vin.clone());
-        }
         if let Some(loc) = rejected.location_id {
             self.accepted_at.entry(loc).or_default();
+        }
+        let says_which =
+            rejected.vin.is_some() || rejected.vin_text.is_some() || rejected.stock.is_some();
+        if self.rules.mode == Mode::Full && says_which {
+            self.marks.push(Mark {
+                line: rejected.line,
+                vin: rejected.vin.clone(),
+                vin_text: rejected.vin_text.clone(),
+                stock: rejected.stock.as_deref().map(stock_key),
+                location_id: rejected.location_id,
+            });
         }
     }
 
@@ -420,6 +448,10 @@ impl<'o> Differ<'o> {
     /// under the same lock, and makes it durable.
     pub fn commit(mut self) -> Result<Plan, DiffError> {
         self.judge();
+        if let Some(e) = self.read_error.take() {
+            return Err(e);
+        }
+        self.list();
         let Differ {
             outbox,
             in_flight,
@@ -427,6 +459,8 @@ impl<'o> Differ<'o> {
             ..
         } = self;
         plan.file_no = Some(outbox.commit(&plan, &in_flight)?);
+        // Stored now; a large lot's list is not carried on with the plan.
+        plan.listings = Vec::new();
         // The markers count every vehicle: not while the uploader waits for the lock.
         drop(in_flight);
         outbox.state().write_markers();
@@ -442,6 +476,215 @@ impl<'o> Differ<'o> {
         &self.plan
     }
 
+    /// What keeps absent vehicles on the lot. Returns the known vehicles each rejected record
+    /// stands for (`absent`: the vehicles the file does not list validly, for stock numbers)
+    /// and, for the `judged` ones (which would be counted absent or sold), the first reason to
+    /// keep each: a rejected record first, else another location's latest listing, with the
+    /// payload that moves it there. The state is read only when there is something to look
+    /// up.
+    #[allow(clippy::type_complexity)]
+    fn protections(
+        &self,
+        absent: &[(&String, &Known)],
+        judged: &[(&String, &Known)],
+    ) -> Result<
+        (
+            Vec<MarkMatch>,
+            HashMap<String, Protection>,
+            HashMap<String, VehiclePayload>,
+        ),
+        DiffError,
+    > {
+        let mark_vins = self.resolve_marks(absent)?;
+        let mut kept: HashMap<String, Protection> = HashMap::new();
+        let mut moves: HashMap<String, VehiclePayload> = HashMap::new();
+        if judged.is_empty() {
+            return Ok((mark_vins, kept, moves));
+        }
+        let judged_at: HashMap<&str, u64> = judged
+            .iter()
+            .map(|(vin, known)| (vin.as_str(), known.location_id))
+            .collect();
+        // How many vehicles each record stands for (more than one: all are kept).
+        let mut per_mark: HashMap<usize, BTreeSet<&str>> = HashMap::new();
+        for m in mark_vins
+            .iter()
+            .filter(|m| judged_at.contains_key(m.vin.as_str()))
+        {
+            per_mark.entry(m.mark).or_default().insert(m.vin.as_str());
+        }
+        for m in &mark_vins {
+            let Some(&location_id) = judged_at.get(m.vin.as_str()) else {
+                continue;
+            };
+            let mark = &self.marks[m.mark];
+            let value = match m.by {
+                ProtectedBy::Stock => mark.stock.clone(),
+                ProtectedBy::NearVin => mark.vin_text.clone(),
+                _ => mark.vin.clone(),
+            };
+            kept.entry(m.vin.clone()).or_insert_with(|| Protection {
+                vin: m.vin.clone(),
+                location_id,
+                by: m.by,
+                line: Some(mark.line),
+                value: value.unwrap_or_default(),
+                listed_at: None,
+                moved: false,
+                vehicles: per_mark.get(&m.mark).map_or(1, |s| s.len() as u32),
+            });
+        }
+        if judged
+            .iter()
+            .all(|(vin, _)| kept.contains_key(vin.as_str()))
+        {
+            return Ok((mark_vins, kept, moves));
+        }
+        let now = crate::state::now();
+        let listings = self
+            .outbox
+            .state()
+            .other_listings(self.rules.organization_id, &self.rules.locations)?;
+        for (listed_at, listing) in listings {
+            if now.saturating_sub(listing.at) > LISTING_KEEPS_FOR_SECS {
+                continue; // a lot whose feed stopped does not keep cars for ever
+            }
+            for (vin, known) in judged {
+                if !kept.contains_key(vin.as_str()) && listing.lists(vin) {
+                    if let Some(payload) = self.payload_of(vin, known)? {
+                        moves.insert((*vin).clone(), payload);
+                    }
+                    kept.insert(
+                        (*vin).clone(),
+                        Protection {
+                            vin: (*vin).clone(),
+                            location_id: known.location_id,
+                            by: ProtectedBy::OtherLocation,
+                            line: None,
+                            value: listing.file.clone(),
+                            listed_at: Some(listed_at),
+                            moved: false,
+                            vehicles: 1,
+                        },
+                    );
+                }
+            }
+        }
+        Ok((mark_vins, kept, moves))
+    }
+
+    /// The known vehicles the rejected records stand for: each record's own VIN, the known
+    /// VINs of the organization one typo away from the VIN it wrote, and the vehicles of
+    /// `absent` with its stock number at its location (any of the feed's when it has none).
+    fn resolve_marks(&self, absent: &[(&String, &Known)]) -> Result<Vec<MarkMatch>, DiffError> {
+        let mut out = Vec::new();
+        if self.marks.is_empty() {
+            return Ok(out);
+        }
+        let state = self.outbox.state();
+        let org = self.rules.organization_id;
+        let org_vins = if self.marks.iter().any(|m| m.vin_text.is_some()) {
+            state.organization_vins(org)?
+        } else {
+            HashMap::new()
+        };
+        let mut by_stock: HashMap<String, Vec<(&str, u64)>> = HashMap::new();
+        if self.marks.iter().any(|m| m.stock.is_some()) {
+            for (vin, known) in absent {
+                if let Some(stock) = self.stock_of(vin, known)? {
+                    by_stock
+                        .entry(stock_key(&stock))
+                        .or_default()
+                        .push((vin.as_str(), known.location_id));
+                }
+            }
+        }
+        let is_known = |v: &str| org_vins.contains_key(v) || self.at_locations.contains_key(v);
+        for (i, mark) in self.marks.iter().enumerate() {
+            let mut matched = BTreeSet::new();
+            if let Some(vin) = &mark.vin {
+                matched.insert((vin.clone(), ProtectedBy::Vin));
+            }
+            if let Some(text) = &mark.vin_text {
+                if is_known(text) {
+                    matched.insert((text.clone(), ProtectedBy::Vin));
+                }
+                for vin in near_vins(text, is_known) {
+                    matched.insert((vin, ProtectedBy::NearVin));
+                }
+            }
+            for (vin, at) in mark.stock.iter().flat_map(|s| by_stock.get(s)).flatten() {
+                if mark.location_id.is_none_or(|l| l == *at) {
+                    matched.insert(((*vin).to_owned(), ProtectedBy::Stock));
+                }
+            }
+            out.extend(
+                matched
+                    .into_iter()
+                    .map(|(vin, by)| MarkMatch { mark: i, vin, by }),
+            );
+        }
+        Ok(out)
+    }
+
+    /// A known vehicle's stock number, from [`Differ::payload_of`].
+    fn stock_of(&self, vin: &str, known: &Known) -> Result<Option<String>, DiffError> {
+        Ok(self.payload_of(vin, known)?.map(|p| p.stock))
+    }
+
+    /// A known vehicle's newest payload: its newest queued one, else the one the service
+    /// acknowledged; None for a vehicle only the service's list knows.
+    fn payload_of(&self, vin: &str, known: &Known) -> Result<Option<VehiclePayload>, DiffError> {
+        if let Some(p) = known
+            .queued
+            .iter()
+            .filter_map(|q| q.op.payload())
+            .next_back()
+        {
+            return Ok(Some(p.clone()));
+        }
+        if known.adopted {
+            return Ok(None);
+        }
+        let key = crate::state::VehicleKey::new(self.rules.organization_id, known.location_id, vin);
+        Ok(self.outbox.state().payload(&key)?)
+    }
+
+    /// The plan's listings: per location the file speaks for, what it lists (validly, or by a
+    /// rejected record that stands for a known vehicle), for the outbox to store.
+    fn list(&mut self) {
+        if self.rules.mode != Mode::Full || !self.plan.applies() {
+            return;
+        }
+        let mut lists: BTreeMap<u64, Vec<String>> = self
+            .rules
+            .locations
+            .iter()
+            .map(|&l| (l, Vec::new()))
+            .collect();
+        for (vin, at) in std::mem::take(&mut self.present) {
+            if let Some(list) = at.and_then(|l| lists.get_mut(&l)) {
+                list.push(vin);
+            }
+        }
+        for m in &self.mark_vins {
+            match self.marks[m.mark].location_id {
+                Some(l) => {
+                    if let Some(list) = lists.get_mut(&l) {
+                        list.push(m.vin.clone());
+                    }
+                }
+                // A record whose lot cannot be told is on each of the feed's lots.
+                None => lists.values_mut().for_each(|list| list.push(m.vin.clone())),
+            }
+        }
+        for list in lists.values_mut() {
+            list.sort_unstable();
+            list.dedup();
+        }
+        self.plan.listings = lists.into_iter().collect();
+    }
+
     fn judge_absence(&mut self) {
         if self.already_applied() {
             return;
@@ -455,13 +698,57 @@ impl<'o> Differ<'o> {
         let mut absent: Vec<(&String, &Known)> = self
             .at_locations
             .iter()
-            .filter(|(vin, _)| !self.present.contains(*vin))
+            .filter(|(vin, _)| !self.present.contains_key(*vin))
             .collect();
         absent.sort_by(|a, b| a.0.cmp(b.0));
+        // The vehicles this snapshot would count absent or sell: unless something keeps them.
+        let judged: Vec<(&String, &Known)> = absent
+            .iter()
+            .copied()
+            .filter(|(_, known)| {
+                let base = known.base();
+                known.planned_location() == known.location_id && base.digest.is_some() && !base.sold
+            })
+            .collect();
+        let (mut kept, mut moves) = match self.protections(&absent, &judged) {
+            Ok((mark_vins, kept, moves)) => {
+                self.mark_vins = mark_vins;
+                (kept, moves)
+            }
+            Err(e) => {
+                tracing::error!(file = %crate::text::Escaped(&self.file.name), error = %crate::text::Chain(&e), "cannot tell which absent vehicles are kept; the plan is not committed");
+                self.read_error = Some(e);
+                (HashMap::new(), HashMap::new())
+            }
+        };
         let mut guard = std::mem::take(&mut self.guard);
         for (vin, known) in absent {
             if known.planned_location() != known.location_id {
                 continue; // on its way to another lot: that lot's file judges it
+            }
+            if let Some(mut protection) = kept.remove(vin.as_str()) {
+                // Listed by another lot: moved there now, so that nothing waits for that lot's
+                // next file (which may be the same bytes, not read again).
+                let moving = protection.listed_at.and_then(|l| {
+                    let mut payload = moves.remove(vin.as_str())?;
+                    payload.location_id = l;
+                    Some(payload)
+                });
+                // A move the service refused before is not sent again until it changes.
+                let refused = |p: &VehiclePayload| {
+                    let rejected = known.record.rejected.as_ref();
+                    rejected.is_some_and(|r| r.digest == Some(payload_digest(p)))
+                };
+                if let Some(payload) = moving.filter(|p| !refused(p)) {
+                    self.plan.change(vin, known.location_id);
+                    self.plan
+                        .push(payload.location_id, vin, Op::Update(payload), false);
+                    protection.moved = true;
+                }
+                tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, by = ?protection.by, line = ?protection.line, "kept on the lot, not sold");
+                self.plan.counts.protected += 1;
+                self.plan.protected.push(protection);
+                continue;
             }
             let base = known.base();
             if known.adopted {
@@ -524,5 +811,116 @@ impl<'o> Differ<'o> {
         if let Verdict::Apply { forced: true } = self.plan.verdict {
             tracing::warn!(file = %crate::text::Escaped(&self.file.name), "the safety guard was overridden");
         }
+    }
+}
+
+/// Another lot's listing keeps a car from being sold for this long after it was applied: a
+/// lot whose feed stopped (or was removed from the config) does not keep its cars for ever.
+pub const LISTING_KEEPS_FOR_SECS: i64 = 7 * 24 * 3600;
+
+/// A rejected record that still says which vehicle it stands for.
+#[derive(Debug)]
+struct Mark {
+    line: u64,
+    /// Its VIN, when it passed the check.
+    vin: Option<String>,
+    /// Its VIN as written, when it failed the check.
+    vin_text: Option<String>,
+    /// Its stock number, as [`stock_key`] compares it.
+    stock: Option<String>,
+    location_id: Option<u64>,
+}
+
+/// A known vehicle a rejected record stands for.
+#[derive(Debug)]
+struct MarkMatch {
+    /// Its index in the differ's marks.
+    mark: usize,
+    vin: String,
+    by: ProtectedBy,
+}
+
+/// Stock numbers compare trimmed and case-blind (a DMS that upper-cases one export and not
+/// the next keeps the car).
+fn stock_key(stock: &str) -> String {
+    stock.trim().to_ascii_uppercase()
+}
+
+/// The VINs `is_known` knows that are one typo away from `text`: one character replaced, or
+/// two neighbours swapped. A few hundred lookups per record, whatever the state's size.
+fn near_vins(text: &str, is_known: impl Fn(&str) -> bool) -> BTreeSet<String> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let mut found = BTreeSet::new();
+    // A VIN or serial has 5 to 17 characters: other lengths cannot be one typo from one.
+    if !(5..=17).contains(&text.len()) {
+        return found;
+    }
+    let mut buf = text.as_bytes().to_vec();
+    let mut check = |buf: &[u8]| {
+        if let Ok(candidate) = std::str::from_utf8(buf) {
+            if is_known(candidate) {
+                found.insert(candidate.to_owned());
+            }
+        }
+    };
+    for i in 0..buf.len() {
+        let was = buf[i];
+        for &c in ALPHABET.iter().filter(|&&c| c != was) {
+            buf[i] = c;
+            check(&buf);
+        }
+        buf[i] = was;
+    }
+    for i in 1..buf.len() {
+        if buf[i - 1] != buf[i] {
+            buf.swap(i - 1, i);
+            check(&buf);
+            buf.swap(i - 1, i);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn near_vins_are_one_replaced_character_or_one_swap_away() {
+        let known: HashSet<&str> = [
+            "1HGCM82633A004352",
+            "1HGCM82633A004353",
+            "JTMFB3FV0MD021583",
+        ]
+        .into_iter()
+        .collect();
+        let near = |text: &str| near_vins(text, |v| known.contains(v));
+        // The check digit mistyped: only the car it was typed for.
+        assert_eq!(
+            near("1HGCM82693A004352"),
+            BTreeSet::from(["1HGCM82633A004352".to_owned()])
+        );
+        // The last character mistyped: both serials one character away are candidates.
+        assert_eq!(near("1HGCM82633A004359").len(), 2);
+        // Two neighbours swapped; an O typed for a 0.
+        assert_eq!(
+            near("JTMFB3FV0MD025183"),
+            BTreeSet::from(["JTMFB3FV0MD021583".to_owned()])
+        );
+        assert_eq!(
+            near("JTMFB3FVOMD021583"),
+            BTreeSet::from(["JTMFB3FV0MD021583".to_owned()])
+        );
+        // Two typos, another length, or bytes that are no VIN: nothing.
+        assert!(near("JTMFB3FV0MD021599").is_empty());
+        assert!(near("JTMFB3FV0MD02158").is_empty());
+        assert!(near("JTMFB3FV0MD02158é").is_empty());
+        assert!(near("").is_empty());
+    }
+
+    #[test]
+    fn stock_numbers_compare_trimmed_and_case_blind() {
+        assert_eq!(stock_key(" u24002 "), stock_key("U24002"));
     }
 }

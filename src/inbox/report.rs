@@ -6,7 +6,7 @@
 //! before the plan is committed, so that a file resumed after a crash keeps what its first
 //! attempt found.
 
-use crate::diff::{Counts, FilePlan, Plan, Verdict};
+use crate::diff::{Counts, FilePlan, Plan, Protection, Verdict};
 use crate::outbox::FileProgress;
 use crate::state::OpCounts;
 use crate::text::Escaped;
@@ -116,6 +116,10 @@ pub struct FileReport {
     /// About the file as a whole (its encoding, a snapshot much smaller than the last one, …).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Vehicles the file does not list validly that were kept on the lot (neither sold nor
+    /// changed), and which record or which other lot's listing kept each.
+    #[serde(default)]
+    pub protected: Vec<Protection>,
     /// Operations queued for this file.
     pub operations: u64,
     /// Operations of this file the service refused.
@@ -143,6 +147,7 @@ impl FileReport {
             rejected_records: Vec::new(),
             warnings: Vec::new(),
             notes: Vec::new(),
+            protected: Vec::new(),
             operations: 0,
             refused: Vec::new(),
             undelivered: 0,
@@ -183,6 +188,7 @@ impl FileReport {
         report.rejected_records = problems(&planned.rejected);
         report.warnings = problems(&planned.warnings);
         report.notes = planned.notes.clone();
+        report.protected = plan.protected.clone();
         report.operations = plan.ops.len() as u64;
         report.file_no = plan.file_no;
         report
@@ -248,6 +254,12 @@ impl FileReport {
                     "; {} records rejected ({} problems)",
                     c.rejected_records,
                     self.rejected_records.len()
+                ));
+            }
+            if c.protected > 0 {
+                s.push_str(&format!(
+                    "; {} not listed validly but kept on the lot (see `protected`)",
+                    c.protected
                 ));
             }
             if !self.refused.is_empty() {

@@ -267,13 +267,12 @@ impl ExportFile {
             }
             Item::Problem(p) => Mapped::Rejected(Rejected {
                 line: p.line,
-                vin: None,
-                location_id: None,
                 problems: vec![Problem {
                     field: "record",
                     reason: p.reason,
                     value: None,
                 }],
+                ..Rejected::default()
             }),
             Item::Record => {
                 self.mapper.bind(self.reader.schema());

@@ -82,11 +82,16 @@ pub struct Accepted {
 }
 
 /// A record that cannot be sent.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Rejected {
     pub line: u64,
     /// The VIN when it could be read: a rejected record still shows the vehicle is on the lot.
     pub vin: Option<String>,
+    /// The VIN as written (trimmed, upper-cased) when it failed the check: the diff looks for
+    /// the known VIN one typo away from it.
+    pub vin_text: Option<String>,
+    /// The stock number as written: the diff keeps the vehicle the state knows by it.
+    pub stock: Option<String>,
     pub location_id: Option<u64>,
     pub problems: Vec<Problem>,
 }
@@ -251,6 +256,7 @@ impl Mapper {
             record,
             out,
             rejections,
+            vin_text: None,
         };
         let verdict = one.run();
         let One {
@@ -273,6 +279,8 @@ struct One<'a> {
     /// The payload being refilled (warnings included).
     out: Accepted,
     rejections: Vec<Problem>,
+    /// The VIN as written, when it failed the check (rare: allocated only then).
+    vin_text: Option<String>,
 }
 
 /// Puts a text in a reused string.
@@ -620,6 +628,8 @@ impl<'a> One<'a> {
             return Err(Rejected {
                 line,
                 vin: vin.then(|| self.out.payload.vin.clone()),
+                vin_text: self.vin_text.take(),
+                stock: stock.map(|()| self.out.payload.stock.clone()),
                 location_id,
                 problems: self.rejections.drain(..).collect(),
             });
@@ -720,6 +730,7 @@ impl<'a> One<'a> {
             }
             Err(reason) => {
                 one.rejections.push(Problem::new("vin", reason, Some(text)));
+                one.vin_text = Some(text.trim().to_ascii_uppercase());
                 false
             }
         });
@@ -1115,6 +1126,11 @@ mod tests {
             r.problems
         );
         assert_eq!(r.vin, None);
+        // What it says of its vehicle is kept for the diff (a typo protects the car).
+        assert_eq!(r.vin_text.as_deref(), Some("1HGCM82633A004353"));
+        assert_eq!(r.stock.as_deref(), Some("A2"));
+        assert_eq!(rejected(&out[2]).stock.as_deref(), Some("A3"));
+        assert_eq!(rejected(&out[2]).vin_text, None);
         assert_eq!(
             rejected(&out[2]).problems[0].to_string(),
             "vin: missing: every vehicle needs a VIN"
@@ -1126,6 +1142,10 @@ mod tests {
             "the VIN is still known"
         );
         assert_eq!(r.problems[0].field, "stock");
+        assert_eq!(
+            r.stock, None,
+            "no stock number, none remembered from the last record"
+        );
         let r = rejected(&out[4]);
         assert_eq!(
             r.problems[0].to_string(),

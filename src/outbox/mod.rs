@@ -277,9 +277,10 @@ impl Outbox {
             &t.feeds,
             &t.outbox,
             &t.queue,
+            &t.listings,
         )
             .transaction(
-                |(meta, vehicles, payloads, vins, files, feeds, outbox, queue)| -> TxResult<u64> {
+                |(meta, vehicles, payloads, vins, files, feeds, outbox, queue, listings)| -> TxResult<u64> {
                     let mut counters = read_counters(meta)?;
                     let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
                     let file_no = read_u64(meta, PLANS_KEY)?.max(1);
@@ -378,6 +379,19 @@ impl Outbox {
                             }),
                         };
                         feeds.insert(plan.feed.as_bytes(), state::records::encode(&feed))?;
+                        for (location_id, vins) in &plan.listings {
+                            let listing = ListingOf {
+                                feed: &plan.feed,
+                                file: &plan.file.name,
+                                file_no,
+                                at: now,
+                                vins,
+                            };
+                            listings.insert(
+                                &state::location_prefix(org, *location_id),
+                                state::records::encode(&listing),
+                            )?;
+                        }
                     }
                     let file = FileRecord {
                         feed: plan.feed.clone(),
@@ -732,6 +746,17 @@ fn read_u64(meta: &sled::transaction::TransactionalTree, key: &[u8]) -> TxResult
         Some(v) => state::decode_u64(&v, "counter").map_err(abort),
         None => Ok(0),
     }
+}
+
+/// A [`state::Listing`] as it is written, borrowed from the plan (a large lot's list is not
+/// copied).
+#[derive(serde::Serialize)]
+struct ListingOf<'a> {
+    feed: &'a str,
+    file: &'a str,
+    file_no: u64,
+    at: i64,
+    vins: &'a [String],
 }
 
 #[cfg(test)]

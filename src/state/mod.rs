@@ -7,6 +7,8 @@
 //! - `payloads`: same key → the last acknowledged payload (kept apart so that diffing a file
 //!   reads only the small records);
 //! - `vins`: (organization, VIN) → location, so a VIN is known across the organization's lots;
+//! - `listings`: (organization, location) → the VINs its latest applied full snapshot listed
+//!   ([`Listing`]), so a lot's file does not sell a car another lot lists;
 //! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
 //!   last applied;
 //! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`]; `delivered`:
@@ -29,8 +31,8 @@ pub(crate) mod records;
 pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
 pub use records::{
-    AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, OpCounts,
-    Rejection, StoredVehicle, VehicleRecord,
+    AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, Listing,
+    OpCounts, Rejection, StoredVehicle, VehicleRecord,
 };
 
 use crate::text::Chain;
@@ -163,6 +165,7 @@ pub(crate) struct Trees {
     pub vehicles: sled::Tree,
     pub payloads: sled::Tree,
     pub vins: sled::Tree,
+    pub listings: sled::Tree,
     pub files: sled::Tree,
     pub feeds: sled::Tree,
     pub outbox: sled::Tree,
@@ -193,6 +196,7 @@ impl State {
             vehicles: tree("vehicles")?,
             payloads: tree("payloads")?,
             vins: tree("vins")?,
+            listings: tree("listings")?,
             files: tree("files")?,
             feeds: tree("feeds")?,
             outbox: tree("outbox")?,
@@ -375,6 +379,42 @@ impl State {
         };
         let key = VehicleKey::new(organization_id, decode_u64(&loc, "VIN index")?, vin);
         Ok(self.vehicle(&key)?.map(|r| (key, r)))
+    }
+
+    /// The latest listing of each location of the organization but those in `except`, by
+    /// location (the others' are not decoded).
+    pub fn other_listings(
+        &self,
+        organization_id: u64,
+        except: &std::collections::BTreeSet<u64>,
+    ) -> Result<Vec<(u64, Listing)>, StateError> {
+        let mut out = Vec::new();
+        for item in self
+            .trees
+            .listings
+            .scan_prefix(organization_id.to_be_bytes())
+        {
+            let (k, v) = item?;
+            let location_id = decode_u64(k.get(8..16).unwrap_or_default(), "listing key")?;
+            if !except.contains(&location_id) {
+                out.push((location_id, records::decode(&v, "listing")?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every VIN of the organization the state knows, with its location.
+    pub fn organization_vins(
+        &self,
+        organization_id: u64,
+    ) -> Result<HashMap<String, u64>, StateError> {
+        let mut out = HashMap::new();
+        for item in self.trees.vins.scan_prefix(organization_id.to_be_bytes()) {
+            let (k, v) = item?;
+            let vin = String::from_utf8_lossy(&k[8..]).into_owned();
+            out.insert(vin, decode_u64(&v, "VIN index")?);
+        }
+        Ok(out)
     }
 
     /// Every vehicle recorded at a location, by VIN.

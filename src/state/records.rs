@@ -212,6 +212,28 @@ pub struct AppliedFile {
     pub records: u64,
 }
 
+/// What a location's latest applied full snapshot listed: the VINs it showed on that lot,
+/// validly or by a rejected record that keeps them. A vehicle another location's latest
+/// snapshot lists moved there: it is not sold ([`crate::diff`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Listing {
+    pub feed: String,
+    /// The snapshot's file name.
+    pub file: String,
+    /// The number its plan is filed under.
+    pub file_no: u64,
+    /// When it was applied (Unix seconds, UTC).
+    pub at: i64,
+    /// Sorted.
+    pub vins: Vec<String>,
+}
+
+impl Listing {
+    pub fn lists(&self, vin: &str) -> bool {
+        self.vins.binary_search_by(|v| v.as_str().cmp(vin)).is_ok()
+    }
+}
+
 /// The outbox's bookkeeping, updated in the same transactions as the outbox itself:
 /// `queued == superseded + acknowledged + rejected + in the outbox` holds after any crash.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
