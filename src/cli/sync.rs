@@ -69,7 +69,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         // Read again for each file until the state knows the organization (the first file
         // taken makes it known).
         let listed = service_list_if_needed(&config, &outbox, || Ok(client.clone()))?;
-        match plan_one(&outbox, &config, feed, path, false, true, listed) {
+        match plan_one(&outbox, &config, feed, path, false, true, listed, false) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
                 let archived = file_copy(&outbox, feed, path, &planned);
@@ -131,6 +131,10 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         .iter()
         .filter(|s| matches!(s.planned.plan.verdict, Verdict::Held { .. }))
         .count();
+    let superseded = synced
+        .iter()
+        .filter(|s| matches!(s.planned.plan.verdict, Verdict::Superseded { .. }))
+        .count();
     writeln!(
         out,
         "sync: {} file{} in {:.1} s",
@@ -158,6 +162,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
             if held > 0 {
                 writeln!(out, "  held: {held} file(s); see above")?;
             }
+            if superseded > 0 {
+                writeln!(
+                    out,
+                    "  superseded: {superseded} file(s) older than a snapshot applied already; nothing of them sent"
+                )?;
+            }
             if archived > 0 {
                 writeln!(
                     out,
@@ -171,6 +181,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
             let incomplete = refused_records > 0
                 || !report.rejected.is_empty()
                 || held > 0
+                || superseded > 0
                 || report.undelivered > 0;
             if unreadable {
                 EXIT_BAD_INPUT
@@ -232,6 +243,8 @@ pub(super) fn file_copy(
                     .into(),
             );
         }
+        // Filed, as the daemon files it: its report names the newer file.
+        Verdict::Superseded { .. } => {}
         Verdict::Held { .. } => return None,
     }
     match folders.archive_copy(path, &report) {
@@ -336,6 +349,15 @@ fn write_verdict(
                 "{shown}: already applied (same content as {same_as}); nothing to send"
             )
         }
+        Verdict::Superseded {
+            newer,
+            newer_as_of,
+            as_of,
+        } => writeln!(
+            out,
+            "{shown}: superseded, nothing of it is sent: {}",
+            Verdict::superseded_reason(newer, *newer_as_of, *as_of)
+        ),
         Verdict::Held { reasons } => {
             writeln!(
                 out,

@@ -29,6 +29,9 @@ pub struct DiffOptions {
     pub listed: Option<Listed>,
     /// Read a file whose last record is cut as it is (an operator released it).
     pub accept_incomplete: bool,
+    /// Apply a full snapshot even when a newer one was applied for one of its locations
+    /// (`lotsync release --force`); without it, such a file is superseded.
+    pub accept_older: bool,
 }
 
 impl DiffOptions {
@@ -92,7 +95,25 @@ pub fn diff_file_drafted(
     let file = FileId::of_path(path)?;
     let full = rules.mode == super::Mode::Full;
     let last = outbox.state().feed(&rules.feed).map_err(DiffError::from)?;
+    // A full snapshot older than one applied since for one of its locations is superseded.
+    let snapshot = match full {
+        true => {
+            let as_of = super::as_of(path, profile).at;
+            let newer = match options.accept_older {
+                true => None,
+                false => outbox
+                    .state()
+                    .newer_snapshot(&rules.feed, &rules.locations, as_of)
+                    .map_err(DiffError::from)?,
+            };
+            Some((as_of, newer))
+        }
+        false => None,
+    };
     let mut differ = Differ::with_listed(outbox, rules, file, options.listed)?;
+    if let Some((as_of, newer)) = snapshot {
+        differ.as_of(as_of, newer);
+    }
     let mut out = FilePlan {
         plan: Plan::default(),
         records: 0,
@@ -100,7 +121,7 @@ pub fn diff_file_drafted(
         warnings: Vec::new(),
         notes: Vec::new(),
     };
-    if !differ.already_applied() {
+    if !differ.already_applied() && !differ.superseded() {
         let mut export =
             ExportFile::open_with(path, profile, location_id, options.accept_incomplete)?;
         while let Some(mapped) = export.next_record()? {

@@ -245,6 +245,20 @@ impl FeedFolders {
         })
     }
 
+    /// Removes the report beside `file` (a held file's, once the file left `held/`); none
+    /// there is fine.
+    pub fn drop_report(&self, file: &Path) -> io::Result<()> {
+        match std::fs::remove_file(report_beside(file)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a path is in the feed's `processing/` folder.
+    pub fn is_processing(&self, file: &Path) -> bool {
+        file.parent() == Some(self.inbox.join(PROCESSING).as_path())
+    }
+
     /// Whether a path is in the feed's `held/` folder.
     pub fn is_held(&self, file: &Path) -> bool {
         file.parent() == Some(self.inbox.join(HELD).as_path())

@@ -27,6 +27,9 @@ pub enum Outcome {
     /// queued, and what was left of them is delivered. The rest of the report is what its
     /// first attempt found.
     Resumed,
+    /// A full snapshot older than one applied already for its feed and location (`newer`):
+    /// nothing of it was sent, and it is filed in the archive.
+    Superseded { newer: String, reason: String },
     /// Held by the safety guard, or because it stayed incomplete: nothing of it was sent.
     Held { reasons: Vec<String> },
     /// It could not be read, or its name cannot be filed.
@@ -40,6 +43,7 @@ impl Outcome {
             Outcome::Applied => "applied",
             Outcome::AlreadyApplied => "already_applied",
             Outcome::Resumed => "resumed",
+            Outcome::Superseded { .. } => "superseded",
             Outcome::Held { .. } => "held",
             Outcome::Failed { .. } => "failed",
         }
@@ -158,6 +162,14 @@ impl FileReport {
         let outcome = match &plan.verdict {
             Verdict::Apply { .. } => Outcome::Applied,
             Verdict::AlreadyApplied { .. } => Outcome::AlreadyApplied,
+            Verdict::Superseded {
+                newer,
+                newer_as_of,
+                as_of,
+            } => Outcome::Superseded {
+                newer: newer.clone(),
+                reason: Verdict::superseded_reason(newer, *newer_as_of, *as_of),
+            },
             Verdict::Held { reasons } => Outcome::Held {
                 reasons: reasons.clone(),
             },
@@ -251,6 +263,7 @@ impl FileReport {
             Outcome::AlreadyApplied => {
                 "already applied (same content as the last file); nothing sent".into()
             }
+            Outcome::Superseded { reason, .. } => format!("superseded, nothing sent: {reason}"),
             Outcome::Held { reasons } => format!("HELD, nothing sent: {}", reasons.join("; ")),
             Outcome::Failed { reason } => format!("FAILED: {reason}"),
         }
