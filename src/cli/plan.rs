@@ -60,6 +60,18 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
+/// What a plan may go past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Past {
+    /// Nothing: the safety guard holds, a cut file is incomplete, an older full snapshot is
+    /// superseded (`plan`, `sync`).
+    Nothing,
+    /// The safety guard, and a cut last record: the file as it is (`release`).
+    Guard,
+    /// Also a newer full snapshot applied since (`release --force`).
+    GuardAndNewer,
+}
+
 /// Diffs one file for its feed; `commit` queues the plan. `listed`: the service's list, for
 /// the first file of an empty state ([`service_list`]).
 pub(super) fn plan_one(
@@ -67,20 +79,20 @@ pub(super) fn plan_one(
     config: &Config,
     feed: &FeedConfig,
     path: &Path,
-    force: bool,
+    past: Past,
     commit: bool,
     listed: Option<Listed>,
-    accept_older: bool,
 ) -> anyhow::Result<FilePlan> {
     let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
     let lots: Vec<u64> = profile.locations.values().copied().collect();
+    let force = past != Past::Nothing;
     let rules = feed.rules(config.api.organization_id, &lots, force);
     let options = DiffOptions {
         commit,
         listed,
         // A release takes the file as it is, even cut in its last record.
         accept_incomplete: force,
-        accept_older,
+        accept_older: past == Past::GuardAndNewer,
     };
     diff_file(outbox, rules, &profile, feed.location_id, path, options)
         .with_context(|| path.display().to_string())
@@ -137,10 +149,9 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
             &config,
             feed,
             path,
-            false,
+            Past::Nothing,
             false,
             listed.clone(),
-            false,
         )?;
         held |= matches!(
             planned.plan.verdict,
@@ -228,7 +239,16 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     }
     let listed = service_list_if_needed(&config, &outbox, || client_of(&config))?;
     let planned = plan_one(
-        &outbox, &config, feed, &args.file, true, true, listed, args.force,
+        &outbox,
+        &config,
+        feed,
+        &args.file,
+        match args.force {
+            true => Past::GuardAndNewer,
+            false => Past::Guard,
+        },
+        true,
+        listed,
     )?;
     write_text(&mut out, &args.file.display().to_string(), &planned)?;
     if in_held {

@@ -2,7 +2,7 @@
 //! the outbox is drained, with a summary.
 
 use super::deliver::deliver;
-use super::plan::{plan_one, service_list_if_needed};
+use super::plan::{plan_one, service_list_if_needed, Past};
 use super::setup::{client_of, open, ConfigArg};
 use super::EXIT_BAD_INPUT;
 use lotsync::config::Config;
@@ -22,8 +22,9 @@ pub const EXIT_INCOMPLETE: u8 = 3;
 /// Arguments of `lotsync sync`.
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
-    /// Export files (CSV or XML), synced in order. Without any, what is already queued (say,
-    /// by `lotsync release`) is delivered.
+    /// Export files (CSV or XML), synced oldest first (by the date in their names when the
+    /// profile names its pattern, else their modification times; in the order given among
+    /// equals). Without any, what is already queued (say, by `lotsync release`) is delivered.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     #[command(flatten)]
@@ -64,12 +65,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     let mut unreadable = false;
     let mut synced = Vec::new();
-    for (path, feed) in args.files.iter().zip(feeds) {
+    for (path, feed) in oldest_first(&config, args.files.iter().zip(feeds).collect()) {
         let shown = lotsync::text::shown_path(path);
         // Read again for each file until the state knows the organization (the first file
         // taken makes it known).
         let listed = service_list_if_needed(&config, &outbox, || Ok(client.clone()))?;
-        match plan_one(&outbox, &config, feed, path, false, true, listed, false) {
+        match plan_one(&outbox, &config, feed, path, Past::Nothing, true, listed) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
                 let archived = file_copy(&outbox, feed, path, &planned);
@@ -203,6 +204,20 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     };
     out.flush()?;
     Ok(code)
+}
+
+/// The files in the order they were exported ([`lotsync::diff::as_of`]), the order given
+/// among equals: a full snapshot older than one applied is superseded, so the older one goes
+/// first. A profile that cannot be read keeps the order given (planning says why).
+fn oldest_first<'a>(
+    config: &Config,
+    mut files: Vec<(&'a PathBuf, &'a lotsync::config::FeedConfig)>,
+) -> Vec<(&'a PathBuf, &'a lotsync::config::FeedConfig)> {
+    files.sort_by_cached_key(|(path, feed)| {
+        lotsync::mapper::Profile::find(&feed.profile, &config.profiles_dir)
+            .map_or(0, |profile| lotsync::diff::as_of(path, &profile).at)
+    });
+    files
 }
 
 /// Files a copy of an applied export in the feed's archive with its report, as the daemon

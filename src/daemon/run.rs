@@ -331,22 +331,22 @@ impl Daemon {
     /// ([`crate::diff::as_of`]), the first handed over among equals: a feed's files are
     /// applied in the order they were exported, whatever order they arrived in.
     fn oldest(&self, feed: &FeedConfig, waiting: &mut Vec<PathBuf>) -> Option<PathBuf> {
+        let mut first = 0;
         if waiting.len() > 1 {
             let config = self.pipeline.config();
             // A profile that cannot be read is said when the file is planned.
             let profile = Profile::find(&feed.profile, &config.profiles_dir)
                 .unwrap_or_else(|_| Profile::auto());
-            let first = waiting
+            first = waiting
                 .iter()
                 .enumerate()
                 .min_by_key(|(i, path)| (crate::diff::as_of(path, &profile).at, *i))
                 .map_or(0, |(i, _)| i);
-            waiting.swap(0, first);
             if first != 0 {
-                tracing::debug!(feed = %feed.name, file = %shown_path(&waiting[0]), "taken first: the oldest export waiting");
+                tracing::debug!(feed = %feed.name, file = %shown_path(&waiting[first]), "taken first: the oldest export waiting");
             }
         }
-        (!waiting.is_empty()).then(|| waiting.remove(0))
+        (first < waiting.len()).then(|| waiting.remove(first))
     }
 
     /// A file the watcher handed over: filed in `failed/` when its name cannot be, parked

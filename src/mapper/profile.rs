@@ -862,6 +862,15 @@ pub(super) mod tests {
             err.ends_with("fields.price = \"#0\": columns are numbered from 1"),
             "{err}"
         );
+        std::fs::write(dir.join("dated.toml"), "name_date = \"inv_%Y%m%d\"\n").unwrap();
+        let dated = Profile::find("dated", &dir).unwrap();
+        assert_eq!(dated.name_date.as_deref(), Some("inv_%Y%m%d"));
+        std::fs::write(dir.join("undated.toml"), "name_date = \"%Y%m\"\n").unwrap();
+        let err = Profile::find("undated", &dir).unwrap_err().to_string();
+        assert!(
+            err.ends_with("name_date = \"%Y%m\": %d is needed (a date is %Y, %m and %d)"),
+            "{err}"
+        );
         assert!(matches!(
             Profile::find("none", &dir),
             Err(ProfileError::NotFound { .. })
