@@ -13,9 +13,9 @@
 mod common;
 
 use common::fleet::{export, Car};
-use common::site::{code, drop_file, reports, text, Site};
+use common::site::{code, drop_file, reports, text, Daemon, Site};
 use common::{sandbox_with, sold, state, vehicles, MAIN_FEED};
-use lotsync::sandbox::Behaviour;
+use lotsync::sandbox::{Behaviour, RunningSandbox};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -108,18 +108,14 @@ async fn an_older_export_arriving_after_a_newer_one_is_superseded() {
     assert_eq!(status["outbox_depth"], 0, "{status:#}");
 }
 
-/// (3) Monday's export, held by the safety guard, released after Tuesday's was applied:
-/// refused (exit 2) naming tuesday.csv, nothing sent, the file still held. With `--force`,
-/// what it will do is said first, then it is done.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn releasing_a_held_file_older_than_the_last_applied_is_refused_unless_forced() {
-    let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::new("order-release-old", &sb.base_url());
+/// Sunday's 40 cars applied; Monday's export (half the lot, as of an hour ago) held by the
+/// safety guard; Tuesday's (all 40 and 2 new) applied after it by the running daemon.
+async fn monday_held_tuesday_applied(sb: &RunningSandbox, name: &str) -> (Site, PathBuf, Daemon) {
+    let site = Site::new(name, &sb.base_url());
     sunday_synced(&site).await;
     let inbox = site.inbox();
     let mut daemon = site.start();
     site.wait_listening(&mut daemon).await;
-    // Monday's lists half the lot (as of an hour ago): held.
     drop_aged(
         &inbox,
         "monday.csv",
@@ -130,12 +126,21 @@ async fn releasing_a_held_file_older_than_the_last_applied_is_refused_unless_for
         report_of(&inbox, "held", "monday.csv").is_some()
     })
     .await;
-    // Tuesday's, complete and newer: applied.
     drop_file(&inbox, "tuesday.csv", export(&cars(0..42)).as_bytes());
     site.wait_until(Duration::from_secs(20), "tuesday.csv archived", || {
         report_of(&inbox, "archive", "tuesday.csv").is_some()
     })
     .await;
+    (site, inbox, daemon)
+}
+
+/// (3) Monday's export, held by the safety guard, released through the daemon after
+/// Tuesday's was applied: refused (exit 2) naming tuesday.csv, nothing sent, the file still
+/// held. With `--force`, what it will do is said first, then it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_a_held_file_older_than_the_last_applied_is_refused_unless_forced() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let (site, inbox, _daemon) = monday_held_tuesday_applied(&sb, "order-release-old").await;
     let held = inbox.join("held/monday.csv");
     let requests = common::stats(&sb).await["total_requests"].clone();
     let out = site.lotsync(&["release", held.to_str().unwrap()]).await;
@@ -285,4 +290,40 @@ async fn a_file_finished_inside_held_is_released_as_it_now_is() {
     let st = state(&sb).await;
     assert_eq!(vehicles(&st), 41);
     assert_eq!(sold(&st), 0);
+}
+
+/// (3) The same without a daemon (`release` on the state): refused naming tuesday.csv, the
+/// file still held; with `--force` the plan is shown first, the file is filed in the archive
+/// with its queued operations, and `lotsync sync` delivers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releasing_an_old_held_file_on_the_state_is_refused_unless_forced() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let (site, inbox, daemon) = monday_held_tuesday_applied(&sb, "order-release-state").await;
+    daemon.signal("TERM");
+    daemon.exit(Duration::from_secs(20)).await;
+    let held = inbox.join("held/monday.csv");
+    let out = site.lotsync(&["release", held.to_str().unwrap()]).await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(said.contains("tuesday.csv"), "names the newer file: {said}");
+    assert!(said.contains("--force"), "says the way out: {said}");
+    assert!(held.exists(), "still held");
+    let status = site.status().await;
+    assert_eq!(status["outbox_depth"], 0, "nothing queued: {status:#}");
+
+    let out = site
+        .lotsync(&["release", "--force", held.to_str().unwrap()])
+        .await;
+    let said = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{said}{}", text(&out.stderr));
+    let plan_at = said.find("22 sold").unwrap_or(usize::MAX);
+    let done_at = said.find("released").unwrap_or(0);
+    assert!(plan_at < done_at, "the plan comes first: {said}");
+    assert!(!held.exists());
+    assert!(reports(&inbox, "held").is_empty(), "no held report left");
+    let report = report_of(&inbox, "archive", "monday.csv").expect("monday.csv archived");
+    assert_eq!(report["still_queued"]["sold"], 22, "{report:#}");
+    let out = site.lotsync(&["sync"]).await;
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(sold(&state(&sb).await), 22);
 }
