@@ -68,26 +68,43 @@ async fn sunday_synced(site: &Site) {
     assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
 }
 
-/// (2) An export written in place an hour ago waits for its settle time at the start; a
-/// newer one renamed in right after is taken first. The older one, late, must not be applied
-/// after it (it would sell 6 cars the newer one lists): it is filed `superseded`, nothing of
-/// it sent, its report naming the newer file.
+/// (2) An export written in place an hour ago waits for its settle time; a newer one renamed
+/// in meanwhile is taken at once. The older one, late, must not be applied after it (it would
+/// sell 6 cars the newer one lists): it is filed `superseded`, nothing of it sent, its report
+/// naming the newer file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_export_arriving_after_a_newer_one_is_superseded() {
     let sb = sandbox_with(Behaviour::default()).await;
     let site = Site::new("order-superseded", &sb.base_url());
-    edit_config(&site, "settle_secs = 0.3", "settle_secs = 3");
+    edit_config(&site, "settle_secs = 0.3", "settle_secs = 6");
     sunday_synced(&site).await;
     assert_eq!(vehicles(&state(&sb).await), 40);
     let inbox = site.inbox();
-    // Monday's export (4 cars gone) written in place an hour ago, still in the inbox.
-    let monday = inbox.join("monday.csv");
-    std::fs::write(&monday, export(&cars(0..36))).unwrap();
-    age(&monday, Duration::from_secs(3600));
     let mut daemon = site.start();
     site.wait_listening(&mut daemon).await;
-    // Tuesday's (the 4 back, 2 new) renamed in a moment later: taken at once.
+    // Sunday's bytes dropped again ("already applied", nothing sent): once filed, the inbox
+    // is watched, and a file renamed in is taken at once.
+    drop_file(&inbox, "sunday-again.csv", export(&cars(0..40)).as_bytes());
+    site.wait_until(Duration::from_secs(20), "sunday-again.csv filed", || {
+        report_of(&inbox, "archive", "sunday-again.csv").is_some()
+    })
+    .await;
+    // Monday's export (4 cars gone), as of an hour ago, written in place by a writer that
+    // has not let go of it yet: it waits.
+    let monday = inbox.join("monday.csv");
+    let mut writer = std::fs::File::create(&monday).unwrap();
+    writer.write_all(export(&cars(0..36)).as_bytes()).unwrap();
+    writer.flush().unwrap();
+    writer
+        .set_modified(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    // Tuesday's (the 4 back, 2 new) renamed in meanwhile: taken at once.
     drop_file(&inbox, "tuesday.csv", export(&cars(0..42)).as_bytes());
+    site.wait_until(Duration::from_secs(20), "tuesday.csv archived", || {
+        report_of(&inbox, "archive", "tuesday.csv").is_some()
+    })
+    .await;
+    drop(writer);
     site.wait_until(Duration::from_secs(30), "monday.csv filed", || {
         report_of(&inbox, "archive", "monday.csv").is_some()
     })
