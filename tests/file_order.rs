@@ -231,6 +231,14 @@ async fn a_released_file_stopped_by_a_401_is_filed_once_delivered() {
     assert_eq!(code(&out), 2, "{said}");
     assert!(said.contains("401"), "{said}");
     assert_eq!(sold(&state(&sb).await), 0, "nothing delivered yet");
+    let status = site.status().await;
+    assert_eq!(status["feeds"][0]["held"], 0, "out of held/: {status:#}");
+    // Released again meanwhile: said to be on its way, not archived as "already applied".
+    let out = site.lotsync(&["release", held.to_str().unwrap()]).await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 2, "{said}");
+    assert!(said.contains("released already"), "{said}");
+    assert!(report_of(&inbox, "archive", "thursday.csv").is_none());
 
     // The right token again: delivered, and the file filed with what was acknowledged.
     lotsync::config::write_token_file(&token, "sandbox-token").unwrap();

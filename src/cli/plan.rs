@@ -198,6 +198,9 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
         return print_reply(&reply);
     }
     let feed = lotsync::daemon::held_feed(&config, &args.file, args.feed.as_deref())?;
+    if lotsync::inbox::FeedFolders::new(&feed.inbox).released_already(&file) {
+        return Err(lotsync::daemon::DaemonError::Released { file }.into());
+    }
     let outbox = open(&config, Holder::Writer("release"))?;
     let id = lotsync::diff::FileId::of_path(&args.file)
         .with_context(|| args.file.display().to_string())?;

@@ -83,6 +83,14 @@ pub enum DaemonError {
         newer_as_of: i64,
         as_of: i64,
     },
+    /// A held file released already, whose delivery has not finished: it waits in
+    /// `processing/`.
+    #[error(
+        "{}: released already; it waits in processing/ and is filed in archive/ with its \
+         report once its operations are delivered (`lotsync status` says why not yet)",
+        crate::text::shown_path(.file)
+    )]
+    Released { file: PathBuf },
     /// A released file whose delivery stopped: it waits in `processing/` (its operations
     /// queued) and is filed in the archive once they are delivered.
     #[error(
@@ -460,6 +468,11 @@ impl FilePipeline {
         force: bool,
     ) -> Result<Released, DaemonError> {
         let folders = FeedFolders::new(&feed.inbox);
+        if folders.released_already(file) {
+            return Err(DaemonError::Released {
+                file: file.to_owned(),
+            });
+        }
         let sha256 = crate::diff::FileId::of_path(file)
             .map_err(folder_error(file))?
             .sha256;

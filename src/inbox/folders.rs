@@ -254,6 +254,16 @@ impl FeedFolders {
         }
     }
 
+    /// Whether `file` names a file of `held/` that is gone from there while a file of its
+    /// name waits in `processing/`: released already, its delivery not finished.
+    pub fn released_already(&self, file: &Path) -> bool {
+        self.is_held(file)
+            && !file.exists()
+            && file
+                .file_name()
+                .is_some_and(|name| self.inbox.join(PROCESSING).join(name).is_file())
+    }
+
     /// Whether a path is in the feed's `processing/` folder.
     pub fn is_processing(&self, file: &Path) -> bool {
         file.parent() == Some(self.inbox.join(PROCESSING).as_path())
