@@ -114,6 +114,80 @@ impl<'de> serde::Deserialize<'de> for UtcTime {
     }
 }
 
+/// The moment a file name carries in the form `pattern` names (a profile's `name_date`), as
+/// Unix seconds in UTC: the first place in `name` where it fits. `%Y` is four digits, `%m`,
+/// `%d`, `%H`, `%M` and `%S` two, `%%` a percent sign, any other character itself; a field the
+/// pattern leaves out is 0 (the start of the day). None when no place fits or the date is not
+/// one (month 13, say).
+pub fn time_in_name(name: &str, pattern: &str) -> Option<i64> {
+    let name = name.as_bytes();
+    (0..name.len()).find_map(|at| time_at(&name[at..], pattern.as_bytes()))
+}
+
+/// Why `pattern` cannot be a `name_date`: it needs `%Y`, `%m` and `%d`, and knows no other
+/// `%` than those of [`time_in_name`].
+pub fn check_name_pattern(pattern: &str) -> Result<(), String> {
+    let mut seen = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            continue;
+        }
+        match chars.next() {
+            Some(f @ ('Y' | 'm' | 'd' | 'H' | 'M' | 'S')) => seen.push(f),
+            Some('%') => {}
+            other => {
+                return Err(format!(
+                    "%{} is not known: use %Y, %m, %d, %H, %M, %S or %%",
+                    other.map(String::from).unwrap_or_default()
+                ))
+            }
+        }
+    }
+    match ['Y', 'm', 'd'].iter().find(|f| !seen.contains(f)) {
+        Some(f) => Err(format!("%{f} is needed (a date is %Y, %m and %d)")),
+        None => Ok(()),
+    }
+}
+
+/// [`time_in_name`] at the start of `text`.
+fn time_at(text: &[u8], pattern: &[u8]) -> Option<i64> {
+    let (mut fields, mut at, mut p) = ([1970i64, 1, 1, 0, 0, 0], 0, 0);
+    while p < pattern.len() {
+        if pattern[p] == b'%' && p + 1 < pattern.len() && pattern[p + 1] != b'%' {
+            let (slot, width) = match pattern[p + 1] {
+                b'Y' => (0, 4),
+                b'm' => (1, 2),
+                b'd' => (2, 2),
+                b'H' => (3, 2),
+                b'M' => (4, 2),
+                b'S' => (5, 2),
+                _ => return None,
+            };
+            let digits = text.get(at..at + width)?;
+            if !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            fields[slot] = digits.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0'));
+            at += width;
+            p += 2;
+        } else {
+            let literal = if pattern[p] == b'%' { p + 1 } else { p };
+            if text.get(at) != pattern.get(literal) {
+                return None;
+            }
+            at += 1;
+            p = literal + 1;
+        }
+    }
+    let [y, m, d, h, min, s] = fields;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
+        return None;
+    }
+    let days = days_from_civil(y, m as u32, d as u32);
+    Some(days * 86_400 + h * 3600 + min * 60 + s)
+}
+
 /// The calendar year in UTC.
 pub fn utc_year(at: SystemTime) -> u16 {
     let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -152,6 +226,30 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_date_is_found_in_a_name_by_its_pattern() {
+        let day = |s: &str| UtcTime::parse(s).unwrap().unix();
+        assert_eq!(
+            time_in_name("inv_20261124.csv", "%Y%m%d"),
+            Some(day("2026-11-24 00:00:00"))
+        );
+        assert_eq!(
+            time_in_name("export-2026-11-24_0615.csv", "%Y-%m-%d_%H%M"),
+            Some(day("2026-11-24 06:15:00"))
+        );
+        // The first place that fits is taken; one that is no date is passed over.
+        assert_eq!(
+            time_in_name("v2-99999999-20261123.csv", "%Y%m%d"),
+            Some(day("2026-11-23 00:00:00"))
+        );
+        assert_eq!(time_in_name("inventory.csv", "%Y%m%d"), None);
+        assert_eq!(time_in_name("2026", "%Y%m%d"), None);
+        assert!(check_name_pattern("%Y%m%d").is_ok());
+        assert!(check_name_pattern("%d.%m.%Y %%").is_ok());
+        assert!(check_name_pattern("%Y%m").unwrap_err().contains("%d"));
+        assert!(check_name_pattern("%Y%m%d%q").unwrap_err().contains("%q"));
+    }
 
     #[test]
     fn formats_known_instants() {

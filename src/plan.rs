@@ -268,6 +268,34 @@ pub enum Verdict {
     Held { reasons: Vec<String> },
     /// The same content as the file last applied for this feed: nothing to do.
     AlreadyApplied { same_as: String, at: i64 },
+    /// A full snapshot as of `as_of`, older than `newer` (as of `newer_as_of`), which was
+    /// applied already for one of its locations: nothing of it is queued.
+    Superseded {
+        newer: String,
+        newer_as_of: i64,
+        as_of: i64,
+    },
+}
+
+impl Verdict {
+    /// Why a superseded file is not applied, in one sentence naming the newer file.
+    pub fn superseded_reason(newer: &str, newer_as_of: i64, as_of: i64) -> String {
+        format!(
+            "older than {} (as of {} UTC), a full snapshot applied already: this one is as of \
+             {} UTC, and applying it would undo what the newer one did",
+            crate::text::Escaped(newer),
+            crate::clock::utc_unix(newer_as_of),
+            crate::clock::utc_unix(as_of)
+        )
+    }
+}
+
+/// A full snapshot's as-of time and the locations it speaks for, recorded per location when
+/// its plan is applied.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub as_of: i64,
+    pub locations: Vec<u64>,
 }
 
 impl Default for Verdict {
@@ -301,6 +329,8 @@ pub struct Plan {
     /// them as the location's latest listing ([`crate::state::Listing`]); the committed plan
     /// handed back no longer holds them.
     pub listings: Vec<(u64, Vec<String>)>,
+    /// A full snapshot's as-of time and locations.
+    pub snapshot: Option<Snapshot>,
 }
 
 impl Plan {
@@ -319,6 +349,7 @@ impl Plan {
             records: 0,
             protected: Vec::new(),
             listings: Vec::new(),
+            snapshot: None,
         }
     }
 

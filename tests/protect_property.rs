@@ -3,9 +3,10 @@
 //! operation answered as the service would): for random exports of three lots of one
 //! organization, with cars moving between the lots (the old lot sometimes still listing a
 //! car the day the new one first does), random rejected records (VIN typos, a VIN or stock
-//! number missing, a VIN that is no VIN) and the lots' files in random orders, no vehicle
-//! that the latest applied snapshot of some lot lists, validly or by a rejected record that
-//! stands for it, is ever sold.
+//! number missing, a VIN that is no VIN), the lots' files in random orders and now and then a
+//! lot's older export arriving after its newer one (it is superseded: nothing of it applied),
+//! no vehicle that the latest applied snapshot of some lot lists, validly or by a rejected
+//! record that stands for it, is ever sold.
 
 mod common;
 
@@ -54,6 +55,8 @@ struct Day {
     lagging: Vec<bool>,
     damage: Vec<Option<Damage>>,
     order: Vec<usize>,
+    /// A lot whose previous export arrives again after today's, written an hour ago.
+    late: Option<usize>,
 }
 
 fn damage() -> impl Strategy<Value = Option<Damage>> {
@@ -75,12 +78,14 @@ fn day() -> impl Strategy<Value = Day> {
         prop::collection::vec(prop::bool::weighted(0.5), MOVERS),
         prop::collection::vec(damage(), MOVERS),
         Just((0..LOTS.len()).collect::<Vec<_>>()).prop_shuffle(),
+        prop::option::weighted(0.3, 0..LOTS.len()),
     )
-        .prop_map(|(places, lagging, damage, order)| Day {
+        .prop_map(|(places, lagging, damage, order, late)| Day {
             places,
             lagging,
             damage,
             order,
+            late,
         })
 }
 
@@ -125,6 +130,8 @@ fn first_wrong_sale(days: &[Day]) -> Option<String> {
     // that stands for a known car.
     let mut listed: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
     let mut was: Vec<Option<usize>> = vec![None; MOVERS];
+    // Per lot: its exports, in the order they were written.
+    let mut exports: BTreeMap<u64, Vec<std::path::PathBuf>> = BTreeMap::new();
     for (d, day) in days.iter().enumerate() {
         for &lot_index in &day.order {
             let lot = LOTS[lot_index];
@@ -168,6 +175,7 @@ fn first_wrong_sale(days: &[Day]) -> Option<String> {
             }
             let path = dir.path().join(format!("lot{lot}-day{d}.csv"));
             std::fs::write(&path, &text).expect("export written");
+            exports.entry(lot).or_default().push(path.clone());
             let planned = diff_file(
                 &outbox,
                 rules(lot),
@@ -187,6 +195,9 @@ fn first_wrong_sale(days: &[Day]) -> Option<String> {
                 Verdict::Held { ref reasons } => {
                     return Some(format!("day {d}, lot {lot}: held: {reasons:?}"))
                 }
+                Verdict::Superseded { .. } => {
+                    return Some(format!("day {d}, lot {lot}: today's export superseded"))
+                }
             }
             for op in plan.ops.iter().filter(|o| o.op == Op::MarkSold) {
                 if let Some((by, _)) = listed.iter().find(|(_, l)| l.contains(&op.vin)) {
@@ -196,6 +207,45 @@ fn first_wrong_sale(days: &[Day]) -> Option<String> {
                         op.vin, op.location_id
                     ));
                 }
+            }
+        }
+        // A lot's previous export again, written an hour ago, after today's was applied.
+        let late = day.late.map(|i| LOTS[i]);
+        let previous = late.and_then(|lot| {
+            let files = exports.get(&lot)?;
+            Some((lot, files.get(files.len().checked_sub(2)?)?.clone()))
+        });
+        if let Some((lot, previous)) = previous {
+            let path = dir.path().join(format!("lot{lot}-day{d}-late.csv"));
+            std::fs::copy(&previous, &path).expect("late export written");
+            let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(an_hour_ago))
+                .expect("late export dated");
+            let planned = diff_file(
+                &outbox,
+                rules(lot),
+                &profile,
+                lot,
+                &path,
+                DiffOptions::committed(),
+            )
+            .expect("the late file is diffed");
+            answer_all(&outbox);
+            // The same bytes as today's are "already applied": nothing sent either way.
+            let refused = matches!(
+                planned.plan.verdict,
+                Verdict::Superseded { .. } | Verdict::AlreadyApplied { .. }
+            );
+            if !refused || !planned.plan.ops.is_empty() {
+                return Some(format!(
+                    "day {d}, lot {lot}'s older export, arriving after its newer one, was not \
+                     superseded: {:?}, {} operations",
+                    planned.plan.verdict,
+                    planned.plan.ops.len()
+                ));
             }
         }
         was.clone_from(&day.places);

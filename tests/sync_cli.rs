@@ -253,6 +253,9 @@ async fn fatal_answers_stop_delivery_and_a_corrected_run_finishes() {
         let first = site.export("first.csv", &cars[..1]);
         let out = sync(&site, "sandbox-token", &[&first]).await;
         assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+        // Exported again after first.csv: a full snapshot older than one applied is
+        // superseded.
+        let file = site.export("lot.csv", &cars);
         let out = sync(&site, token, &[&file]).await;
         let stderr = text(&out.stderr);
         assert_eq!(code(&out), 2, "{stderr}");

@@ -44,6 +44,10 @@ pub struct ReleaseArgs {
     pub config: ConfigArg,
     #[arg(long, value_name = "NAME")]
     pub feed: Option<String>,
+    /// Release it even when it is a full snapshot older than one applied since (what it will
+    /// do is said first). Without it, such a file is refused and stays held.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Arguments of `lotsync state export`.
@@ -56,6 +60,18 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
+/// What a plan may go past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Past {
+    /// Nothing: the safety guard holds, a cut file is incomplete, an older full snapshot is
+    /// superseded (`plan`, `sync`).
+    Nothing,
+    /// The safety guard, and a cut last record: the file as it is (`release`).
+    Guard,
+    /// Also a newer full snapshot applied since (`release --force`).
+    GuardAndNewer,
+}
+
 /// Diffs one file for its feed; `commit` queues the plan. `listed`: the service's list, for
 /// the first file of an empty state ([`service_list`]).
 pub(super) fn plan_one(
@@ -63,18 +79,20 @@ pub(super) fn plan_one(
     config: &Config,
     feed: &FeedConfig,
     path: &Path,
-    force: bool,
+    past: Past,
     commit: bool,
     listed: Option<Listed>,
 ) -> anyhow::Result<FilePlan> {
     let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
     let lots: Vec<u64> = profile.locations.values().copied().collect();
+    let force = past != Past::Nothing;
     let rules = feed.rules(config.api.organization_id, &lots, force);
     let options = DiffOptions {
         commit,
         listed,
         // A release takes the file as it is, even cut in its last record.
         accept_incomplete: force,
+        accept_older: past == Past::GuardAndNewer,
     };
     diff_file(outbox, rules, &profile, feed.location_id, path, options)
         .with_context(|| path.display().to_string())
@@ -126,8 +144,19 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
     let mut err = std::io::stderr().lock();
     let mut held = false;
     for (path, feed) in args.files.iter().zip(feeds) {
-        let planned = plan_one(&outbox, &config, feed, path, false, false, listed.clone())?;
-        held |= matches!(planned.plan.verdict, Verdict::Held { .. });
+        let planned = plan_one(
+            &outbox,
+            &config,
+            feed,
+            path,
+            Past::Nothing,
+            false,
+            listed.clone(),
+        )?;
+        held |= matches!(
+            planned.plan.verdict,
+            Verdict::Held { .. } | Verdict::Superseded { .. }
+        );
         let shown = lotsync::text::shown_path(path);
         match args.format {
             OutputFormat::Text => write_text(&mut out, &shown, &planned)?,
@@ -161,34 +190,94 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     // A running daemon owns the state: it releases, delivers and archives the file.
     let file = std::path::absolute(&args.file).unwrap_or_else(|_| args.file.clone());
     let request = lotsync::daemon::control::Request::Release {
-        file,
+        file: file.clone(),
         feed: args.feed.clone(),
+        force: args.force,
     };
     if let Some(reply) = ask_daemon(&config, &request, None)? {
         return print_reply(&reply);
     }
     let feed = lotsync::daemon::held_feed(&config, &args.file, args.feed.as_deref())?;
+    if lotsync::inbox::FeedFolders::new(&feed.inbox).released_already(&file) {
+        return Err(lotsync::daemon::DaemonError::Released { file }.into());
+    }
     let outbox = open(&config, Holder::Writer("release"))?;
-    let file = lotsync::diff::FileId::of_path(&args.file)
+    let id = lotsync::diff::FileId::of_path(&args.file)
         .with_context(|| args.file.display().to_string())?;
-    if !outbox.state().is_held(&feed.name, &file.sha256) {
+    let folders = lotsync::inbox::FeedFolders::new(&feed.inbox);
+    let in_held = folders.is_held(&file);
+    // A file its writer finished inside held/ is known by its name there.
+    let held = outbox.state().is_held(&feed.name, &id.sha256)
+        || (in_held && outbox.state().held_by_name(&feed.name, &id.name).is_some());
+    if !held {
         anyhow::bail!(
             "{}: not held for feed {:?} (no held file has this content); nothing to release",
             args.file.display(),
             feed.name
         );
     }
-    let listed = service_list_if_needed(&config, &outbox, || client_of(&config))?;
-    let planned = plan_one(&outbox, &config, feed, &args.file, true, true, listed)?;
-    // As the daemon files a file it releases (with what is queued: nothing is delivered yet).
-    let archived = super::sync::file_copy(&outbox, feed, &args.file, &planned);
+    let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
+    let lots: Vec<u64> = profile.locations.values().copied().collect();
+    let rules = feed.rules(config.api.organization_id, &lots, true);
+    let as_of = lotsync::diff::as_of(&args.file, &profile).at;
+    let newer = match rules.mode {
+        lotsync::diff::Mode::Full => {
+            outbox
+                .state()
+                .newer_snapshot(&feed.name, &rules.locations, as_of)?
+        }
+        lotsync::diff::Mode::Delta => None,
+    };
     let mut out = std::io::stdout().lock();
+    if let Some(newer) = &newer {
+        let reason = Verdict::superseded_reason(&newer.name, newer.as_of, as_of);
+        if !args.force {
+            anyhow::bail!(
+                "{}: not released: it is {reason}; nothing was queued and it stays held. If it \
+                 is right all the same, `lotsync release --force FILE` applies it",
+                args.file.display()
+            );
+        }
+        writeln!(out, "forced: {} is {reason}", args.file.display())?;
+    }
+    let listed = service_list_if_needed(&config, &outbox, || client_of(&config))?;
+    let planned = plan_one(
+        &outbox,
+        &config,
+        feed,
+        &args.file,
+        match args.force {
+            true => Past::GuardAndNewer,
+            false => Past::Guard,
+        },
+        true,
+        listed,
+    )?;
     write_text(&mut out, &args.file.display().to_string(), &planned)?;
-    if let Some((_, to)) = &archived {
+    if in_held {
+        // Out of held/ with its report: filed in the archive as the daemon files it, with
+        // what is queued (nothing is delivered yet).
+        let mut report = lotsync::inbox::FileReport::planned(&planned);
+        if let Some(n) = planned.plan.file_no {
+            report.delivered(&outbox.progress(n)?, Vec::new());
+        }
+        let to = folders
+            .archive(&file, &report)
+            .with_context(|| args.file.display().to_string())?;
+        folders
+            .drop_report(&file)
+            .with_context(|| args.file.display().to_string())?;
+        writeln!(
+            out,
+            "archived as {}, with its report",
+            lotsync::text::shown_path(&to)
+        )?;
+    } else if let Some((_, to)) = super::sync::file_copy(&outbox, feed, &args.file, &planned) {
+        // As the daemon files a file it releases (with what is queued: nothing is delivered yet).
         writeln!(
             out,
             "archived: a copy as {}, with its report",
-            lotsync::text::shown_path(to)
+            lotsync::text::shown_path(&to)
         )?;
     }
     writeln!(
@@ -268,6 +357,18 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
                 out,
                 "  already applied: same content as {same_as} ({} UTC); nothing to do",
                 lotsync::clock::utc_unix(*when)
+            )?;
+            return Ok(());
+        }
+        Verdict::Superseded {
+            newer,
+            newer_as_of,
+            as_of,
+        } => {
+            writeln!(
+                out,
+                "  SUPERSEDED, nothing of it would be queued: {}",
+                Verdict::superseded_reason(newer, *newer_as_of, *as_of)
             )?;
             return Ok(());
         }
@@ -396,6 +497,17 @@ fn write_ndjson(
         Verdict::AlreadyApplied { same_as, .. } => {
             let line = serde_json::json!({
                 "already_applied": true, "file": shown, "feed": plan.feed, "same_as": same_as,
+            });
+            writeln!(out, "{line}")?;
+        }
+        Verdict::Superseded {
+            newer,
+            newer_as_of,
+            as_of,
+        } => {
+            let line = serde_json::json!({
+                "superseded": true, "file": shown, "feed": plan.feed, "newer": newer,
+                "reason": Verdict::superseded_reason(newer, *newer_as_of, *as_of),
             });
             writeln!(out, "{line}")?;
         }

@@ -2,7 +2,7 @@
 //! the outbox is drained, with a summary.
 
 use super::deliver::deliver;
-use super::plan::{plan_one, service_list_if_needed};
+use super::plan::{plan_one, service_list_if_needed, Past};
 use super::setup::{client_of, open, ConfigArg};
 use super::EXIT_BAD_INPUT;
 use lotsync::config::Config;
@@ -22,8 +22,9 @@ pub const EXIT_INCOMPLETE: u8 = 3;
 /// Arguments of `lotsync sync`.
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
-    /// Export files (CSV or XML), synced in order. Without any, what is already queued (say,
-    /// by `lotsync release`) is delivered.
+    /// Export files (CSV or XML), synced oldest first (by the date in their names when the
+    /// profile names its pattern, else their modification times; in the order given among
+    /// equals). Without any, what is already queued (say, by `lotsync release`) is delivered.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
     #[command(flatten)]
@@ -64,12 +65,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let mut out = std::io::stdout().lock();
     let mut unreadable = false;
     let mut synced = Vec::new();
-    for (path, feed) in args.files.iter().zip(feeds) {
+    for (path, feed) in oldest_first(&config, args.files.iter().zip(feeds).collect()) {
         let shown = lotsync::text::shown_path(path);
         // Read again for each file until the state knows the organization (the first file
         // taken makes it known).
         let listed = service_list_if_needed(&config, &outbox, || Ok(client.clone()))?;
-        match plan_one(&outbox, &config, feed, path, false, true, listed) {
+        match plan_one(&outbox, &config, feed, path, Past::Nothing, true, listed) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
                 let archived = file_copy(&outbox, feed, path, &planned);
@@ -131,6 +132,10 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         .iter()
         .filter(|s| matches!(s.planned.plan.verdict, Verdict::Held { .. }))
         .count();
+    let superseded = synced
+        .iter()
+        .filter(|s| matches!(s.planned.plan.verdict, Verdict::Superseded { .. }))
+        .count();
     writeln!(
         out,
         "sync: {} file{} in {:.1} s",
@@ -158,6 +163,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
             if held > 0 {
                 writeln!(out, "  held: {held} file(s); see above")?;
             }
+            if superseded > 0 {
+                writeln!(
+                    out,
+                    "  superseded: {superseded} file(s) older than a snapshot applied already; nothing of them sent"
+                )?;
+            }
             if archived > 0 {
                 writeln!(
                     out,
@@ -171,6 +182,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
             let incomplete = refused_records > 0
                 || !report.rejected.is_empty()
                 || held > 0
+                || superseded > 0
                 || report.undelivered > 0;
             if unreadable {
                 EXIT_BAD_INPUT
@@ -192,6 +204,20 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     };
     out.flush()?;
     Ok(code)
+}
+
+/// The files in the order they were exported ([`lotsync::diff::as_of`]), the order given
+/// among equals: a full snapshot older than one applied is superseded, so the older one goes
+/// first. A profile that cannot be read keeps the order given (planning says why).
+fn oldest_first<'a>(
+    config: &Config,
+    mut files: Vec<(&'a PathBuf, &'a lotsync::config::FeedConfig)>,
+) -> Vec<(&'a PathBuf, &'a lotsync::config::FeedConfig)> {
+    files.sort_by_cached_key(|(path, feed)| {
+        lotsync::mapper::Profile::find(&feed.profile, &config.profiles_dir)
+            .map_or(0, |profile| lotsync::diff::as_of(path, &profile).at)
+    });
+    files
 }
 
 /// Files a copy of an applied export in the feed's archive with its report, as the daemon
@@ -232,6 +258,8 @@ pub(super) fn file_copy(
                     .into(),
             );
         }
+        // Filed, as the daemon files it: its report names the newer file.
+        Verdict::Superseded { .. } => {}
         Verdict::Held { .. } => return None,
     }
     match folders.archive_copy(path, &report) {
@@ -336,6 +364,15 @@ fn write_verdict(
                 "{shown}: already applied (same content as {same_as}); nothing to send"
             )
         }
+        Verdict::Superseded {
+            newer,
+            newer_as_of,
+            as_of,
+        } => writeln!(
+            out,
+            "{shown}: superseded, nothing of it is sent: {}",
+            Verdict::superseded_reason(newer, *newer_as_of, *as_of)
+        ),
         Verdict::Held { reasons } => {
             writeln!(
                 out,

@@ -22,6 +22,9 @@ pub enum Request {
         file: PathBuf,
         #[serde(default)]
         feed: Option<String>,
+        /// Even when it is older than a snapshot applied since.
+        #[serde(default)]
+        force: bool,
     },
 }
 
@@ -202,6 +205,7 @@ mod tests {
                 &Request::Release {
                     file: "x.csv".into(),
                     feed: None,
+                    force: false,
                 },
                 Some(Duration::from_secs(5)),
             )

@@ -103,7 +103,7 @@ pub struct Snapshot {
 }
 
 impl Metrics {
-    /// A file was filed with `outcome` (`applied`, `already_applied`, `resumed`, `held`,
+    /// A file was filed with `outcome` (`applied`, `already_applied`, `resumed`, `superseded`, `held`,
     /// `failed`).
     pub fn file_filed(&self, feed: &str, outcome: &'static str) {
         self.files
@@ -127,7 +127,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("lotsync");
         registry.register(
             "files",
-            "Files filed, by feed and outcome (applied, already_applied, resumed, held, failed)",
+            "Files filed, by feed and outcome (applied, already_applied, resumed, superseded, held, failed)",
             self.files.clone(),
         );
         registry.register(

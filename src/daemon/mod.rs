@@ -70,6 +70,39 @@ pub enum DaemonError {
         "{file}: not held for feed {feed:?} (no held file has this content); nothing to release"
     )]
     NotHeld { file: PathBuf, feed: String },
+    /// A release of a full snapshot older than one applied since (without `--force`).
+    #[error(
+        "{}: not released: it is {}; nothing was sent and it stays held. If it is right all \
+         the same, `lotsync release --force FILE` applies it",
+        crate::text::shown_path(.file),
+        crate::diff::Verdict::superseded_reason(.newer, *.newer_as_of, *.as_of)
+    )]
+    Older {
+        file: PathBuf,
+        newer: String,
+        newer_as_of: i64,
+        as_of: i64,
+    },
+    /// A held file released already, whose delivery has not finished: it waits in
+    /// `processing/`.
+    #[error(
+        "{}: released already; it waits in processing/ and is filed in archive/ with its \
+         report once its operations are delivered (`lotsync status` says why not yet)",
+        crate::text::shown_path(.file)
+    )]
+    Released { file: PathBuf },
+    /// A released file whose delivery stopped: it waits in `processing/` (its operations
+    /// queued) and is filed in the archive once they are delivered.
+    #[error(
+        "{}: released and queued, but delivery stopped; the file waits in processing/ and is \
+         filed in archive/ with its report once its operations are delivered",
+        crate::text::shown_path(.file)
+    )]
+    Stopped {
+        file: PathBuf,
+        #[source]
+        source: Box<DaemonError>,
+    },
 }
 
 impl DaemonError {
@@ -77,6 +110,7 @@ impl DaemonError {
     /// setup fixes (a refused token, say).
     pub fn fatal_api_error(&self) -> Option<&crate::api::ApiError> {
         match self {
+            DaemonError::Stopped { source, .. } => source.fatal_api_error(),
             DaemonError::Upload(UploadError::Fatal { error, .. })
             | DaemonError::ServiceList(ServiceListError::List { error, .. })
                 if error.class() == crate::api::ErrorClass::Fatal =>
@@ -248,7 +282,10 @@ impl FilePipeline {
                 .await;
         }
         let name = shown_name(&claimed.path);
-        let planned = match self.plan(feed, &claimed.path, Some(claimed), false).await? {
+        let planned = match self
+            .plan(feed, &claimed.path, Some(claimed), false, false)
+            .await?
+        {
             Ok(planned) => planned,
             Err(unplanned @ Unplanned::Incomplete(_)) => {
                 let reason = unplanned.reason();
@@ -290,6 +327,13 @@ impl FilePipeline {
                     .archive(&claimed.path, &report)
                     .map_err(folder_error(&claimed.path))?;
                 tracing::info!(feed = %feed.name, file = %name, summary = %report.summary(), "file done");
+                Ok((report, to))
+            }
+            Verdict::Superseded { newer, .. } => {
+                let to = folders
+                    .archive(&claimed.path, &report)
+                    .map_err(folder_error(&claimed.path))?;
+                tracing::warn!(feed = %feed.name, file = %name, newer = %Escaped(newer), reason = %report.summary(), "superseded: older than a snapshot applied already; nothing sent");
                 Ok((report, to))
             }
             Verdict::Apply { .. } => {
@@ -450,45 +494,120 @@ impl FilePipeline {
     }
 
     /// Queues a file the safety guard held (or that stayed incomplete), past the guard and as
-    /// it is, delivers it, and archives it (when it is in the feed's `held/` folder) with its
-    /// report. Refused when no held file of the feed has this content.
+    /// it is, delivers it, and archives it with its report. Refused when no held file of the
+    /// feed has this content or, in `held/`, its name (a file its writer finished there is
+    /// taken as it now is); and, unless `force`, when it is a full snapshot older than one
+    /// applied since ([`DaemonError::Older`]). A file in `held/` is taken into `processing/`
+    /// first: when its delivery stops ([`DaemonError::Stopped`]) it waits there, resumed at
+    /// the next start, and is filed once its operations are delivered.
     pub async fn release(
         &self,
         feed: &FeedConfig,
         file: &Path,
-    ) -> Result<(FileReport, PathBuf), DaemonError> {
+        force: bool,
+    ) -> Result<Released, DaemonError> {
+        let folders = FeedFolders::new(&feed.inbox);
+        if folders.released_already(file) {
+            return Err(DaemonError::Released {
+                file: file.to_owned(),
+            });
+        }
         let sha256 = crate::diff::FileId::of_path(file)
             .map_err(folder_error(file))?
             .sha256;
-        let state = self.outbox.clone();
-        let (feed_name, sha) = (feed.name.clone(), sha256.clone());
-        let was_held = tokio::task::spawn_blocking(move || state.state().is_held(&feed_name, &sha))
-            .await
-            .map_err(DaemonError::Task)?;
+        let in_held = folders.is_held(file);
+        let config = self.config();
+        let profile = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
+            DaemonError::Profile {
+                feed: feed.name.clone(),
+                source,
+            }
+        })?;
+        let lots: Vec<u64> = profile.locations.values().copied().collect();
+        let rules = feed.rules(config.api.organization_id, &lots, true);
+        let as_of = crate::diff::as_of(file, &profile).at;
+        let full = rules.mode == crate::diff::Mode::Full;
+        let (outbox, feed_name, name) = (self.outbox.clone(), feed.name.clone(), file_name(file));
+        let (was_held, newer) = tokio::task::spawn_blocking(move || {
+            let state = outbox.state();
+            let held = state.is_held(&feed_name, &sha256)
+                || (in_held && state.held_by_name(&feed_name, &name).is_some());
+            let newer = match full {
+                true => state.newer_snapshot(&feed_name, &rules.locations, as_of),
+                false => Ok(None),
+            };
+            (held, newer)
+        })
+        .await
+        .map_err(DaemonError::Task)?;
         if !was_held {
             return Err(DaemonError::NotHeld {
                 file: file.to_owned(),
                 feed: feed.name.clone(),
             });
         }
-        let planned = self
-            .plan(feed, file, None, true)
-            .await?
-            .map_err(|unplanned| DaemonError::Unplannable {
+        let newer = newer?;
+        if let (Some(newer), false) = (&newer, force) {
+            return Err(DaemonError::Older {
+                file: file.to_owned(),
+                newer: newer.name.clone(),
+                newer_as_of: newer.as_of,
+                as_of,
+            });
+        }
+        // Out of held/ into processing/, where a stopped delivery is resumed from.
+        let claimed = match in_held {
+            true => Some(folders.claim(file).map_err(folder_error(file))?),
+            false => None,
+        };
+        let path = claimed.as_ref().map_or(file, |c| c.path.as_path());
+        let planned = match self.plan(feed, path, claimed.as_ref(), true, force).await {
+            Ok(Ok(planned)) => Ok(planned),
+            Ok(Err(unplanned)) => Err(DaemonError::Unplannable {
                 file: file.to_owned(),
                 source: Box::new(unplanned.into_error()),
-            })?;
-        tracing::info!(feed = %feed.name, file = %shown_path(file), operations = planned.plan.ops.len(), "released past the safety guard");
-        let mut report = FileReport::planned(&planned);
-        self.deliver_reported(&mut report, planned.plan.file_no)
-            .await?;
-        let folders = FeedFolders::new(&feed.inbox);
-        let to = if folders.is_held(file) {
-            folders.archive(file, &report).map_err(folder_error(file))?
-        } else {
-            file.to_owned()
+            }),
+            Err(e) => Err(e),
         };
-        Ok((report, to))
+        let planned = match planned {
+            Ok(planned) => planned,
+            Err(e) => {
+                // Back where it was, held.
+                if let Some(claimed) = &claimed {
+                    std::fs::rename(&claimed.path, file).map_err(folder_error(file))?;
+                }
+                return Err(e);
+            }
+        };
+        if in_held {
+            // Its held report goes with it: the archive gets the report of what it did.
+            folders.drop_report(file).map_err(folder_error(file))?;
+        }
+        tracing::info!(feed = %feed.name, file = %shown_path(file), operations = planned.plan.ops.len(), forced_older = newer.is_some(), "released past the safety guard");
+        let mut report = FileReport::planned(&planned);
+        if let Err(e) = self
+            .deliver_reported(&mut report, planned.plan.file_no)
+            .await
+        {
+            return Err(match claimed {
+                Some(claimed) => DaemonError::Stopped {
+                    file: claimed.path,
+                    source: Box::new(e),
+                },
+                None => e,
+            });
+        }
+        let to = match &claimed {
+            Some(claimed) => folders
+                .archive(&claimed.path, &report)
+                .map_err(folder_error(&claimed.path))?,
+            None => file.to_owned(),
+        };
+        Ok(Released {
+            report,
+            to,
+            older_than: newer,
+        })
     }
 
     fn tell_rejected(&self, report: &FileReport) {
@@ -512,13 +631,15 @@ impl FilePipeline {
 
     /// Maps, diffs and commits a file off the async threads (a claimed one with its report's
     /// draft written just before the commit). `force`: a release, past the guard and as it
-    /// is. The inner error is a file that cannot be planned, and why.
+    /// is; `older`: even when a newer snapshot was applied since. The inner error is a file
+    /// that cannot be planned, and why.
     async fn plan(
         &self,
         feed: &FeedConfig,
         path: &Path,
         claimed: Option<&Claimed>,
         force: bool,
+        older: bool,
     ) -> Result<Result<crate::diff::FilePlan, Unplanned>, DaemonError> {
         let config = self.config();
         let profile = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
@@ -544,6 +665,7 @@ impl FilePipeline {
             commit: true,
             listed,
             accept_incomplete: force,
+            accept_older: older,
         };
         let (outbox, path, location_id) = (self.outbox.clone(), path.to_owned(), feed.location_id);
         let drafting = claimed.map(|c| (FeedFolders::new(&feed.inbox), c.clone()));
@@ -580,6 +702,15 @@ impl FilePipeline {
             Err(FileDiffError::Diff(e)) => Err(DaemonError::Diff(e)),
         }
     }
+}
+
+/// What a release did: the file's report, where it was filed, and the newer snapshot it was
+/// forced over, if it was.
+#[derive(Debug)]
+pub struct Released {
+    pub report: FileReport,
+    pub to: PathBuf,
+    pub older_than: Option<crate::state::SnapshotMark>,
 }
 
 /// What became of an arrived file that was taken.

@@ -60,6 +60,9 @@ pub struct Daemon {
     metrics: Metrics,
     /// The metrics endpoint's listener, bound at the start and served by [`Daemon::run`].
     metrics_listener: Mutex<Option<MetricsListener>>,
+    /// Per running feed, the way to its worker's queue (a released file whose delivery
+    /// stopped is handed to it, to be tried again and filed).
+    workers: Mutex<HashMap<String, mpsc::Sender<PathBuf>>>,
 }
 
 /// A file's report and where the file went.
@@ -134,6 +137,7 @@ impl Daemon {
             filed: tokio::sync::broadcast::channel(256).0,
             metrics: Metrics::default(),
             metrics_listener: Mutex::new(metrics_listener),
+            workers: Mutex::new(HashMap::new()),
         });
         Ok((daemon, listener))
     }
@@ -244,6 +248,10 @@ impl Daemon {
             close_wait: config.daemon.incomplete_wait(),
         };
         tracing::info!(feed = %feed.name, inbox = %feed.inbox.display(), watch = ?feed.watch, "watching");
+        self.workers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(feed.name.clone(), files_tx.clone());
         let watcher = tokio::spawn(watch_inbox(folders, settings, files_tx, stop.clone()));
         let worker = tokio::spawn(self.clone().feed_worker(feed.clone(), files, stop));
         RunningFeed {
@@ -273,30 +281,73 @@ impl Daemon {
             }
         }
         let mut parked: HashMap<PathBuf, Parked> = HashMap::new();
+        // Handed over and not taken yet: the oldest export goes first.
+        let mut waiting: Vec<PathBuf> = Vec::new();
         loop {
-            let wait = self.pipeline.config().daemon.incomplete_wait();
-            let due = parked.values().map(|p| p.since + wait).min();
-            let file = tokio::select! {
-                _ = stop.changed() => return,
-                file = files.recv() => match file {
-                    Some(file) => file,
-                    None => return,
-                },
-                () = sleep_until(due), if due.is_some() => {
-                    self.hold_unchanged(&feed, &mut parked, wait).await;
-                    continue;
+            if waiting.is_empty() {
+                let wait = self.pipeline.config().daemon.incomplete_wait();
+                let due = parked.values().map(|p| p.since + wait).min();
+                let file = tokio::select! {
+                    _ = stop.changed() => return,
+                    file = files.recv() => match file {
+                        Some(file) => file,
+                        None => return,
+                    },
+                    () = sleep_until(due), if due.is_some() => {
+                        self.hold_unchanged(&feed, &mut parked, wait).await;
+                        continue;
+                    }
+                };
+                waiting.push(file);
+            }
+            while let Ok(file) = files.try_recv() {
+                if !waiting.contains(&file) {
+                    waiting.push(file);
                 }
-            };
+            }
             if *stop.borrow() {
                 return;
             }
-            if !self
-                .take_arrival(&feed, &file, &mut parked, &mut stop)
-                .await
-            {
+            let Some(file) = self.oldest(&feed, &mut waiting) else {
+                continue;
+            };
+            let taken = if FeedFolders::new(&feed.inbox).is_processing(&file) {
+                // A released file whose delivery stopped: tried again until it is filed.
+                let claimed = Claimed {
+                    path: file,
+                    resumed: false,
+                };
+                self.take_claimed(&feed, &claimed, &mut stop).await
+            } else {
+                self.take_arrival(&feed, &file, &mut parked, &mut stop)
+                    .await
+            };
+            if !taken {
                 return;
             }
         }
+    }
+
+    /// Takes out of `waiting` the export that is oldest by what it says
+    /// ([`crate::diff::as_of`]), the first handed over among equals: a feed's files are
+    /// applied in the order they were exported, whatever order they arrived in.
+    fn oldest(&self, feed: &FeedConfig, waiting: &mut Vec<PathBuf>) -> Option<PathBuf> {
+        let mut first = 0;
+        if waiting.len() > 1 {
+            let config = self.pipeline.config();
+            // A profile that cannot be read is said when the file is planned.
+            let profile = Profile::find(&feed.profile, &config.profiles_dir)
+                .unwrap_or_else(|_| Profile::auto());
+            first = waiting
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, path)| (crate::diff::as_of(path, &profile).at, *i))
+                .map_or(0, |(i, _)| i);
+            if first != 0 {
+                tracing::debug!(feed = %feed.name, file = %shown_path(&waiting[first]), "taken first: the oldest export waiting");
+            }
+        }
+        (first < waiting.len()).then(|| waiting.remove(first))
     }
 
     /// A file the watcher handed over: filed in `failed/` when its name cannot be, parked
@@ -679,7 +730,9 @@ impl Daemon {
                 },
                 Err(e) => Reply::error(EXIT_BAD_INPUT, e),
             },
-            Request::Release { file, feed } => self.release(&file, feed.as_deref()).await,
+            Request::Release { file, feed, force } => {
+                self.release(&file, feed.as_deref(), force).await
+            }
             Request::Reconcile { rebuild } => self.reconcile(rebuild).await,
         }
     }
@@ -703,33 +756,72 @@ impl Daemon {
         .map_err(|e| Chain(&e).to_string())
     }
 
-    async fn release(&self, file: &Path, feed: Option<&str>) -> Reply {
+    async fn release(&self, file: &Path, feed: Option<&str>, force: bool) -> Reply {
         let config = self.pipeline.config();
         let feed = match held_feed(&config, file, feed) {
             Ok(feed) => feed.clone(),
             Err(e) => return Reply::error(EXIT_BAD_INPUT, Chain(&e).to_string()),
         };
-        match self.pipeline.release(&feed, file).await {
-            Ok((report, to)) => {
-                self.file_done(&feed, &report, &to);
+        match self.pipeline.release(&feed, file, force).await {
+            Ok(released) => {
+                let report = &released.report;
+                self.file_done(&feed, report, &released.to);
                 let exit = if report.refused.is_empty() && report.undelivered == 0 {
                     0
                 } else {
                     EXIT_INCOMPLETE
                 };
+                let mut text = String::new();
+                if let Some(newer) = &released.older_than {
+                    let p = &report.planned;
+                    text.push_str(&format!(
+                        "forced: {} is older than {} (as of {} UTC), applied already; it \
+                         sends {} create, {} update, {} sold, {} back in stock\n",
+                        file.display(),
+                        Escaped(&newer.name),
+                        crate::clock::utc_unix(newer.as_of),
+                        p.create,
+                        p.update,
+                        p.sold,
+                        p.in_stock
+                    ));
+                }
+                text.push_str(&format!(
+                    "released {}: {}\narchived with its report: {}",
+                    file.display(),
+                    report.summary(),
+                    released.to.display()
+                ));
                 Reply {
                     exit,
-                    text: format!(
-                        "released {}: {}\narchived with its report: {}",
-                        file.display(),
-                        report.summary(),
-                        to.display()
-                    ),
+                    text,
                     status: None,
-                    report: serde_json::to_value(&report).ok(),
+                    report: serde_json::to_value(report).ok(),
                 }
             }
-            Err(e) => Reply::error(EXIT_BAD_INPUT, Chain(&e).to_string()),
+            Err(e) => {
+                if let DaemonError::Stopped { file: waiting, .. } = &e {
+                    self.hand_over(&feed, waiting.clone()).await;
+                }
+                Reply::error(EXIT_BAD_INPUT, Chain(&e).to_string())
+            }
+        }
+    }
+
+    /// Hands a released file whose delivery stopped (in `processing/`) to its feed's worker,
+    /// which tries it again and files it once delivered (or the next start resumes it).
+    async fn hand_over(&self, feed: &FeedConfig, file: PathBuf) {
+        let worker = self
+            .workers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&feed.name)
+            .cloned();
+        match worker {
+            Some(worker) if worker.send(file.clone()).await.is_ok() => {}
+            _ => {
+                tracing::warn!(feed = %feed.name, file = %shown_path(&file), "the feed is not running; the released file is resumed at the next start");
+            }
         }
     }
 

@@ -65,6 +65,10 @@ pub struct FeedStatus {
     /// Export files in the inbox, not taken yet.
     pub waiting: usize,
     pub held: usize,
+    /// Of the held files, those held because they stayed incomplete: `name: what was seen`
+    /// (the others were held by the safety guard).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_incomplete: Vec<String>,
     pub failed: usize,
     /// Vehicles of its location whose last operation the service refused.
     pub rejected_vehicles: usize,
@@ -154,6 +158,10 @@ pub fn collect(
                 ("already_applied", format!("same content as {same_as}"))
             }
             FileOutcome::Held { reason } => ("held", reason.clone()),
+            FileOutcome::Superseded { newer } => (
+                "superseded",
+                format!("older than {newer}, applied already; nothing sent"),
+            ),
         };
         if matches!(outcome, "applied" | "already_applied") {
             success.insert(r.feed.clone(), UtcTime::from_unix(r.seen_at));
@@ -196,6 +204,7 @@ pub fn collect(
             waiting_incomplete: live_feed.and_then(|l| l.waiting_incomplete.clone()),
             waiting: folders.arrivals().map(|a| a.len()).unwrap_or(0),
             held: count_files(&folders.held_dir()),
+            held_incomplete: held_incomplete(&folders.held_dir()),
             failed: count_files(&folders.failed_dir()),
             rejected_vehicles,
             last_error: live_feed.and_then(|l| l.last_error.clone()),
@@ -224,6 +233,35 @@ fn watch_name(feed: &FeedConfig) -> String {
         WatchMode::Notify => "notify".into(),
         WatchMode::Poll => format!("poll every {} s", feed.poll_interval_secs),
     }
+}
+
+/// The files in `held/` held because they stayed incomplete, each as `name: what was seen`
+/// (from its report, without the advice that follows).
+fn held_incomplete(dir: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let file = name.strip_suffix(".report.json")?;
+            if !dir.join(file).is_file() {
+                return None;
+            }
+            let report: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(entry.path()).ok()?).ok()?;
+            let reason = report["reasons"]
+                .as_array()?
+                .iter()
+                .filter_map(|r| r.as_str())
+                .find(|r| r.starts_with("incomplete"))?;
+            let seen = reason.split("; if the export").next().unwrap_or(reason);
+            Some(format!("{}: {seen}", crate::text::Escaped(file)))
+        })
+        .collect();
+    found.sort();
+    found
 }
 
 /// Export files in a folder (not their reports).
@@ -383,14 +421,29 @@ impl DaemonStatus {
                     problems.push((WARNING, format!("feed {}: no file yet", f.name)));
                 }
             }
-            if f.held > 0 {
+            let by_guard = f.held.saturating_sub(f.held_incomplete.len());
+            if by_guard > 0 {
                 problems.push((
                     WARNING,
                     format!(
                         "feed {}: {} file{} held by the safety guard (see {}/held/, then `lotsync release FILE`)",
                         f.name,
-                        f.held,
-                        plural(f.held),
+                        by_guard,
+                        plural(by_guard),
+                        f.inbox
+                    ),
+                ));
+            }
+            if let Some(first) = f.held_incomplete.first() {
+                let n = f.held_incomplete.len();
+                problems.push((
+                    WARNING,
+                    format!(
+                        "feed {}: {n} file{} held as incomplete ({first}{}); if it is whole now or \
+                         really ends so, `lotsync release FILE` takes it as it is (see {}/held/)",
+                        f.name,
+                        plural(n),
+                        if n > 1 { ", …" } else { "" },
                         f.inbox
                     ),
                 ));

@@ -29,6 +29,9 @@ pub struct DiffOptions {
     pub listed: Option<Listed>,
     /// Read a file whose last record is cut as it is (an operator released it).
     pub accept_incomplete: bool,
+    /// Apply a full snapshot even when a newer one was applied for one of its locations
+    /// (`lotsync release --force`); without it, such a file is superseded.
+    pub accept_older: bool,
 }
 
 impl DiffOptions {
@@ -95,7 +98,25 @@ pub fn diff_file_drafted(
     let file = FileId::of_path(path)?;
     let full = rules.mode == super::Mode::Full;
     let last = outbox.state().feed(&rules.feed).map_err(DiffError::from)?;
+    // A full snapshot older than one applied since for one of its locations is superseded.
+    let snapshot = match full {
+        true => {
+            let as_of = super::as_of(path, profile).at;
+            let newer = match options.accept_older {
+                true => None,
+                false => outbox
+                    .state()
+                    .newer_snapshot(&rules.feed, &rules.locations, as_of)
+                    .map_err(DiffError::from)?,
+            };
+            Some((as_of, newer))
+        }
+        false => None,
+    };
     let mut differ = Differ::with_listed(outbox, rules, file, options.listed)?;
+    if let Some((as_of, newer)) = snapshot {
+        differ.as_of(as_of, newer);
+    }
     let mut out = FilePlan {
         plan: Plan::default(),
         records: 0,
@@ -103,7 +124,7 @@ pub fn diff_file_drafted(
         warnings: Vec::new(),
         notes: Vec::new(),
     };
-    if !differ.already_applied() {
+    if !differ.already_applied() && !differ.superseded() {
         let mut export =
             ExportFile::open_with(path, profile, location_id, options.accept_incomplete)?;
         while let Some(mapped) = export.next_record()? {
@@ -174,4 +195,90 @@ pub fn diff_file_drafted(
         differ.finish()
     };
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::{Mode, Verdict};
+    use std::path::PathBuf;
+    use std::time::{Duration, SystemTime};
+
+    fn rules() -> Rules {
+        Rules {
+            organization_id: 100,
+            feed: "main".into(),
+            mode: Mode::Full,
+            sold_after_absent: 1,
+            max_sold_fraction: 1.0,
+            locations: [10].into(),
+            force: false,
+        }
+    }
+
+    /// A full export of `vins` in `dir`, modified `age` ago.
+    fn export(dir: &Path, name: &str, vins: &[&str], age: Duration) -> PathBuf {
+        let mut body = String::from("VIN,Stock,Year,Make,Model\n");
+        for (n, vin) in vins.iter().enumerate() {
+            body.push_str(&format!("{vin},S{n},2020,Honda,Accord\n"));
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(SystemTime::now() - age)
+            .unwrap();
+        path
+    }
+
+    /// A full snapshot older than the one applied for its location is superseded: nothing
+    /// of it read or queued, the newer one named; the newer one's as-of is in the state. Only
+    /// `accept_older` (a forced release) applies it.
+    #[test]
+    fn an_older_full_snapshot_is_superseded_unless_accepted() {
+        let tmp = crate::testing::temp_dir("superseded");
+        let outbox = Outbox::new(crate::state::State::open(&tmp.path().join("state")).unwrap());
+        let (a, b) = ("1HGCM82633A004352", "1M8GDM9AXKP042788");
+        let tuesday = export(tmp.path(), "tuesday.csv", &[a, b], Duration::ZERO);
+        let monday = export(tmp.path(), "monday.csv", &[a], Duration::from_secs(3600));
+        let profile = Profile::auto();
+        let diff = |path: &Path, options: DiffOptions| {
+            diff_file(&outbox, rules(), &profile, 10, path, options).unwrap()
+        };
+        let applied = diff(&tuesday, DiffOptions::committed());
+        assert_eq!(applied.plan.counts.create, 2);
+        let mark = outbox.state().feed("main").unwrap().unwrap().snapshots[&10].clone();
+        assert_eq!(mark.name, "tuesday.csv");
+
+        let late = diff(&monday, DiffOptions::committed());
+        assert!(
+            matches!(&late.plan.verdict, Verdict::Superseded { newer, .. } if newer == "tuesday.csv"),
+            "{:?}",
+            late.plan.verdict
+        );
+        assert!(late.plan.ops.is_empty());
+        assert_eq!(late.records, 0, "not read");
+        assert_eq!(outbox.len(), 2, "only tuesday's operations are queued");
+        let recorded = outbox.state().files().last().unwrap().unwrap();
+        assert_eq!(
+            recorded.outcome,
+            crate::state::FileOutcome::Superseded {
+                newer: "tuesday.csv".into()
+            }
+        );
+
+        let forced = diff(
+            &monday,
+            DiffOptions {
+                accept_older: true,
+                ..DiffOptions::committed()
+            },
+        );
+        assert!(forced.plan.applies());
+        assert_eq!(forced.records, 1, "read and judged");
+        let mark = outbox.state().feed("main").unwrap().unwrap().snapshots[&10].clone();
+        assert_eq!(mark.name, "monday.csv", "the last applied is recorded");
+    }
 }

@@ -17,9 +17,11 @@
 //! It owns the rules, not the storage: it reads the state and the outbox, and hands a [`Plan`]
 //! to [`crate::outbox`], which commits it. It sends nothing.
 
+mod as_of;
 mod drift;
 mod export;
 
+pub use as_of::{as_of, AsOf, AsOfSource};
 pub use drift::field_drift;
 pub use export::{
     diff_file, diff_file_drafted, DiffOptions, FileDiffError, FilePlan, SMALLER_SNAPSHOT,
@@ -289,6 +291,29 @@ impl<'o> Differ<'o> {
             judged: false,
             plan,
         })
+    }
+
+    /// A full snapshot's as-of time, recorded for its locations when its plan applies. With
+    /// `newer` (a snapshot applied already for one of them, newer than this one), the plan is
+    /// superseded: nothing of it is judged or queued, and its records need not be read.
+    pub fn as_of(&mut self, as_of: i64, newer: Option<crate::state::SnapshotMark>) {
+        self.plan.snapshot = Some(crate::plan::Snapshot {
+            as_of,
+            locations: self.rules.locations.iter().copied().collect(),
+        });
+        if let (Some(newer), false) = (newer, self.already_applied()) {
+            self.plan.verdict = Verdict::Superseded {
+                newer: newer.name,
+                newer_as_of: newer.as_of,
+                as_of,
+            };
+            self.judged = true;
+        }
+    }
+
+    /// Whether the file is older than a snapshot applied already ([`Differ::as_of`]).
+    pub fn superseded(&self) -> bool {
+        matches!(self.plan.verdict, Verdict::Superseded { .. })
     }
 
     /// Records diffed so far (accepted and rejected).

@@ -245,6 +245,30 @@ impl FeedFolders {
         })
     }
 
+    /// Removes the report beside `file` (a held file's, once the file left `held/`); none
+    /// there is fine.
+    pub fn drop_report(&self, file: &Path) -> io::Result<()> {
+        match std::fs::remove_file(report_beside(file)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `file` names a file of `held/` that is gone from there while a file of its
+    /// name waits in `processing/`: released already, its delivery not finished.
+    pub fn released_already(&self, file: &Path) -> bool {
+        self.is_held(file)
+            && !file.exists()
+            && file
+                .file_name()
+                .is_some_and(|name| self.inbox.join(PROCESSING).join(name).is_file())
+    }
+
+    /// Whether a path is in the feed's `processing/` folder.
+    pub fn is_processing(&self, file: &Path) -> bool {
+        file.parent() == Some(self.inbox.join(PROCESSING).as_path())
+    }
+
     /// Whether a path is in the feed's `held/` folder.
     pub fn is_held(&self, file: &Path) -> bool {
         file.parent() == Some(self.inbox.join(HELD).as_path())

@@ -31,6 +31,9 @@ pub enum Outcome {
     /// beside a file still in `processing/` (its delivery under way, or stopped on a fatal
     /// answer). `counts` say what the service acknowledged so far, `still_queued` the rest.
     Queued,
+    /// A full snapshot older than one applied already for its feed and location (`newer`):
+    /// nothing of it was sent, and it is filed in the archive.
+    Superseded { newer: String, reason: String },
     /// Held by the safety guard, or because it stayed incomplete: nothing of it was sent.
     Held { reasons: Vec<String> },
     /// It could not be read, or its name cannot be filed.
@@ -45,6 +48,7 @@ impl Outcome {
             Outcome::AlreadyApplied => "already_applied",
             Outcome::Resumed => "resumed",
             Outcome::Queued => "queued",
+            Outcome::Superseded { .. } => "superseded",
             Outcome::Held { .. } => "held",
             Outcome::Failed { .. } => "failed",
         }
@@ -168,6 +172,14 @@ impl FileReport {
         let outcome = match &plan.verdict {
             Verdict::Apply { .. } => Outcome::Applied,
             Verdict::AlreadyApplied { .. } => Outcome::AlreadyApplied,
+            Verdict::Superseded {
+                newer,
+                newer_as_of,
+                as_of,
+            } => Outcome::Superseded {
+                newer: newer.clone(),
+                reason: Verdict::superseded_reason(newer, *newer_as_of, *as_of),
+            },
             Verdict::Held { reasons } => Outcome::Held {
                 reasons: reasons.clone(),
             },
@@ -290,6 +302,7 @@ impl FileReport {
             Outcome::AlreadyApplied => {
                 "already applied (same content as the last file); nothing sent".into()
             }
+            Outcome::Superseded { reason, .. } => format!("superseded, nothing sent: {reason}"),
             Outcome::Held { reasons } => format!("HELD, nothing sent: {}", reasons.join("; ")),
             Outcome::Failed { reason } => format!("FAILED: {reason}"),
         }

@@ -186,6 +186,12 @@ pub struct Profile {
     /// told, unless it is quoted).
     #[serde(default)]
     pub ends_without_newline: bool,
+    /// The date the DMS writes in its file names, such as `"%Y%m%d"` for `inv_20261124.csv`
+    /// (`%Y` `%m` `%d`, and `%H` `%M` `%S` when the name has the time; UTC). A full snapshot
+    /// is as of that date; without it, or for a name without it, as of its modification time.
+    /// A snapshot older than one already applied for its feed and location is not applied.
+    #[serde(default)]
+    pub name_date: Option<String>,
     /// Match the fields not named in `[fields]` by their header, as the `auto` profile does.
     #[serde(default = "yes")]
     pub auto: bool,
@@ -250,6 +256,7 @@ impl Profile {
             record: None,
             vin_check: VinCheck::Strict,
             ends_without_newline: false,
+            name_date: None,
             auto: true,
             fields: BTreeMap::new(),
             values: BTreeMap::new(),
@@ -306,6 +313,10 @@ impl Profile {
                     "delimiter {d:?} must be one character such as \",\", \";\" or \"\\t\""
                 )));
             }
+        }
+        if let Some(pattern) = &profile.name_date {
+            crate::clock::check_name_pattern(pattern)
+                .map_err(|reason| invalid(format!("name_date = {pattern:?}: {reason}")))?;
         }
         for (target, source) in &profile.fields {
             if column_number(source) == Some(0) {
@@ -918,6 +929,15 @@ pub(super) mod tests {
         let err = Profile::find("zero", &dir).unwrap_err().to_string();
         assert!(
             err.ends_with("fields.price = \"#0\": columns are numbered from 1"),
+            "{err}"
+        );
+        std::fs::write(dir.join("dated.toml"), "name_date = \"inv_%Y%m%d\"\n").unwrap();
+        let dated = Profile::find("dated", &dir).unwrap();
+        assert_eq!(dated.name_date.as_deref(), Some("inv_%Y%m%d"));
+        std::fs::write(dir.join("undated.toml"), "name_date = \"%Y%m\"\n").unwrap();
+        let err = Profile::find("undated", &dir).unwrap_err().to_string();
+        assert!(
+            err.ends_with("name_date = \"%Y%m\": %d is needed (a date is %Y, %m and %d)"),
             "{err}"
         );
         assert!(matches!(

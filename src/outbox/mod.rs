@@ -267,6 +267,9 @@ impl Outbox {
             Verdict::AlreadyApplied { same_as, .. } => FileOutcome::AlreadyApplied {
                 same_as: same_as.clone(),
             },
+            Verdict::Superseded { newer, .. } => FileOutcome::Superseded {
+                newer: newer.clone(),
+            },
         };
         let filed = (
             &t.meta,
@@ -370,14 +373,27 @@ impl Outbox {
                                 }
                             }
                         }
-                        let feed = FeedRecord {
-                            last_applied: Some(state::records::AppliedFile {
-                                name: plan.file.name.clone(),
-                                sha256: plan.file.sha256.clone(),
-                                at: now,
-                                records: plan.records,
-                            }),
+                        let mut feed: FeedRecord = match feeds.get(plan.feed.as_bytes())? {
+                            Some(v) => state::records::decode(&v, "feed record").map_err(abort)?,
+                            None => FeedRecord::default(),
                         };
+                        feed.last_applied = Some(state::records::AppliedFile {
+                            name: plan.file.name.clone(),
+                            sha256: plan.file.sha256.clone(),
+                            at: now,
+                            records: plan.records,
+                        });
+                        if let Some(snapshot) = &plan.snapshot {
+                            for &location in &snapshot.locations {
+                                feed.snapshots.insert(
+                                    location,
+                                    state::SnapshotMark {
+                                        name: plan.file.name.clone(),
+                                        as_of: snapshot.as_of,
+                                    },
+                                );
+                            }
+                        }
                         feeds.insert(plan.feed.as_bytes(), state::records::encode(&feed))?;
                         for (location_id, vins) in &plan.listings {
                             let listing = ListingOf {
@@ -556,6 +572,7 @@ impl Outbox {
                 for (feed, applied) in feeds {
                     let record = FeedRecord {
                         last_applied: Some(applied.clone()),
+                        ..FeedRecord::default()
                     };
                     feed_tree.insert(feed.as_bytes(), state::records::encode(&record))?;
                 }

@@ -32,7 +32,7 @@ pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
 pub use records::{
     AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, Listing,
-    OpCounts, Rejection, StoredVehicle, VehicleRecord,
+    OpCounts, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
 };
 
 use crate::text::Chain;
@@ -542,6 +542,38 @@ impl State {
                     && matches!(r.outcome, FileOutcome::Held { .. })
             })
         })
+    }
+
+    /// The last record of a file of `feed` named `name` that was held, if it is the last
+    /// record of that name: a held file changed since (finished by its writer inside
+    /// `held/`) is still known by it.
+    pub fn held_by_name(&self, feed: &str, name: &str) -> Option<FileRecord> {
+        let last = self
+            .files()
+            .filter_map(Result::ok)
+            .filter(|r| r.feed == feed && r.name == name)
+            .last()?;
+        matches!(last.outcome, FileOutcome::Held { .. }).then_some(last)
+    }
+
+    /// The full snapshot of `feed` last applied for one of `locations` that is newer than
+    /// `as_of`, the newest of them: a snapshot as of `as_of` must not be applied after it.
+    pub fn newer_snapshot(
+        &self,
+        feed: &str,
+        locations: &std::collections::BTreeSet<u64>,
+        as_of: i64,
+    ) -> Result<Option<SnapshotMark>, StateError> {
+        let Some(record) = self.feed(feed)? else {
+            return Ok(None);
+        };
+        Ok(record
+            .snapshots
+            .iter()
+            .filter(|(location, mark)| locations.contains(location) && mark.as_of > as_of)
+            .map(|(_, mark)| mark)
+            .max_by_key(|mark| mark.as_of)
+            .cloned())
     }
 
     /// The outbox's conservation counters.

@@ -166,6 +166,9 @@ pub enum FileOutcome {
     },
     /// The same content as the file last applied for its feed.
     AlreadyApplied { same_as: String },
+    /// A full snapshot older than one already applied for its feed and location (`newer`):
+    /// nothing was queued.
+    Superseded { newer: String },
     /// The safety guard held it; nothing was queued.
     Held { reason: String },
 }
@@ -195,11 +198,23 @@ pub struct Delivered {
     pub refused: u64,
 }
 
-/// Per feed: the file last applied, so a re-drop of the same content is recognized.
+/// Per feed: the file last applied, so a re-drop of the same content is recognized, and per
+/// location the full snapshot last applied, so an older one is never applied after it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FeedRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied: Option<AppliedFile>,
+    /// By location id: the full snapshot last applied there.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub snapshots: std::collections::BTreeMap<u64, SnapshotMark>,
+}
+
+/// A full snapshot applied for a location: its name and the time it is as of (Unix seconds,
+/// UTC: the date its name carries, else its modification time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotMark {
+    pub name: String,
+    pub as_of: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
