@@ -8,6 +8,8 @@
 
 mod support;
 
+use support::{count_reports, status_kib, stop, wait_for};
+
 use clap::Parser;
 use lotsync::sandbox::{Behaviour, RunningSandbox};
 use serde_json::Value;
@@ -132,25 +134,6 @@ fn start(lotsync: &Path, dir: &Path, base_url: &str, feeds: usize) -> anyhow::Re
         .spawn()?)
 }
 
-fn stop(mut daemon: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    let _ = daemon.wait();
-}
-
-fn wait_for(path: &Path) -> anyhow::Result<()> {
-    let start = Instant::now();
-    while !path.exists() {
-        anyhow::ensure!(
-            start.elapsed() < Duration::from_secs(10),
-            "the daemon did not start"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(())
-}
-
 async fn requests(http: &reqwest::Client, sandbox: &RunningSandbox) -> anyhow::Result<u64> {
     let stats: Value = http
         .get(format!("{}/__sandbox/stats", sandbox.base_url()))
@@ -161,20 +144,6 @@ async fn requests(http: &reqwest::Client, sandbox: &RunningSandbox) -> anyhow::R
     stats["total_requests"]
         .as_u64()
         .ok_or_else(|| anyhow::anyhow!("no total_requests in {stats}"))
-}
-
-fn count_reports(dir: &Path) -> usize {
-    let mut n = 0;
-    for day in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        for file in std::fs::read_dir(day.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            n += usize::from(file.file_name().to_string_lossy().ends_with(".report.json"));
-        }
-    }
-    n
 }
 
 /// utime + stime of a process, in clock ticks.
@@ -192,19 +161,6 @@ fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
 fn clock_ticks() -> anyhow::Result<f64> {
     let out = Command::new("getconf").arg("CLK_TCK").output()?;
     Ok(String::from_utf8(out.stdout)?.trim().parse()?)
-}
-
-fn status_kib(pid: u32, key: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(key))
-        .ok_or_else(|| anyhow::anyhow!("no {key} in /proc/{pid}/status"))?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .ok_or_else(|| anyhow::anyhow!("odd {key}"))?
-        .parse()?)
 }
 
 #[path = "../benches/feedgen.rs"]

@@ -302,14 +302,24 @@ pub struct StateConfig {
     /// The sled database and its lock live here (systemd's StateDirectory).
     #[serde(default = "default_state_dir")]
     pub dir: PathBuf,
+    /// The database's page cache, in MiB (1 to 4096). sled's own default (1 GiB) suits a
+    /// server; the state of a dealership's lots fits a few MiB, and a cache larger than the
+    /// data only lets the daemon's memory grow with every file.
+    #[serde(default = "default_cache_mib")]
+    pub cache_mib: u64,
 }
 
 impl Default for StateConfig {
     fn default() -> Self {
         StateConfig {
             dir: default_state_dir(),
+            cache_mib: default_cache_mib(),
         }
     }
+}
+
+fn default_cache_mib() -> u64 {
+    crate::state::DEFAULT_CACHE_MIB
 }
 
 /// `[[feed]]`: one DMS export.
@@ -521,6 +531,14 @@ impl Config {
                 );
             }
         }
+        let cache = self.state.cache_mib;
+        if !(1..=4096).contains(&cache) {
+            problems.push(format!(
+                "state.cache_mib: {cache} is not between 1 and 4096 MiB (the default, {}, \
+                 holds a lot of 100,000 vehicles)",
+                crate::state::DEFAULT_CACHE_MIB
+            ));
+        }
         let settle = self.daemon.settle_secs;
         if settle.is_nan() || !(0.0..=3600.0).contains(&settle) {
             problems.push(format!(
@@ -652,7 +670,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "max_list_page_kib",
         ],
     ),
-    ("state", &["dir"]),
+    ("state", &["dir", "cache_mib"]),
     (
         "feed",
         &[
@@ -1775,6 +1793,20 @@ mod tests {
         config.api.burst = 2;
         config.api.max_attempts = 3;
         assert!(config.problems().is_empty());
+    }
+
+    #[test]
+    fn the_state_cache_is_bounded_and_has_a_small_default() {
+        let minimal = "[api]\nbase_url = \"https://x\"\norganization_id = 1\n";
+        let mut config: Config = toml::from_str(minimal).unwrap();
+        assert_eq!(config.state.cache_mib, crate::state::DEFAULT_CACHE_MIB);
+        assert!(config.problems().is_empty());
+        config.state.cache_mib = 0;
+        let problems = config.problems().join("\n");
+        assert!(
+            problems.contains("state.cache_mib: 0 is not between"),
+            "{problems}"
+        );
     }
 
     #[test]

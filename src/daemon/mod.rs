@@ -793,5 +793,6 @@ pub fn state_opening(config: &Config, holder: crate::state::Holder) -> crate::st
         holder,
         markers: Some(markers),
         verify: true,
+        cache_mib: config.state.cache_mib,
     }
 }

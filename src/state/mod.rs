@@ -132,7 +132,12 @@ pub struct Opening {
     /// Check the markers (off only for `lotsync reconcile --rebuild`, which fills a lost
     /// state).
     pub verify: bool,
+    /// sled's page cache, in MiB (`[state] cache_mib`).
+    pub cache_mib: u64,
 }
+
+/// The page cache when the config says nothing: see `[state] cache_mib`.
+pub const DEFAULT_CACHE_MIB: u64 = 16;
 
 impl Default for Opening {
     fn default() -> Self {
@@ -140,6 +145,7 @@ impl Default for Opening {
             holder: Holder::Writer("lotsync"),
             markers: None,
             verify: true,
+            cache_mib: DEFAULT_CACHE_MIB,
         }
     }
 }
@@ -189,7 +195,7 @@ impl State {
         })?;
         let lock = StateLock::take(&dir.join("lock"), opening.holder)?;
         let db_dir = dir.join("db");
-        let db = open_db(&db_dir)?;
+        let db = open_db(&db_dir, opening.cache_mib)?;
         let tree = |name: &str| db.open_tree(name);
         let trees = Trees {
             meta: tree("meta")?,
@@ -644,8 +650,10 @@ fn migrate(state: &State, from: u32) -> Result<(), StateError> {
 
 /// sled reports a damaged database as an error, and on some damage it panics while recovering;
 /// both become [`StateError::Corrupt`] naming the recovery.
-fn open_db(db_dir: &Path) -> Result<sled::Db, StateError> {
-    let config = sled::Config::new().path(db_dir);
+fn open_db(db_dir: &Path, cache_mib: u64) -> Result<sled::Db, StateError> {
+    let config = sled::Config::new()
+        .path(db_dir)
+        .cache_capacity(cache_mib.saturating_mul(1024 * 1024));
     // sled's panic would print its own line and a backtrace before our message: silenced while
     // the database opens (the panic is caught and reported below).
     // The hook is the process's: one opening at a time swaps it, or two at once could leave
