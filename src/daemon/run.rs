@@ -742,17 +742,18 @@ impl Daemon {
         let _one = self.reconciling.lock().await;
         let config = self.pipeline.config();
         let outbox = self.pipeline.outbox().clone();
-        let report = match crate::reconcile::reconcile(&self.client, &outbox, &config, false).await
-        {
-            Ok(report) => report,
-            Err(e) => {
-                self.metrics.reconciled("failed");
-                return Reply::error(
-                    EXIT_BAD_INPUT,
-                    format!("reconciliation failed: {}", Chain(&e)),
-                );
-            }
-        };
+        let pace = self.pipeline.uploader().pace();
+        let report =
+            match crate::reconcile::reconcile(&self.client, pace, &outbox, &config, false).await {
+                Ok(report) => report,
+                Err(e) => {
+                    self.metrics.reconciled("failed");
+                    return Reply::error(
+                        EXIT_BAD_INPUT,
+                        format!("reconciliation failed: {}", Chain(&e)),
+                    );
+                }
+            };
         let delivered = self.pipeline.deliver(None).await;
         let mut text = report.summary();
         let exit = match &delivered {

@@ -123,7 +123,19 @@ pub struct ReconcileReport {
     pub plan: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan_sha256: Option<String>,
-    /// What is worth knowing besides (unreadable archive files, duplicate VINs, …).
+    /// Pages of the service's list answered (each once in the normal case; more when the list
+    /// changed while it was read, see `pages_read_again`).
+    pub pages: usize,
+    /// Of those, pages read again because the list changed while it was read (said in
+    /// `notes`).
+    pub pages_read_again: usize,
+    /// Requests for a page that failed for a passing reason (429, 5xx, a dropped connection)
+    /// and were sent again, each for that page alone.
+    pub retries: usize,
+    /// From the start of the run to its report, in seconds.
+    pub seconds: f64,
+    /// What is worth knowing besides (the list changed while read, unreadable archive files,
+    /// duplicate VINs, …).
     pub notes: Vec<String>,
     /// Where the report was written.
     #[serde(skip)]

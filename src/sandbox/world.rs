@@ -245,6 +245,16 @@ impl World {
         list(items, shape, page, page_url)
     }
 
+    /// The `n` lowest ids of an organization's vehicles (the front of its list).
+    pub fn first_ids(&self, organization_id: u64, n: u64) -> Vec<u64> {
+        self.vehicles
+            .iter()
+            .filter(|(_, v)| v.organization_id == organization_id)
+            .map(|(id, _)| *id)
+            .take(n as usize)
+            .collect()
+    }
+
     pub fn create_notification(
         &mut self,
         user: u64,
