@@ -41,7 +41,8 @@ mod service;
 
 pub use crate::plan::RECONCILE_FEED;
 pub use report::{
-    FieldDrift, ForeignVehicle, ReconcileReport, RepairCounts, RestoredFeed, Skipped,
+    last_succeeded, FieldDrift, ForeignVehicle, ReconcileReport, RepairCounts, RestoredFeed,
+    Skipped,
 };
 pub(crate) use service::{listed_vin, organization_vehicles};
 pub use service::{ListError, ServiceList, MAX_PASSES};
