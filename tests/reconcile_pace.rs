@@ -315,3 +315,73 @@ async fn giving_up_on_the_list_follows_the_setting() {
         text(&out.stderr)
     );
 }
+
+/// Through the running daemon: a reconciliation that fails (every request fails; giving up
+/// after 1 s) is said by `lotsync status` (WARNING, the error, the next try); the daemon tries
+/// it again by itself (`reconcile_retry_secs = 1`, doubling) and, once the service answers
+/// again, it succeeds and status says when.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_tries_a_failed_reconciliation_again() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::with(
+        "pace-retry",
+        &sb.base_url(),
+        1000,
+        "burst = 10\ngive_up_after_secs = 1\n",
+        "reconcile_retry_secs = 1\n",
+        common::MAIN_FEED,
+    );
+    seed(&site, &(0..20).map(Car::new).collect::<Vec<_>>()).await;
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                http_500: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
+    let out = site
+        .lotsync_within(&["reconcile"], Duration::from_secs(30))
+        .await;
+    assert_eq!(code(&out), 2, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing answered for"),
+        "{}",
+        text(&out.stderr)
+    );
+    let (check, status) = site.status_check().await;
+    assert_eq!(check, 1, "WARNING: {status:#}");
+    assert!(
+        status["reconcile_failed"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot read the service's list"),
+        "{status:#}"
+    );
+    assert!(status["reconcile_failed"]["next_try"].is_string(), "{status:#}");
+    assert!(status["reconcile_succeeded_at"].is_null(), "{status:#}");
+
+    set_behaviour(&sb, &Behaviour::default()).await;
+    let started = Instant::now();
+    loop {
+        let status = site.status().await;
+        if status["reconcile_succeeded_at"].is_string() {
+            assert!(status["reconcile_failed"].is_null(), "{status:#}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not tried again: {status:#}\nlog:\n{}",
+            site.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(site.log().contains("trying the failed reconciliation again"));
+    daemon.signal("TERM");
+    daemon.exit(Duration::from_secs(10)).await;
+}
