@@ -363,7 +363,10 @@ async fn the_daemon_tries_a_failed_reconciliation_again() {
             .contains("cannot read the service's list"),
         "{status:#}"
     );
-    assert!(status["reconcile_failed"]["next_try"].is_string(), "{status:#}");
+    assert!(
+        status["reconcile_failed"]["next_try"].is_string(),
+        "{status:#}"
+    );
     assert!(status["reconcile_succeeded_at"].is_null(), "{status:#}");
 
     set_behaviour(&sb, &Behaviour::default()).await;
@@ -381,7 +384,9 @@ async fn the_daemon_tries_a_failed_reconciliation_again() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(site.log().contains("trying the failed reconciliation again"));
+    assert!(site
+        .log()
+        .contains("trying the failed reconciliation again"));
     daemon.signal("TERM");
     daemon.exit(Duration::from_secs(10)).await;
 }
