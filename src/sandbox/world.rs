@@ -240,9 +240,9 @@ impl World {
         let items = self
             .vehicles
             .values()
-            .filter(|v| v.organization_id == organization_id)
-            .map(StoredVehicle::answer);
-        list(items, shape, page, page_url)
+            .filter(|v| v.organization_id == organization_id);
+        // Only the page's vehicles are written out: a page of a large lot costs a page.
+        list(items, StoredVehicle::answer, shape, page, page_url)
     }
 
     /// The `n` lowest ids of an organization's vehicles (the front of its list).
@@ -289,9 +289,8 @@ impl World {
         let items = self
             .notifications
             .values()
-            .filter(|n| n.user == user && n.application == application)
-            .map(StoredNotification::answer);
-        list(items, shape, page, page_url)
+            .filter(|n| n.user == user && n.application == application);
+        list(items, StoredNotification::answer, shape, page, page_url)
     }
 
     pub fn read_notification(
@@ -534,23 +533,26 @@ fn slug(name: &str) -> String {
 }
 
 /// A list in one of the three shapes. `page_url(n)` is the absolute address of page n.
-fn list(
-    items: impl Iterator<Item = Value>,
+fn list<T>(
+    items: impl Iterator<Item = T> + Clone,
+    answer: impl Fn(T) -> Value,
     shape: ListShape,
     page: PageRequest,
     page_url: &dyn Fn(u64) -> String,
 ) -> Value {
     if shape == ListShape::Bare {
-        return Value::Array(items.collect());
+        return Value::Array(items.map(answer).collect());
     }
-    let items: Vec<Value> = items.collect();
-    let total = items.len() as u64;
+    let total = items.clone().count() as u64;
     let per_page = page.per_page.max(1);
     let last_page = total.div_ceil(per_page).max(1);
     let current = page.page.max(1);
     let start = ((current - 1).saturating_mul(per_page)).min(total) as usize;
-    let end = (start + per_page as usize).min(items.len());
-    let data: Vec<Value> = items[start..end].to_vec();
+    let data: Vec<Value> = items
+        .skip(start)
+        .take(per_page as usize)
+        .map(answer)
+        .collect();
     let next = (current < last_page).then(|| page_url(current + 1));
     match shape {
         ListShape::Paginator => json!({
