@@ -699,20 +699,21 @@ mod tests {
     #[test]
     fn pages_cover_every_item_once() {
         let url = |p: u64| format!("http://h/v1/inventory?page={p}");
-        let items = || (0..7).map(|i| json!({"id": i}));
+        let items = || 0..7;
+        let answer = |i: i32| json!({"id": i});
         let page = |p| PageRequest {
             page: p,
             per_page: 3,
         };
-        let first = list(items(), ListShape::Paginator, page(1), &url);
+        let first = list(items(), answer, ListShape::Paginator, page(1), &url);
         assert_eq!(first["last_page"], 3);
         assert_eq!(first["next_page_url"], "http://h/v1/inventory?page=2");
-        let last = list(items(), ListShape::Resource, page(3), &url);
+        let last = list(items(), answer, ListShape::Resource, page(3), &url);
         assert_eq!(last["data"], json!([{"id": 6}]));
         assert_eq!(last["links"]["next"], Value::Null);
-        let beyond = list(items(), ListShape::Paginator, page(9), &url);
+        let beyond = list(items(), answer, ListShape::Paginator, page(9), &url);
         assert_eq!(beyond["data"], json!([]));
-        let bare = list(items(), ListShape::Bare, page(2), &url);
+        let bare = list(items(), answer, ListShape::Bare, page(2), &url);
         assert_eq!(bare.as_array().unwrap().len(), 7);
     }
 }
