@@ -125,6 +125,11 @@ pub struct DaemonConfig {
     /// Archived exports and their reports older than this many days are deleted (0: kept).
     #[serde(default = "default_archive_days")]
     pub archive_days: u32,
+    /// A reconciliation asked of the daemon (the nightly timer's) that fails is tried again
+    /// after this long, the wait doubling, four more times (by default 5, 10, 20 and 40
+    /// minutes later: the same night).
+    #[serde(default = "default_reconcile_retry_secs")]
+    pub reconcile_retry_secs: u64,
     /// Log level (`error`, `warn`, `info`, `debug`, or a tracing filter); `RUST_LOG` wins.
     #[serde(default = "default_log_level")]
     pub log_level: String,
@@ -249,6 +254,7 @@ impl Default for DaemonConfig {
             settle_secs: default_settle_secs(),
             incomplete_wait_secs: default_incomplete_wait_secs(),
             archive_days: default_archive_days(),
+            reconcile_retry_secs: default_reconcile_retry_secs(),
             log_level: default_log_level(),
             log_format: LogFormat::default(),
             metrics: None,
@@ -1362,6 +1368,10 @@ fn default_incomplete_wait_secs() -> f64 {
 
 fn default_archive_days() -> u32 {
     90
+}
+
+fn default_reconcile_retry_secs() -> u64 {
+    300
 }
 
 fn default_log_level() -> String {

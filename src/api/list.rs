@@ -3,7 +3,9 @@
 //!
 //! `bare`: a JSON array, no pages. `paginator`: `{"data": [...], "next_page_url": URL|null, ...}`.
 //! `resource`: `{"data": [...], "links": {"next": URL|null}, "meta": {...}}`. Following the pages
-//! is the client's job (it checks the next address before sending the token there).
+//! is the client's job (it checks the next address before sending the token there). What a
+//! page says of the whole list (`total`, `last_page`, at the top or under `meta`) is kept, so
+//! that a reader can check it read the whole list.
 
 use serde_json::Value;
 
@@ -12,12 +14,21 @@ use serde_json::Value;
 pub(crate) struct Page {
     pub items: Vec<Value>,
     pub next: Option<String>,
+    /// Items in the whole list, when the page says.
+    pub total: Option<u64>,
+    /// The number of the list's last page, when the page says.
+    pub last_page: Option<u64>,
 }
 
 /// Splits a list answer into its items and the next page's address; `Err` names the shape seen.
 pub(crate) fn read_page(body: Value) -> Result<Page, String> {
     match body {
-        Value::Array(items) => Ok(Page { items, next: None }),
+        Value::Array(items) => Ok(Page {
+            items,
+            next: None,
+            total: None,
+            last_page: None,
+        }),
         Value::Object(mut map) => {
             let items = match map.remove("data") {
                 Some(Value::Array(items)) => items,
@@ -30,7 +41,17 @@ pub(crate) fn read_page(body: Value) -> Result<Page, String> {
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned);
-            Ok(Page { items, next })
+            let figure = |key: &str| {
+                map.get(key)
+                    .or_else(|| map.get("meta").and_then(|meta| meta.get(key)))
+                    .and_then(Value::as_u64)
+            };
+            Ok(Page {
+                items,
+                next,
+                total: figure("total"),
+                last_page: figure("last_page"),
+            })
         }
         other => Err(format!("{}, not a list", kind(&other))),
     }
@@ -57,6 +78,7 @@ mod tests {
         let bare = read_page(json!([{"id": 1}])).unwrap();
         assert_eq!(bare.items.len(), 1);
         assert_eq!(bare.next, None);
+        assert_eq!(bare.total, None);
 
         let paginator = read_page(json!({
             "current_page": 1, "data": [{"id": 1}, {"id": 2}], "last_page": 2,
@@ -68,13 +90,16 @@ mod tests {
             paginator.next.as_deref(),
             Some("http://h/v1/inventory?page=2")
         );
+        assert_eq!((paginator.total, paginator.last_page), (Some(3), Some(2)));
 
         let resource = read_page(json!({
-            "data": [{"id": 3}], "links": {"next": null}, "meta": {"current_page": 2}
+            "data": [{"id": 3}], "links": {"next": null},
+            "meta": {"current_page": 2, "last_page": 2, "total": 3}
         }))
         .unwrap();
         assert_eq!(resource.items.len(), 1);
         assert_eq!(resource.next, None);
+        assert_eq!((resource.total, resource.last_page), (Some(3), Some(2)));
     }
 
     #[test]

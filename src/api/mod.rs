@@ -38,7 +38,8 @@ pub use vehicle::{
 pub use wait::{ServiceWait, WaitReason, Window};
 
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, RETRY_AFTER};
-use reqwest::{Method, Url};
+use reqwest::Method;
+pub use reqwest::Url;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -175,6 +176,19 @@ impl<T> Answer<T> {
             fix,
         }
     }
+}
+
+/// One page of a list as read.
+#[derive(Debug, Clone)]
+pub struct ListPage<T> {
+    pub items: Vec<T>,
+    /// The next page's address (on the service itself, keeping the page size asked); None on
+    /// the last page.
+    pub next: Option<Url>,
+    /// Items in the whole list, when the page says (`total`, or `meta.total`).
+    pub total: Option<u64>,
+    /// The number of the list's last page, when the page says.
+    pub last_page: Option<u64>,
 }
 
 /// Pages followed at most for one list, a guard against a service that never ends its list.
@@ -409,32 +423,17 @@ impl ApiClient {
 
     /// Follows every page of a list, asking for the largest pages the service allows.
     async fn list_all<T: DeserializeOwned>(&self, path: &str) -> Result<Answer<Vec<T>>, ApiError> {
-        let mut url = self.url(path)?;
-        url.query_pairs_mut().append_pair("per_page", "100");
+        let mut url = self.list_start(path)?;
         let mut items = Vec::new();
         let mut seen = HashSet::new();
         loop {
             let Answer {
-                value,
+                value: page,
                 status,
                 rate_limit,
                 call,
-            } = self
-                .send(Method::GET, url.clone(), None, false, Answering::ListPage)
-                .await?;
-            let page = list::read_page(value).map_err(|shape| unexpected(call.clone(), shape))?;
-            for (index, item) in page.items.into_iter().enumerate() {
-                let item = serde_json::from_value(item).map_err(|e| ApiError::Fatal {
-                    call: call.clone(),
-                    status: None,
-                    messages: vec![],
-                    reason: format!("item {index} of the list cannot be read ({e})"),
-                    fix: "the service sent a record without a usable id; report it to the \
-                          service's support with the call above"
-                        .into(),
-                })?;
-                items.push(item);
-            }
+            } = self.page(&url).await?;
+            items.extend(page.items);
             let Some(next) = page.next else {
                 return Ok(Answer {
                     value: items,
@@ -443,7 +442,6 @@ impl ApiClient {
                     call,
                 });
             };
-            let next = self.next_page(&url, &next)?;
             if !seen.insert(next.clone()) || seen.len() > MAX_PAGES {
                 return Err(unexpected(
                     call,
@@ -452,6 +450,65 @@ impl ApiClient {
             }
             url = next;
         }
+    }
+
+    /// The address of the first page of the vehicle list, asking for the largest pages the
+    /// service allows; the pages after it are each page's [`ListPage::next`].
+    pub fn vehicle_list_start(&self) -> Result<Url, ApiError> {
+        self.list_start("inventory")
+    }
+
+    /// GET one page of the vehicle list: the first ([`ApiClient::vehicle_list_start`]) or
+    /// one a page named as its next. Reading every page, and in what order, is the caller's.
+    pub async fn vehicle_page(&self, url: &Url) -> Result<Answer<ListPage<Vehicle>>, ApiError> {
+        self.page(url).await
+    }
+
+    fn list_start(&self, path: &str) -> Result<Url, ApiError> {
+        let mut url = self.url(path)?;
+        url.query_pairs_mut().append_pair("per_page", "100");
+        Ok(url)
+    }
+
+    /// One page of a list, its items read as `T` and its next address checked.
+    async fn page<T: DeserializeOwned>(&self, url: &Url) -> Result<Answer<ListPage<T>>, ApiError> {
+        let Answer {
+            value,
+            status,
+            rate_limit,
+            call,
+        } = self
+            .send(Method::GET, url.clone(), None, false, Answering::ListPage)
+            .await?;
+        let page = list::read_page(value).map_err(|shape| unexpected(call.clone(), shape))?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for (index, item) in page.items.into_iter().enumerate() {
+            let item = serde_json::from_value(item).map_err(|e| ApiError::Fatal {
+                call: call.clone(),
+                status: None,
+                messages: vec![],
+                reason: format!("item {index} of the list cannot be read ({e})"),
+                fix: "the service sent a record without a usable id; report it to the \
+                      service's support with the call above"
+                    .into(),
+            })?;
+            items.push(item);
+        }
+        let next = match page.next {
+            Some(next) => Some(self.next_page(url, &next)?),
+            None => None,
+        };
+        Ok(Answer {
+            value: ListPage {
+                items,
+                next,
+                total: page.total,
+                last_page: page.last_page,
+            },
+            status,
+            rate_limit,
+            call,
+        })
     }
 
     /// The next page's address, only if it is on the service itself: the token goes with it.

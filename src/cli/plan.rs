@@ -105,7 +105,8 @@ pub(super) fn service_list(config: &Config, client: &ApiClient) -> anyhow::Resul
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    Ok(runtime.block_on(lotsync::daemon::read_service_list(client, config))?)
+    let pace = lotsync::upload::pace::Pace::configured(&config.api, client.service_wait().clone());
+    Ok(runtime.block_on(lotsync::daemon::read_service_list(client, &pace, config))?)
 }
 
 /// The service's list when `outbox`'s state knows no vehicle of the organization.

@@ -67,8 +67,11 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     let outbox = Arc::new(Outbox::new(State::open_with(&config.state.dir, &opening)?));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let (report, delivered, stats) = runtime.block_on(async {
-        let report = lotsync::reconcile::reconcile(&client, &outbox, &config, args.rebuild).await?;
+        // Built first: the list is read at its pace, as its repairs are sent.
         let (uploader, notices) = Uploader::configured(client.clone(), outbox.clone(), &config)?;
+        let report =
+            lotsync::reconcile::reconcile(&client, uploader.pace(), &outbox, &config, args.rebuild)
+                .await?;
         let delivered = deliver(&uploader).await;
         if let (Some(notices), Ok(drained), Some(plan), Some(sha256)) =
             (&notices, &delivered, &report.plan, &report.plan_sha256)
@@ -145,6 +148,20 @@ fn write_text(
         report.service_vehicles,
         report.state_vehicles,
         started.elapsed().as_secs_f64()
+    )?;
+    writeln!(
+        out,
+        "  the service's list: {}{}, {} retried",
+        plural(report.pages, "page"),
+        if report.pages_read_again > 0 {
+            format!(
+                " ({} read again: it changed meanwhile)",
+                report.pages_read_again
+            )
+        } else {
+            String::new()
+        },
+        plural(report.retries, "request")
     )?;
     if report.rebuild {
         writeln!(

@@ -132,7 +132,8 @@ impl Metrics {
         );
         registry.register(
             "reconciliations",
-            "Reconciliations asked of the daemon, by result (ok, incomplete, failed)",
+            "Reconciliations asked of the daemon, and its own tries again of failed ones, by \
+             result (ok, incomplete, failed)",
             self.reconciliations.clone(),
         );
 
@@ -183,6 +184,15 @@ impl Metrics {
              up) and nothing was delivered since, else 0; /health answers 503 then",
             gauge(i64::from(stopped.is_some())),
         );
+        if let Some(at) = status.reconcile_succeeded_at {
+            registry.register_with_unit(
+                "reconcile_last_success_timestamp",
+                "When the last reconciliation that succeeded started (Unix time); no sample \
+                 before the first",
+                Unit::Seconds,
+                gauge(at.unix()),
+            );
+        }
         if let Some(started) = status.started_at {
             registry.register_with_unit(
                 "start_time",
@@ -542,6 +552,7 @@ mod tests {
                 ],
                 outbox_depth: 7,
                 settled_rate: Some(9.5),
+                reconcile_succeeded_at: Some(UtcTime::from_unix(1_700_000_200)),
                 ..DaemonStatus::default()
             },
             answers,
@@ -565,12 +576,15 @@ mod tests {
         metrics.file_filed("main \"lot\"", "applied");
         metrics.file_filed("new", "held");
         metrics.reconciled("ok");
+        metrics.reconciled("failed");
         let text = metrics.encode(&snapshot()).unwrap();
         let lines = samples(&text);
         for expected in [
             r#"lotsync_files_total{feed="main \"lot\"",outcome="applied"} 2"#,
             r#"lotsync_files_total{feed="new",outcome="held"} 1"#,
             r#"lotsync_reconciliations_total{result="ok"} 1"#,
+            r#"lotsync_reconciliations_total{result="failed"} 1"#,
+            "lotsync_reconcile_last_success_timestamp_seconds 1700000200",
             r#"lotsync_operations_total{kind="create",answer="applied"} 12"#,
             r#"lotsync_operations_total{kind="sold",answer="rejected"} 2"#,
             "lotsync_requests_total 20",

@@ -659,7 +659,7 @@ impl FilePipeline {
         {
             None
         } else {
-            Some(read_service_list(self.uploader.client(), &config).await?)
+            Some(read_service_list(self.uploader.client(), self.uploader.pace(), &config).await?)
         };
         let options = DiffOptions {
             commit: true,

@@ -35,6 +35,10 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 const RETRY_FIRST: Duration = Duration::from_secs(15);
 const RETRY_MAX: Duration = Duration::from_secs(300);
 
+/// Tries of a reconciliation asked of the daemon that fails, the first one included; the waits
+/// between them are `[daemon] reconcile_retry_secs`, doubling.
+const RECONCILE_TRIES: u32 = 5;
+
 /// Archives are pruned at start and then this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
 
@@ -54,6 +58,10 @@ pub struct Daemon {
     retry_now: tokio::sync::Notify,
     /// One reconciliation at a time.
     reconciling: tokio::sync::Mutex<()>,
+    /// A failed reconciliation's next try: when, and which try it is.
+    reconcile_retry: Mutex<Option<(Instant, u32)>>,
+    /// Wakes the reconciliation's retry loop (a retry was set).
+    reconcile_wake: tokio::sync::Notify,
     /// Each file's report once it is filed (for the demo and benchmarks to follow along).
     filed: tokio::sync::broadcast::Sender<Filed>,
     /// The counters of the metrics endpoint (kept also when it is off: they cost nothing).
@@ -134,6 +142,8 @@ impl Daemon {
             nudge: tokio::sync::Notify::new(),
             retry_now: tokio::sync::Notify::new(),
             reconciling: tokio::sync::Mutex::new(()),
+            reconcile_retry: Mutex::new(None),
+            reconcile_wake: tokio::sync::Notify::new(),
             filed: tokio::sync::broadcast::channel(256).0,
             metrics: Metrics::default(),
             metrics_listener: Mutex::new(metrics_listener),
@@ -169,6 +179,7 @@ impl Daemon {
             tokio::spawn(self.clone().serve(listener, stop.clone())),
             tokio::spawn(self.clone().delivery_loop(stop.clone())),
             tokio::spawn(self.clone().prune_loop(stop.clone())),
+            tokio::spawn(self.clone().reconcile_retry_loop(stop.clone())),
             tokio::spawn(watchdog(stop.clone())),
         ];
         let metrics_listener = self
@@ -660,6 +671,34 @@ impl Daemon {
         }
     }
 
+    /// Tries a failed reconciliation again when its time comes.
+    async fn reconcile_retry_loop(self: Arc<Daemon>, mut stop: watch::Receiver<bool>) {
+        loop {
+            let next = *self
+                .reconcile_retry
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            tokio::select! {
+                _ = stop.changed() => return,
+                () = self.reconcile_wake.notified() => {}
+                () = sleep_until(next.map(|(at, _)| at)) => {
+                    let due = self
+                        .reconcile_retry
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take_if(|(at, _)| *at <= Instant::now());
+                    if let Some((_, tries)) = due {
+                        tracing::info!(tries, "trying the failed reconciliation again");
+                        let reply = self.reconcile_try(tries).await;
+                        if reply.exit != EXIT_BAD_INPUT {
+                            tracing::info!(exit = reply.exit, "the reconciliation tried again succeeded");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     async fn prune_loop(self: Arc<Daemon>, mut stop: watch::Receiver<bool>) {
         loop {
             let config = self.pipeline.config();
@@ -833,18 +872,55 @@ impl Daemon {
                  (systemctl stop lotsync), then run `lotsync reconcile --rebuild`",
             );
         }
+        self.reconcile_try(1).await
+    }
+
+    /// One try of a reconciliation: a failed one is tried again later the same night (see
+    /// [`RECONCILE_TRIES`]); a try asked meanwhile replaces the one waiting.
+    async fn reconcile_try(&self, tries: u32) -> Reply {
         let _one = self.reconciling.lock().await;
+        *self
+            .reconcile_retry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         let config = self.pipeline.config();
         let outbox = self.pipeline.outbox().clone();
-        let report = match crate::reconcile::reconcile(&self.client, &outbox, &config, false).await
-        {
+        let pace = self.pipeline.uploader().pace();
+        let reconciled =
+            crate::reconcile::reconcile(&self.client, pace, &outbox, &config, false).await;
+        let report = match reconciled {
             Ok(report) => report,
             Err(e) => {
                 self.metrics.reconciled("failed");
-                return Reply::error(
-                    EXIT_BAD_INPUT,
-                    format!("reconciliation failed: {}", Chain(&e)),
-                );
+                let error = Chain(&e).to_string();
+                let first = Duration::from_secs(config.daemon.reconcile_retry_secs.max(1));
+                let wait = (tries < RECONCILE_TRIES).then(|| first * 2u32.pow(tries - 1));
+                let now = crate::clock::UtcTime::now();
+                if let Some(wait) = wait {
+                    tracing::warn!(error = %error, tries, retry_in_secs = wait.as_secs(), "reconciliation failed; it is tried again later");
+                    *self
+                        .reconcile_retry
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) =
+                        Some((Instant::now() + wait, tries + 1));
+                    self.reconcile_wake.notify_one();
+                } else {
+                    tracing::error!(error = %error, tries, "reconciliation failed; no more tries until the next nightly run");
+                }
+                let next_try = wait.map(|w| {
+                    let secs = i64::try_from(w.as_secs()).unwrap_or(i64::MAX / 2);
+                    crate::clock::UtcTime::from_unix(now.unix().saturating_add(secs))
+                });
+                self.live
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .reconcile_failed = Some(status::ReconcileFailed {
+                    at: now,
+                    error: error.clone(),
+                    tries,
+                    next_try,
+                });
+                return Reply::error(EXIT_BAD_INPUT, format!("reconciliation failed: {error}"));
             }
         };
         let delivered = self.pipeline.deliver(None).await;
@@ -873,6 +949,7 @@ impl Daemon {
             let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
             live.last_reconcile = Some(report.summary());
             live.last_reconcile_at = Some(crate::clock::UtcTime::now());
+            live.reconcile_failed = None;
         }
         Reply {
             exit,

@@ -6,7 +6,9 @@ use crate::api::{ApiClient, ApiError, Vehicle};
 use crate::config::Config;
 use crate::diff::Listed;
 use crate::mapper::Profile;
+use crate::reconcile::ListError;
 use crate::state::StateError;
+use crate::upload::pace::Pace;
 use std::collections::{BTreeSet, HashMap};
 
 /// The list cannot be read; the file waits (nothing is planned blind).
@@ -20,25 +22,49 @@ pub enum ServiceListError {
         organization_id: u64,
         error: Box<ApiError>,
     },
+    /// Given up on (nothing answered for `give_up_after_secs`, or a longer wait asked), or a
+    /// list that does not end.
+    #[error(
+        "the state knows no vehicle of organization {organization_id}, so the service's list \
+         is read before the first file, and it cannot be: {error}"
+    )]
+    Unread {
+        organization_id: u64,
+        error: Box<ListError>,
+    },
     #[error(transparent)]
     State(#[from] StateError),
 }
 
 /// The service's list for the first file of an organization the state knows no vehicle of
 /// (the caller checks that with [`crate::state::State::knows_organization`], and holds no
-/// state lock meanwhile if it can: this reads every page). A VIN listed more than once is left
-/// alone, as the reconciliation does: a person sorts it out.
+/// state lock meanwhile if it can: this reads every page). The pages are read at `pace`, the
+/// uploader's of the same token (a one-shot command without one builds one from the config,
+/// [`Pace::configured`]), each failed page again alone, giving up after
+/// `api.give_up_after_secs` without an answer. A VIN listed more than once is left alone, as
+/// the reconciliation does: a person sorts it out.
 pub async fn read_service_list(
     client: &ApiClient,
+    pace: &Pace,
     config: &Config,
 ) -> Result<Listed, ServiceListError> {
     let org = client.organization_id();
-    let vehicles = crate::reconcile::organization_vehicles(client, &config.api)
+    let read = crate::reconcile::organization_vehicles(client, pace, &config.api)
         .await
-        .map_err(|e| ServiceListError::List {
-            organization_id: org,
-            error: Box::new(e),
+        .map_err(|e| match e {
+            ListError::Api(error) => ServiceListError::List {
+                organization_id: org,
+                error,
+            },
+            other => ServiceListError::Unread {
+                organization_id: org,
+                error: Box::new(other),
+            },
         })?;
+    for note in &read.notes {
+        tracing::info!(organization_id = org, note = %note, "about the service's list");
+    }
+    let vehicles = read.vehicles;
     let mut listed: HashMap<String, Vec<Vehicle>> = HashMap::new();
     for vehicle in vehicles {
         if let Some(vin) = crate::reconcile::listed_vin(&vehicle) {
@@ -62,6 +88,8 @@ pub async fn read_service_list(
     tracing::info!(
         organization_id = org,
         vehicles = by_vin.len(),
+        pages = read.pages,
+        retries = read.retries,
         sole_location = ?sole_location,
         "the state knows no vehicle of the organization: read the service's list before its first file"
     );

@@ -5,6 +5,14 @@
 //!
 //! [`DaemonStatus::check`] judges them the way a monitoring system (Nagios, Icinga, Zabbix)
 //! wants: OK, WARNING, CRITICAL or UNKNOWN, with a one-line summary.
+//!
+//! The reconciliation's freshness: when the last one succeeded is the newest report in
+//! `<state dir>/reports/` (a report is written once the service's list was read and
+//! compared), so it is known with or without a daemon and across restarts. It is judged only
+//! once reconciliation is expected to run: after one has ever succeeded, or once the daemon
+//! has tried one. Older than [`RECONCILE_WARN_AFTER`] is WARNING, older than
+//! [`RECONCILE_CRITICAL_AFTER`] CRITICAL; a failure the daemon is still retrying is shown
+//! beside it.
 
 use crate::clock::UtcTime;
 use crate::config::{Config, FeedConfig, WatchMode};
@@ -13,6 +21,25 @@ use crate::outbox::Outbox;
 use crate::state::{FileOutcome, StateError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// A reconciliation that succeeded longer ago than this is WARNING (a day and a half: one
+/// nightly run missed).
+pub const RECONCILE_WARN_AFTER: u64 = 36 * 3600;
+/// And CRITICAL after three days.
+pub const RECONCILE_CRITICAL_AFTER: u64 = 3 * 24 * 3600;
+
+/// The daemon's last reconciliation failed (and none succeeded since).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReconcileFailed {
+    pub at: UtcTime,
+    pub error: String,
+    /// Tries of this night's run so far, the first one included.
+    pub tries: u32,
+    /// When the daemon tries again; None once this night's tries are spent (the next nightly
+    /// run tries again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_try: Option<UtcTime>,
+}
 
 /// The whole status.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -34,6 +61,13 @@ pub struct DaemonStatus {
     pub last_reconcile: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reconcile_at: Option<UtcTime>,
+    /// When the last reconciliation that succeeded started (the newest report in
+    /// `<state dir>/reports/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile_succeeded_at: Option<UtcTime>,
+    /// The daemon's last reconciliation failed, and when it tries again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconcile_failed: Option<ReconcileFailed>,
     /// The last error of delivery (such as a refused token).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -92,6 +126,7 @@ pub struct Live {
     pub feeds: BTreeMap<String, FeedLive>,
     pub last_reconcile: Option<String>,
     pub last_reconcile_at: Option<UtcTime>,
+    pub reconcile_failed: Option<ReconcileFailed>,
     pub last_error: Option<String>,
 }
 
@@ -223,6 +258,8 @@ pub fn collect(
         settled_rate,
         last_reconcile: live.and_then(|l| l.last_reconcile.clone()),
         last_reconcile_at: live.and_then(|l| l.last_reconcile_at),
+        reconcile_succeeded_at: crate::reconcile::last_succeeded(&config.state.dir.join("reports")),
+        reconcile_failed: live.and_then(|l| l.reconcile_failed.clone()),
         last_error: live.and_then(|l| l.last_error.clone()),
         delivery,
     })
@@ -455,6 +492,7 @@ impl DaemonStatus {
         if let Some(e) = self.last_error.as_ref().filter(|_| stopped.is_none()) {
             problems.push((WARNING, format!("last error: {e}")));
         }
+        problems.extend(self.reconcile_problem(now));
         if nothing_to_judge && problems.is_empty() {
             return Check::new(
                 UNKNOWN,
@@ -493,6 +531,41 @@ impl DaemonStatus {
         }
     }
 
+    /// How fresh the last reconciliation is, once one is expected (see the module docs).
+    fn reconcile_problem(&self, now: UtcTime) -> Option<(u8, String)> {
+        let failed = self.reconcile_failed.as_ref().map(|f| {
+            format!(
+                "; the last try failed at {}: {}",
+                moment(f.at, now),
+                f.error
+            )
+        });
+        let Some(at) = self.reconcile_succeeded_at else {
+            return failed.map(|f| (WARNING, format!("no reconciliation has succeeded yet{f}")));
+        };
+        let age = at.secs_until(now);
+        let code = match age {
+            a if a > RECONCILE_CRITICAL_AFTER => CRITICAL,
+            a if a > RECONCILE_WARN_AFTER => WARNING,
+            _ => return None,
+        };
+        let limit = if code == CRITICAL {
+            RECONCILE_CRITICAL_AFTER
+        } else {
+            RECONCILE_WARN_AFTER
+        };
+        Some((
+            code,
+            format!(
+                "the last reconciliation that succeeded started {} ago (at {}; more than {}){}",
+                ago(age),
+                moment(at, now),
+                ago(limit),
+                failed.unwrap_or_default()
+            ),
+        ))
+    }
+
     /// The human form of `lotsync status`.
     pub fn render(&self) -> String {
         use std::fmt::Write;
@@ -521,6 +594,20 @@ impl DaemonStatus {
                 .map(|t| format!("{t} UTC: "))
                 .unwrap_or_default();
             let _ = writeln!(s, "last reconciliation: {at}{r}");
+        }
+        if let Some(at) = self.reconcile_succeeded_at {
+            let _ = writeln!(s, "last reconciliation that succeeded: started {at} UTC");
+        }
+        if let Some(f) = &self.reconcile_failed {
+            let next = match f.next_try {
+                Some(next) => format!("tried again at {next} UTC"),
+                None => "no more tries tonight; the next nightly run tries again".into(),
+            };
+            let _ = writeln!(
+                s,
+                "reconciliation failed at {} UTC (try {}): {}; {next}",
+                f.at, f.tries, f.error
+            );
         }
         if let Some(e) = &self.last_error {
             let _ = writeln!(s, "last error: {e}");
@@ -562,5 +649,85 @@ impl DaemonStatus {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000;
+
+    /// A daemon with one feed that delivered a file an hour ago: OK but for `reconcile`.
+    fn status(succeeded_ago: Option<u64>, failed: Option<ReconcileFailed>) -> DaemonStatus {
+        let now = UtcTime::from_unix(NOW);
+        DaemonStatus {
+            daemon: true,
+            started_at: Some(UtcTime::from_unix(NOW - 3600)),
+            feeds: vec![FeedStatus {
+                name: "main".into(),
+                last_success: Some(UtcTime::from_unix(NOW - 3600)),
+                ..FeedStatus::default()
+            }],
+            reconcile_succeeded_at: succeeded_ago
+                .map(|ago| UtcTime::from_unix(now.unix() - ago as i64)),
+            reconcile_failed: failed,
+            ..DaemonStatus::default()
+        }
+    }
+
+    fn check(status: &DaemonStatus) -> Check {
+        status.check(
+            UtcTime::from_unix(NOW),
+            std::time::Duration::from_secs(48 * 3600),
+        )
+    }
+
+    #[test]
+    fn reconciliation_freshness_is_judged_once_one_is_expected() {
+        // Never tried: nothing to say.
+        assert_eq!(check(&status(None, None)).code, OK);
+        // A night old: fine.
+        assert_eq!(check(&status(Some(20 * 3600), None)).code, OK);
+        // A day and a half: WARNING; three days: CRITICAL.
+        let warned = check(&status(Some(37 * 3600), None));
+        assert_eq!(warned.code, WARNING, "{warned:?}");
+        assert!(
+            warned
+                .summary
+                .contains("the last reconciliation that succeeded started 37 h ago"),
+            "{warned:?}"
+        );
+        let critical = check(&status(Some(73 * 3600), None));
+        assert_eq!(critical.code, CRITICAL, "{critical:?}");
+        assert!(critical.summary.contains("more than 3 d"), "{critical:?}");
+    }
+
+    #[test]
+    fn a_failed_reconciliation_is_said() {
+        let failed = ReconcileFailed {
+            at: UtcTime::from_unix(NOW - 600),
+            error: "cannot read the service's list of vehicles: gave up".into(),
+            tries: 2,
+            next_try: Some(UtcTime::from_unix(NOW + 600)),
+        };
+        // Tried but never succeeded: WARNING, with the error.
+        let never = check(&status(None, Some(failed.clone())));
+        assert_eq!(never.code, WARNING, "{never:?}");
+        assert!(never
+            .summary
+            .contains("no reconciliation has succeeded yet"));
+        assert!(never.summary.contains("gave up"), "{never:?}");
+        // Failed tonight after last night's success: shown, and judged by the age.
+        let recent = status(Some(20 * 3600), Some(failed.clone()));
+        assert_eq!(check(&recent).code, OK);
+        let text = recent.render();
+        assert!(
+            text.contains("reconciliation failed at") && text.contains("(try 2)"),
+            "{text}"
+        );
+        let old = check(&status(Some(40 * 3600), Some(failed)));
+        assert_eq!(old.code, WARNING);
+        assert!(old.summary.contains("the last try failed at"), "{old:?}");
     }
 }

@@ -25,7 +25,8 @@
 //! next run finds what is still to repair. Every run leaves a report in `<state dir>/reports/`.
 //!
 //! The stage in files, each owning one side of it:
-//! - `service.rs`: the service's side, its whole list of the organization's vehicles;
+//! - `service.rs`: the service's side, its whole list of the organization's vehicles, read at
+//!   the token's pace (the uploader's [`crate::upload::pace::Pace`]), a failed page again alone;
 //! - `known.rs`: the state's side, the organization's vehicles as the comparison sees them;
 //! - `archive.rs`: the archived exports' side, what the feeds' applied files listed;
 //! - `compare.rs`: the three compared, into the drift by kind and the repairs' plan;
@@ -40,15 +41,18 @@ mod service;
 
 pub use crate::plan::RECONCILE_FEED;
 pub use report::{
-    FieldDrift, ForeignVehicle, ReconcileReport, RepairCounts, RestoredFeed, Skipped,
+    last_succeeded, FieldDrift, ForeignVehicle, ReconcileReport, RepairCounts, RestoredFeed,
+    Skipped,
 };
 pub(crate) use service::{listed_vin, organization_vehicles};
+pub use service::{ListError, ServiceList, MAX_PASSES};
 
-use crate::api::{ApiClient, ApiError};
+use crate::api::ApiClient;
 use crate::config::Config;
 use crate::mapper::ProfileError;
 use crate::outbox::{Outbox, OutboxError};
 use crate::state::StateError;
+use crate::upload::pace::Pace;
 use archive::read_archive;
 use compare::{compare, plan_file, Comparison};
 use known::{known_vehicles, versions};
@@ -61,7 +65,7 @@ use std::time::SystemTime;
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("cannot read the service's list of vehicles")]
-    List(#[source] Box<ApiError>),
+    List(#[source] Box<ListError>),
     #[error(
         "--rebuild fills an empty state only, and {dir} holds {vehicles} vehicles and {queued} \
          queued operations; to rebuild it, stop lotsync, move it aside \
@@ -96,21 +100,31 @@ pub enum ReconcileError {
 
 /// Reconciles the organization's vehicles on the service with the state, and queues the
 /// repairs (`rebuild`: fills an empty state first, see the module docs). The caller delivers
-/// them by draining an [`crate::upload::Uploader`] over the same outbox.
+/// them by draining an [`crate::upload::Uploader`] over the same outbox; the list is read at
+/// `pace`, that uploader's ([`crate::upload::Uploader::pace`]), so that reads and writes of the
+/// token share one rate.
 pub async fn reconcile(
     client: &ApiClient,
+    pace: &Pace,
     outbox: &Arc<Outbox>,
     config: &Config,
     rebuild: bool,
 ) -> Result<ReconcileReport, ReconcileError> {
     let started = SystemTime::now();
+    let clock = std::time::Instant::now();
     let org = client.organization_id();
     let before = blocking({
         let outbox = outbox.clone();
         move || versions(&outbox, org, rebuild)
     })
     .await?;
-    let listed = organization_vehicles(client, &config.api)
+    let ServiceList {
+        vehicles: listed,
+        pages,
+        pages_read_again,
+        retries,
+        notes: list_notes,
+    } = organization_vehicles(client, pace, &config.api)
         .await
         .map_err(|e| ReconcileError::List(Box::new(e)))?;
     let archive = blocking({
@@ -148,7 +162,8 @@ pub async fn reconcile(
     })
     .await?;
 
-    let mut notes = archive.notes;
+    let mut notes = list_notes;
+    notes.extend(archive.notes);
     notes.extend(comparison.notes.iter().cloned());
     let r = &comparison.repairs;
     let operations = comparison.ops().len();
@@ -196,10 +211,15 @@ pub async fn reconcile(
         operations,
         plan: (operations > 0).then_some(plan_file.name),
         plan_sha256: (operations > 0).then_some(plan_file.sha256),
+        pages,
+        pages_read_again,
+        retries,
+        seconds: 0.0,
         notes,
         path: PathBuf::new(),
     };
     report.finished_at = crate::clock::utc_datetime(SystemTime::now());
+    report.seconds = (clock.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     let reports = config.state.dir.join("reports");
     report.path = blocking({
         let report = report.clone();
@@ -222,6 +242,10 @@ pub async fn reconcile(
         forgotten = c.forgotten,
         foreign = c.foreign,
         skipped = report.skipped.total(),
+        pages,
+        pages_read_again,
+        retries,
+        seconds = report.seconds,
         report = %report.path.display(),
         "reconciliation done"
     );

@@ -123,7 +123,19 @@ pub struct ReconcileReport {
     pub plan: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan_sha256: Option<String>,
-    /// What is worth knowing besides (unreadable archive files, duplicate VINs, …).
+    /// Pages of the service's list answered (each once in the normal case; more when the list
+    /// changed while it was read, see `pages_read_again`).
+    pub pages: usize,
+    /// Of those, pages read again because the list changed while it was read (said in
+    /// `notes`).
+    pub pages_read_again: usize,
+    /// Requests for a page that failed for a passing reason (429, 5xx, a dropped connection)
+    /// and were sent again, each for that page alone.
+    pub retries: usize,
+    /// From the start of the run to its report, in seconds.
+    pub seconds: f64,
+    /// What is worth knowing besides (the list changed while read, unreadable archive files,
+    /// duplicate VINs, …).
     pub notes: Vec<String>,
     /// Where the report was written.
     #[serde(skip)]
@@ -187,6 +199,34 @@ pub(super) fn log_repairs(report: &ReconcileReport) {
     }
 }
 
+/// When the newest reconciliation whose report is in `dir` started: the last one that
+/// succeeded, since a report is written only once the service's list was read and compared
+/// (its stamp is in its name: nothing is read but the folder). None without one.
+pub fn last_succeeded(dir: &Path) -> Option<crate::clock::UtcTime> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name();
+            let stamp = name
+                .to_str()?
+                .strip_prefix("reconcile-")?
+                .strip_suffix(REPORT_SUFFIX)?
+                .get(..18)?
+                .to_owned();
+            parse_stamp(&stamp)
+        })
+        .max()
+}
+
+/// The time a [`file_stamp`] names.
+fn parse_stamp(stamp: &str) -> Option<crate::clock::UtcTime> {
+    let (day, time) = stamp.strip_suffix('Z')?.split_once('T')?;
+    let (h, rest) = time.split_at_checked(2)?;
+    let (m, s) = rest.split_at_checked(2)?;
+    crate::clock::UtcTime::parse(&format!("{day} {h}:{m}:{s}"))
+}
+
 /// `2026-11-21T020000Z`: sortable, and safe in any file system's names.
 pub(super) fn file_stamp(at: SystemTime) -> String {
     let stamp = crate::clock::utc_datetime(at);
@@ -242,5 +282,25 @@ mod tests {
     fn report_stamps_are_safe_file_names() {
         let at = UNIX_EPOCH + Duration::from_secs(1_795_219_199);
         assert_eq!(file_stamp(at), "2026-11-20T235959Z");
+        assert_eq!(
+            parse_stamp("2026-11-20T235959Z"),
+            Some(crate::clock::UtcTime::at(at))
+        );
+    }
+
+    #[test]
+    fn the_last_success_is_the_newest_report() {
+        let dir = crate::testing::temp_dir("reconcile-reports");
+        assert_eq!(last_succeeded(dir.path()), None);
+        let report = |name: &str| std::fs::write(dir.path().join(name), "{}").unwrap();
+        report("reconcile-2026-11-19T020000Z.report.json");
+        report("reconcile-2026-11-21T020001Z-2.report.json");
+        report("reconcile-2026-11-20T020000Z.report.json");
+        report("notes.txt");
+        let at = UNIX_EPOCH + Duration::from_secs(1_795_219_199 + 2 * 3600 + 2);
+        assert_eq!(
+            last_succeeded(dir.path()),
+            Some(crate::clock::UtcTime::at(at))
+        );
     }
 }

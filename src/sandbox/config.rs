@@ -85,6 +85,39 @@ pub struct Behaviour {
     pub enforce_retry_after: bool,
     #[serde(default)]
     pub faults: Faults,
+    /// Events planted in reads of the vehicle list, to test a client's paging.
+    #[serde(default, skip_serializing_if = "ListDrills::is_none")]
+    pub list_drills: ListDrills,
+}
+
+/// Events planted in reads of the vehicle list (`GET /v1/inventory`), each once per behaviour
+/// put (a new `PUT /__sandbox/behaviour` or a reset arms them again).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListDrills {
+    /// The first request for each of these page numbers answers 500 (nothing else drawn);
+    /// the next request for it is served as usual.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fail_pages: Vec<u64>,
+    /// Right after page `after_page` is first served, the organization's `delete_first`
+    /// vehicles of lowest id are deleted (as if sold and removed meanwhile), so that every
+    /// later vehicle moves `delete_first` places toward the front, across page boundaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shift: Option<ListShift>,
+}
+
+impl ListDrills {
+    fn is_none(&self) -> bool {
+        self.fail_pages.is_empty() && self.shift.is_none()
+    }
+}
+
+/// See [`ListDrills::shift`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListShift {
+    pub after_page: u64,
+    pub delete_first: u64,
 }
 
 impl Default for Behaviour {
@@ -97,6 +130,7 @@ impl Default for Behaviour {
             rate_limit: None,
             enforce_retry_after: false,
             faults: Faults::default(),
+            list_drills: ListDrills::default(),
         }
     }
 }

@@ -59,8 +59,8 @@ mod validate;
 mod world;
 
 pub use config::{
-    Behaviour, Faults, ListShape, LocationEntry, OrganizationEntry, RateLimitConfig, SandboxConfig,
-    SandboxConfigError, TokenEntry,
+    Behaviour, Faults, ListDrills, ListShape, ListShift, LocationEntry, OrganizationEntry,
+    RateLimitConfig, SandboxConfig, SandboxConfigError, TokenEntry,
 };
 pub use validate::ALLOWED_VALUES;
 

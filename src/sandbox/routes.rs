@@ -92,6 +92,9 @@ pub(crate) struct Shared {
     clock: DefaultClock,
     rng: Mutex<fastrand::Rng>,
     stats: Stats,
+    /// The list drills already played since the behaviour was put: pages failed, and whether
+    /// the shift happened.
+    drills_done: Mutex<(HashSet<u64>, bool)>,
 }
 
 #[derive(Default)]
@@ -149,6 +152,7 @@ impl Shared {
             clock: DefaultClock::default(),
             rng: Mutex::new(fastrand::Rng::with_seed(config.behaviour.faults.seed)),
             stats: Stats::default(),
+            drills_done: Mutex::new((HashSet::new(), false)),
             tokens,
             access,
             config,
@@ -187,6 +191,7 @@ impl Shared {
         };
         *lock_write(&self.limiters) = limiters;
         *lock(&self.rng) = fastrand::Rng::with_seed(behaviour.faults.seed);
+        *lock(&self.drills_done) = (HashSet::new(), false);
         *lock_write(&self.behaviour) = behaviour;
     }
 
@@ -770,9 +775,24 @@ async fn list_vehicles(
 ) -> Response {
     let behaviour = shared.behaviour();
     let page = page_request(&query, &behaviour);
+    let number = page.page;
+    let drills = &behaviour.list_drills;
+    if drills.fail_pages.contains(&number) && lock(&shared.drills_done).0.insert(number) {
+        return error(500, vec!["Server Error (a planted list drill).".into()]);
+    }
     let url = page_url(&headers, &uri, page.per_page);
-    let list =
-        lock(&shared.world).list_vehicles(caller.organization_id, behaviour.list_shape, page, &url);
+    let mut world = lock(&shared.world);
+    let list = world.list_vehicles(caller.organization_id, behaviour.list_shape, page, &url);
+    if let Some(shift) = drills.shift.filter(|s| s.after_page == number) {
+        let mut done = lock(&shared.drills_done);
+        if !done.1 {
+            done.1 = true;
+            for id in world.first_ids(caller.organization_id, shift.delete_first) {
+                // Listed a moment ago under the same lock: it is there to remove.
+                let _ = world.remove(id);
+            }
+        }
+    }
     Json(list).into_response()
 }
 

@@ -240,9 +240,19 @@ impl World {
         let items = self
             .vehicles
             .values()
-            .filter(|v| v.organization_id == organization_id)
-            .map(StoredVehicle::answer);
-        list(items, shape, page, page_url)
+            .filter(|v| v.organization_id == organization_id);
+        // Only the page's vehicles are written out: a page of a large lot costs a page.
+        list(items, StoredVehicle::answer, shape, page, page_url)
+    }
+
+    /// The `n` lowest ids of an organization's vehicles (the front of its list).
+    pub fn first_ids(&self, organization_id: u64, n: u64) -> Vec<u64> {
+        self.vehicles
+            .iter()
+            .filter(|(_, v)| v.organization_id == organization_id)
+            .map(|(id, _)| *id)
+            .take(n as usize)
+            .collect()
     }
 
     pub fn create_notification(
@@ -279,9 +289,8 @@ impl World {
         let items = self
             .notifications
             .values()
-            .filter(|n| n.user == user && n.application == application)
-            .map(StoredNotification::answer);
-        list(items, shape, page, page_url)
+            .filter(|n| n.user == user && n.application == application);
+        list(items, StoredNotification::answer, shape, page, page_url)
     }
 
     pub fn read_notification(
@@ -524,23 +533,26 @@ fn slug(name: &str) -> String {
 }
 
 /// A list in one of the three shapes. `page_url(n)` is the absolute address of page n.
-fn list(
-    items: impl Iterator<Item = Value>,
+fn list<T>(
+    items: impl Iterator<Item = T> + Clone,
+    answer: impl Fn(T) -> Value,
     shape: ListShape,
     page: PageRequest,
     page_url: &dyn Fn(u64) -> String,
 ) -> Value {
     if shape == ListShape::Bare {
-        return Value::Array(items.collect());
+        return Value::Array(items.map(answer).collect());
     }
-    let items: Vec<Value> = items.collect();
-    let total = items.len() as u64;
+    let total = items.clone().count() as u64;
     let per_page = page.per_page.max(1);
     let last_page = total.div_ceil(per_page).max(1);
     let current = page.page.max(1);
     let start = ((current - 1).saturating_mul(per_page)).min(total) as usize;
-    let end = (start + per_page as usize).min(items.len());
-    let data: Vec<Value> = items[start..end].to_vec();
+    let data: Vec<Value> = items
+        .skip(start)
+        .take(per_page as usize)
+        .map(answer)
+        .collect();
     let next = (current < last_page).then(|| page_url(current + 1));
     match shape {
         ListShape::Paginator => json!({
@@ -687,20 +699,21 @@ mod tests {
     #[test]
     fn pages_cover_every_item_once() {
         let url = |p: u64| format!("http://h/v1/inventory?page={p}");
-        let items = || (0..7).map(|i| json!({"id": i}));
+        let items = || 0..7;
+        let answer = |i: i32| json!({"id": i});
         let page = |p| PageRequest {
             page: p,
             per_page: 3,
         };
-        let first = list(items(), ListShape::Paginator, page(1), &url);
+        let first = list(items(), answer, ListShape::Paginator, page(1), &url);
         assert_eq!(first["last_page"], 3);
         assert_eq!(first["next_page_url"], "http://h/v1/inventory?page=2");
-        let last = list(items(), ListShape::Resource, page(3), &url);
+        let last = list(items(), answer, ListShape::Resource, page(3), &url);
         assert_eq!(last["data"], json!([{"id": 6}]));
         assert_eq!(last["links"]["next"], Value::Null);
-        let beyond = list(items(), ListShape::Paginator, page(9), &url);
+        let beyond = list(items(), answer, ListShape::Paginator, page(9), &url);
         assert_eq!(beyond["data"], json!([]));
-        let bare = list(items(), ListShape::Bare, page(2), &url);
+        let bare = list(items(), answer, ListShape::Bare, page(2), &url);
         assert_eq!(bare.as_array().unwrap().len(), 7);
     }
 }

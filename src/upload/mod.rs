@@ -380,6 +380,12 @@ impl Uploader {
         &self.shared.client
     }
 
+    /// The pace its requests wait on: reads of the same token (the service's list) wait on it
+    /// too, so that reads and writes share one rate, one Retry-After and one outage.
+    pub fn pace(&self) -> &Pace {
+        &self.shared.pace
+    }
+
     /// Where delivery stands with the service (its wait, an outage, a stop), for `status`.
     pub fn condition(&self) -> DeliveryCondition {
         let mut condition = self.shared.pace.condition();

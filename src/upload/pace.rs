@@ -150,6 +150,13 @@ impl Pace {
         }
     }
 
+    /// A pace as the config says (its ceiling and burst, starting at the ceiling), for a
+    /// one-shot command that reads the service's list before it has an uploader; `wait`: its
+    /// client's window.
+    pub fn configured(api: &crate::config::ApiConfig, wait: Arc<ServiceWait>) -> Pace {
+        Pace::new(api.max_requests_per_second, None, api.burst, wait)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Control> {
         lock(&self.control)
     }
