@@ -102,7 +102,7 @@ fn main() -> anyhow::Result<()> {
         let committed = started.elapsed();
         let mut answered = 0u64;
         loop {
-            let batch = outbox.take(1024)?;
+            let batch = outbox.take(100, 1024)?;
             if batch.is_empty() {
                 break;
             }

@@ -121,7 +121,7 @@ fn crash_child() {
 fn answer(outbox: &Outbox, journal: &mut std::fs::File, run: u32, max: usize) {
     let mut done = 0;
     while done < max {
-        let batch = outbox.take(BATCH).expect("take");
+        let batch = outbox.take(ORG, BATCH).expect("take");
         if batch.is_empty() {
             return;
         }

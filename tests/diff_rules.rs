@@ -464,7 +464,7 @@ fn operations_in_flight_are_projected_not_replaced() {
         true,
     );
     // Two operations queued: update 1 and sell 2. Both go out.
-    let taken = lot.outbox.take(10).unwrap();
+    let taken = lot.outbox.take(100, 10).unwrap();
     assert_eq!(taken.len(), 2);
     // Meanwhile the next file says 1 is back at its old price and 2 is still there.
     let plan = diff(
@@ -475,7 +475,7 @@ fn operations_in_flight_are_projected_not_replaced() {
     );
     assert_eq!(ops(&plan), vec![(vin(1), "update"), (vin(2), "in_stock")]);
     // Nothing of a vehicle goes out while its earlier operation is in flight.
-    assert!(lot.outbox.take(10).unwrap().is_empty());
+    assert!(lot.outbox.take(100, 10).unwrap().is_empty());
     for e in taken {
         let answer = Answer::Applied {
             service_id: Some(common::service_id(&e.vin)),
@@ -503,7 +503,7 @@ fn a_refused_payload_is_not_resent_until_it_changes() {
         &file("a.csv", vec![car(1, 10, 1.0)]),
         true,
     );
-    let e = lot.outbox.take(1).unwrap().remove(0);
+    let e = lot.outbox.take(100, 1).unwrap().remove(0);
     let refusal = Answer::Rejected {
         status: 422,
         messages: vec!["price is too high".into()],
@@ -531,7 +531,7 @@ fn a_refused_payload_is_not_resent_until_it_changes() {
         &file("d.csv", vec![car(1, 10, 9.0)]),
         true,
     );
-    let e = lot.outbox.take(1).unwrap().remove(0);
+    let e = lot.outbox.take(100, 1).unwrap().remove(0);
     lot.outbox.acknowledge(e.seq, &refusal).unwrap();
     let plan = diff(
         &lot,

@@ -170,7 +170,7 @@ fn a_car_another_lot_lists_is_not_sold_even_when_its_move_was_refused() {
     answer_all(&outbox);
     let plan = commit(&outbox, 11, "south2.csv", &[car(5, 11), car(1, 11)], &[]);
     assert_eq!(plan.counts.update, 1, "{:?}", plan.ops);
-    for entry in outbox.take(16).unwrap() {
+    for entry in outbox.take(ORG, 16).unwrap() {
         let refusal = Answer::Rejected {
             status: 422,
             messages: vec!["location_id: not allowed".into()],

@@ -25,7 +25,7 @@ async fn a_sale_without_a_known_id_learns_it_first() {
     // Day 1: both vehicles exist on the service; the state records them without ids.
     let cars = [lot::car(1), lot::car(2)];
     lot::commit(&outbox, "day1.csv", Mode::Full, &cars);
-    for entry in outbox.take(10).unwrap() {
+    for entry in outbox.take(100, 10).unwrap() {
         let created = api
             .upsert_vehicle(entry.op.payload().unwrap())
             .await

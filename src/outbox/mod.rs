@@ -583,19 +583,25 @@ impl Outbox {
         Ok(())
     }
 
-    /// Hands out up to `max` operations to send, marking them in flight: the oldest first, and
-    /// of each vehicle only its next one (the rest wait for its answer).
-    pub fn take(&self, max: usize) -> Result<Vec<Entry>, OutboxError> {
+    /// Hands out up to `max` operations of `organization_id` to send, marking them in flight:
+    /// the oldest first, and of each vehicle only its next one (the rest wait for its answer).
+    /// Another organization's operations are passed over, never counted against `max`: a
+    /// state holding two organizations' queues (an `organization_id` changed, or a state
+    /// shared by two configs) never starves the one being delivered.
+    pub fn take(&self, organization_id: u64, max: usize) -> Result<Vec<Entry>, OutboxError> {
         let mut in_flight = self.lock();
         let mut out = Vec::new();
-        let mut waiting: HashSet<(u64, String)> = HashSet::new();
+        let mut waiting: HashSet<String> = HashSet::new();
         for item in self.state.trees.outbox.iter() {
             if out.len() >= max {
                 break;
             }
             let (_, v) = item?;
             let entry: Entry = state::records::decode(&v, "outbox entry")?;
-            if !waiting.insert((entry.organization_id, entry.vin.clone())) {
+            if entry.organization_id != organization_id {
+                continue;
+            }
+            if !waiting.insert(entry.vin.clone()) {
                 continue; // an earlier operation of this vehicle is queued
             }
             if in_flight.seqs.contains(&entry.seq) {

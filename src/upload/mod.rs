@@ -631,11 +631,7 @@ impl Uploader {
         // sled calls block (and wait while a diff holds the outbox): off the async threads.
         let jobs = tokio::task::spawn_blocking(move || -> Result<Vec<Job>, UploadError> {
             let mut jobs = Vec::new();
-            for entry in outbox.take(max)? {
-                if entry.organization_id != org {
-                    outbox.give_back(entry.seq);
-                    continue;
-                }
+            for entry in outbox.take(org, max)? {
                 let (mut service_id, mut known_payload) = (None, None);
                 if entry.op.payload().is_none() {
                     if let Some((key, record)) = outbox.state().find_vin(org, &entry.vin)? {

@@ -194,7 +194,7 @@ pub fn answer_all(outbox: &lotsync::outbox::Outbox) -> Vec<lotsync::outbox::Entr
     use lotsync::outbox::Answer;
     let mut answered = Vec::new();
     loop {
-        let batch = outbox.take(64).expect("take");
+        let batch = outbox.take(100, 64).expect("take");
         if batch.is_empty() {
             break;
         }
