@@ -509,3 +509,54 @@ async fn reports_say_what_truly_happened() {
     assert_eq!(depth, 0, "delivered once the service is back");
     assert_eq!(vehicles(&state(&sb).await), 1520);
 }
+
+/// Issue 25 item 6: after a 401, the token file rotated without a reload is the token the
+/// next try sends. Before, the try after the wait went out once more with the refused token
+/// (another 401) before the file was read again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_401_the_next_try_reads_the_token_file_first() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::with("edges-token-retry", &sb.base_url(), 1000, "", "", &delta());
+    let config = std::fs::read_to_string(&site.config).unwrap().replace(
+        "token_env = \"LOTSYNC_TEST_TOKEN\"",
+        "token_file = \"token\"",
+    );
+    std::fs::write(&site.config, config).unwrap();
+    let token = site.path().join("token");
+    lotsync::config::write_token_file(&token, "revoked-token").unwrap();
+    let inbox = site.inbox();
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
+    drop_file(&inbox, "a.csv", export(&[Car::new(1)]).as_bytes());
+    site.wait_until(Duration::from_secs(20), "a 401", || {
+        daemon_log_has(&site, "401")
+    })
+    .await;
+    // Every route's 401s: an empty state reads the service's list first.
+    let refused = || async {
+        let st = state(&sb).await;
+        st["requests"]
+            .as_object()
+            .map(|routes| routes.keys().map(|r| count(&st, r, "401")).sum::<u64>())
+            .unwrap_or(0)
+    };
+    let before = refused().await;
+    assert!(before >= 1, "{:#}", state(&sb).await);
+    // Rotated in place, no SIGHUP: the daemon's next try (15 s on) must use it.
+    lotsync::config::write_token_file(&token, "sandbox-token").unwrap();
+    site.wait_until(Duration::from_secs(40), "a.csv archived", || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    assert_eq!(
+        refused().await,
+        before,
+        "a try went out with the refused token\n{}",
+        site.log()
+    );
+    assert_eq!(vehicles(&state(&sb).await), 1);
+}
+
+fn daemon_log_has(site: &Site, needle: &str) -> bool {
+    site.log().contains(needle)
+}

@@ -506,7 +506,13 @@ impl Daemon {
         let name = crate::text::shown_name(&claimed.path);
         self.feed_live(&feed.name, |l| l.current = Some(name.clone()));
         let mut wait = RETRY_FIRST;
+        let mut refused_token = false;
         let done = loop {
+            // The token file may have been rotated while this waited: the try goes out with
+            // what it holds now, not with the token the service refused.
+            if std::mem::take(&mut refused_token) {
+                self.read_token_again();
+            }
             let work = self.pipeline.process_claimed(feed, claimed);
             tokio::pin!(work);
             let result = tokio::select! {
@@ -533,8 +539,12 @@ impl Daemon {
                         self.set_error(Some(error.to_string()));
                         // The uploader records its own; the service's list is read here.
                         self.pipeline.uploader().stopped_by(error);
-                        if error.status() == Some(401) && self.read_token_again() {
-                            retry_in = Duration::from_secs(1);
+                        if error.status() == Some(401) {
+                            if self.read_token_again() {
+                                retry_in = Duration::from_secs(1);
+                            } else {
+                                refused_token = true;
+                            }
                         }
                     }
                     tracing::error!(feed = %feed.name, file = %name, error = %Escaped(&Chain(&e).to_string()), retry_in_secs = retry_in.as_secs(), "file not finished; it stays in processing/ and is tried again");
@@ -619,8 +629,13 @@ impl Daemon {
     /// a release): at start, when nudged, and with growing waits while it keeps failing.
     async fn delivery_loop(self: Arc<Daemon>, mut stop: watch::Receiver<bool>) {
         let mut wait = RETRY_FIRST;
+        let mut refused_token = false;
         loop {
             if !self.pipeline.outbox().is_empty() {
+                // As in `take_claimed`: a token rotated during the wait is the one tried.
+                if std::mem::take(&mut refused_token) {
+                    self.read_token_again();
+                }
                 match self.pipeline.deliver(None).await {
                     Ok(report) if report.stopped.is_none() => {
                         wait = RETRY_FIRST;
@@ -642,10 +657,12 @@ impl Daemon {
                         }
                     }
                     Err(e) => {
-                        let token_changed = matches!(
+                        let refused = matches!(
                             &e,
                             UploadError::Fatal { error, .. } if error.status() == Some(401)
-                        ) && self.read_token_again();
+                        );
+                        let token_changed = refused && self.read_token_again();
+                        refused_token = refused && !token_changed;
                         if token_changed {
                             wait = Duration::from_secs(1);
                         } else {
