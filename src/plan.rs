@@ -331,6 +331,8 @@ pub struct Plan {
     pub listings: Vec<(u64, Vec<String>)>,
     /// A full snapshot's as-of time and locations.
     pub snapshot: Option<Snapshot>,
+    /// The columns the file bound by their values, for the feed's next file.
+    pub columns: Option<crate::mapper::KeptColumns>,
 }
 
 impl Plan {
@@ -350,6 +352,7 @@ impl Plan {
             protected: Vec::new(),
             listings: Vec::new(),
             snapshot: None,
+            columns: None,
         }
     }
 

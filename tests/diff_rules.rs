@@ -610,3 +610,67 @@ fn reordered_columns_and_whitespace_are_no_change() {
         "a re-drop is recognized before it is read"
     );
 }
+
+/// Issue 24 item 5: a feed keeps the columns its values gave. Day 1 a "Shade" column of colours
+/// (100%) is taken as the exterior colour; day 2 two of twenty shades are paint names with no
+/// colour word (90%, under the 95% that takes a column by its values alone): the column is
+/// kept, so only those two vehicles change, not all twenty.
+#[test]
+fn a_feed_keeps_the_columns_its_values_gave() {
+    let lot = Lot::new("kept-columns");
+    let vins = [
+        "1FTFW1E56MFA38127",
+        "2T3P1RFV7RW198233",
+        "1C4RJFAG8KC318842",
+        "5YJ3E1EA8LF617352",
+    ];
+    let export = |day: usize, odd: usize| {
+        let mut csv = String::from("VIN,Stock,Shade\n");
+        for i in 0..20 {
+            let vin = feed_vin(vins, i);
+            let shade = if i < odd { "Quicksand" } else { "Black" };
+            csv.push_str(&format!("{vin},S{i},{shade}\n"));
+        }
+        let path = lot.dir.path().join(format!("day{day}.csv"));
+        std::fs::write(&path, csv).unwrap();
+        path
+    };
+    let apply = |path: &std::path::Path| {
+        let planned = diff_file(
+            &lot.outbox,
+            rules(&[10]),
+            &Profile::auto(),
+            10,
+            path,
+            DiffOptions::committed(),
+        )
+        .unwrap();
+        answer_all(&lot.outbox);
+        planned
+    };
+    let day1 = apply(&export(1, 0));
+    assert_eq!(day1.plan.counts.create, 20);
+    let day2 = apply(&export(2, 2));
+    assert_eq!(
+        day2.plan.counts.update, 2,
+        "{:?}\n{:?}",
+        day2.plan.ops, day2.notes
+    );
+    // A column dropped is said: day 3, half the shades are paint names.
+    let day3 = apply(&export(3, 10));
+    assert!(
+        day3.notes
+            .iter()
+            .any(|n| n.contains("was exterior_color by its values")),
+        "{:?}",
+        day3.notes
+    );
+}
+
+/// Twenty distinct valid VINs: the four given, then the generator's.
+fn feed_vin(given: [&str; 4], i: usize) -> String {
+    match given.get(i) {
+        Some(v) => (*v).to_owned(),
+        None => common::feedgen::vin(i as u64),
+    }
+}

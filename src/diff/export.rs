@@ -124,9 +124,16 @@ pub fn diff_file_drafted(
         warnings: Vec::new(),
         notes: Vec::new(),
     };
+    // The columns the feed's last file recognized by their values, kept while they fit.
+    let kept = last.as_ref().and_then(|f| f.columns.clone());
     if !differ.already_applied() && !differ.superseded() {
-        let mut export =
-            ExportFile::open_with(path, profile, location_id, options.accept_incomplete)?;
+        let mut export = ExportFile::open_kept(
+            path,
+            profile,
+            location_id,
+            options.accept_incomplete,
+            kept.clone(),
+        )?;
         while let Some(mapped) = export.next_record()? {
             match mapped {
                 Mapped::Accepted(a) => {
@@ -143,6 +150,26 @@ pub fn diff_file_drafted(
         }
         out.notes = export.notes();
         out.records = differ.records();
+        let columns = export.kept_columns();
+        if let Some(before) = kept.filter(|k| k.header == columns.header) {
+            if before.by_values != columns.by_values {
+                let shown = |c: &crate::mapper::KeptColumns| {
+                    let pairs: Vec<String> = c
+                        .by_values
+                        .iter()
+                        .map(|(target, column)| format!("{target} <- {column:?}"))
+                        .collect();
+                    pairs.join(", ")
+                };
+                tracing::warn!(
+                    file = %crate::text::shown_name(path),
+                    before = %crate::text::Escaped(&shown(&before)),
+                    now = %crate::text::Escaped(&shown(&columns)),
+                    "the columns recognized by their values changed since the feed's last file"
+                );
+            }
+        }
+        differ.keep_columns(columns);
         let previous = last.and_then(|f| f.last_applied);
         if let Some(previous) = previous.filter(|p| full && p.records > 0) {
             if (out.records as f64) <= previous.records as f64 * SMALLER_SNAPSHOT {

@@ -201,6 +201,12 @@ pub struct Differ<'o> {
 }
 
 impl<'o> Differ<'o> {
+    /// The columns this file bound by their values, stored with the feed when the plan is
+    /// committed (its next file keeps them while they fit).
+    pub fn keep_columns(&mut self, columns: crate::mapper::KeptColumns) {
+        self.plan.columns = Some(columns);
+    }
+
     pub fn new(outbox: &'o Outbox, rules: Rules, file: FileId) -> Result<Differ<'o>, DiffError> {
         Differ::with_listed(outbox, rules, file, None)
     }

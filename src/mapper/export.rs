@@ -2,7 +2,7 @@
 //! `plan`, `sync`, the daemon). A row the reader cannot split becomes a rejection like any
 //! other; only what stops the whole file is an [`ExportError`].
 
-use super::{infer, parse, Mapped, Mapper, Problem, Profile, Rejected, Target, Twin};
+use super::{infer, parse, KeptColumns, Mapped, Mapper, Problem, Profile, Rejected, Target, Twin};
 use crate::feed::{self, FeedError, FeedReader, Item, Record, RowProblem};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -62,6 +62,8 @@ pub struct ExportFile {
     ahead: VecDeque<Ahead>,
     /// The read-ahead was done (once per file).
     sampled: bool,
+    /// What the feed's earlier files recognized by values ([`KeptColumns`]).
+    kept: Option<KeptColumns>,
 }
 
 /// One item read ahead.
@@ -90,6 +92,18 @@ impl ExportFile {
         location_id: u64,
         accept_incomplete: bool,
     ) -> Result<Self, ExportError> {
+        ExportFile::open_kept(path, profile, location_id, accept_incomplete, None)
+    }
+
+    /// [`ExportFile::open_with`], keeping the columns the feed's earlier files recognized by
+    /// their values while they still fit ([`KeptColumns`]).
+    pub fn open_kept(
+        path: &Path,
+        profile: &Profile,
+        location_id: u64,
+        accept_incomplete: bool,
+        kept: Option<KeptColumns>,
+    ) -> Result<Self, ExportError> {
         let mut options = profile.read_options();
         options.accept_incomplete = accept_incomplete;
         options.confine_to = path.parent().map(|p| {
@@ -107,6 +121,7 @@ impl ExportFile {
             checked_fields: false,
             ahead: VecDeque::new(),
             sampled: false,
+            kept,
         };
         // A CSV header is known before the first record: a file without key fields fails
         // before anything is mapped (its first records are read to judge the columns no
@@ -228,7 +243,8 @@ impl ExportFile {
                 _ => None,
             })
             .collect();
-        self.mapper.recognize(self.reader.schema(), &records);
+        self.mapper
+            .recognize(self.reader.schema(), &records, self.kept.as_ref());
     }
 
     /// The error that stopped the read-ahead, when it says the file is incomplete.
@@ -292,6 +308,11 @@ impl ExportFile {
 
     pub fn mapper(&self) -> &Mapper {
         &self.mapper
+    }
+
+    /// The columns this file bound by their values, for the feed's next file.
+    pub fn kept_columns(&self) -> KeptColumns {
+        self.mapper.kept_columns(self.reader.schema())
     }
 
     /// What is worth knowing about the file as a whole: the reader's warnings (encoding, …),

@@ -60,6 +60,30 @@ impl Likeness {
     }
 }
 
+/// A share of fitting values at which a column a feed's earlier files had recognized by its
+/// values is kept for the same field: lower than [`TAKE`], so that a column at 95% one day and
+/// 94% the next does not change what every vehicle is sent (issue 24 item 5).
+const KEEP: f64 = 0.8;
+
+/// The columns a feed's file had recognized by their values, remembered in the state for the
+/// feed's next file with the same header: kept while their values still fit ([`KEEP`]), and a
+/// change said in one note.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptColumns {
+    /// The file's column names, in order, joined by a unit separator (U+001F).
+    pub header: String,
+    /// The field's name ([`Target::name`]) and the column's, as bound by values.
+    pub by_values: Vec<(String, String)>,
+}
+
+impl KeptColumns {
+    /// The header of `schema`, as [`KeptColumns::header`] holds it.
+    pub fn header_of(schema: &Schema) -> String {
+        let names: Vec<&str> = schema.names().map(|(_, name)| name).collect();
+        names.join("\u{1f}")
+    }
+}
+
 /// What the values of the columns no header names say.
 #[derive(Debug, Default)]
 pub struct Recognition {
@@ -196,6 +220,18 @@ impl Kind {
         })
     }
 
+    /// The kind a column kept for `target` is judged by ([`KeptColumns`]): those a column can
+    /// be taken for by its values.
+    fn kept_as(target: Target) -> Option<Kind> {
+        match target {
+            Target::Vin => Some(Kind::Vin),
+            Target::Images => Some(Kind::Images),
+            Target::Url => Some(Kind::Link),
+            Target::Engine => None,
+            other => Kind::held_by(other),
+        }
+    }
+
     /// Only proposed, never used by values alone: plain numbers could be any count or amount,
     /// and a link any page (a Carfax report, a window sticker, a video).
     fn proposed_only(self) -> bool {
@@ -324,9 +360,36 @@ pub fn recognize(
     records: &[&Record],
     binding: &Binding,
     year_max: u16,
+    kept: Option<&KeptColumns>,
 ) -> Recognition {
     let mut out = Recognition::default();
     let enough = |l: &Likeness| l.of >= FEWEST;
+    let column_of = |name: &str| schema.names().find(|(_, n)| *n == name).map(|(id, _)| id);
+    // What the feed's earlier files with this header recognized: kept while it still fits.
+    let kept = kept.filter(|k| k.header == KeptColumns::header_of(schema));
+    let mut kept_taken: Vec<Likeness> = Vec::new();
+    for (target_name, column) in kept.iter().flat_map(|k| &k.by_values) {
+        let Some(&target) = Target::ALL.iter().find(|t| t.name() == target_name) else {
+            continue;
+        };
+        let (Some(id), Some(kind)) = (column_of(column), Kind::kept_as(target)) else {
+            continue;
+        };
+        if binding.field(target).is_some() || binding.by_target.values().any(|&b| b == id) {
+            continue;
+        }
+        let likeness = judge(kind, target, id, records, year_max);
+        if enough(&likeness) && likeness.share() >= KEEP {
+            kept_taken.push(likeness);
+        } else {
+            out.notes.push(format!(
+                "column {column:?} was {} by its values in this feed's earlier files; now only \
+                 {} fit: it is no longer used for it",
+                target.name(),
+                likeness.shown()
+            ));
+        }
+    }
     let doubtful: Vec<Likeness> = binding
         .by_header
         .iter()
@@ -336,7 +399,10 @@ pub fn recognize(
             (enough(&own) && own.share() < DOUBT).then_some(own)
         })
         .collect();
-    let free = |t: Target| binding.field(t).is_none() || doubtful.iter().any(|d| d.target == t);
+    let free = |t: Target| {
+        (binding.field(t).is_none() || doubtful.iter().any(|d| d.target == t))
+            && !kept_taken.iter().any(|k| k.target == t)
+    };
     let free_columns: Vec<FieldId> = schema
         .names()
         .map(|(id, _)| id)
@@ -344,6 +410,7 @@ pub fn recognize(
             let bound = binding.by_target.values().any(|bound| bound == id)
                 && !doubtful.iter().any(|d| d.field == *id);
             !bound
+                && !kept_taken.iter().any(|k| k.field == *id)
                 && !binding.twins.iter().any(|twin| twin.other == *id)
                 && !binding.continued.iter().any(|(_, more)| more == id)
         })
@@ -474,6 +541,27 @@ pub fn recognize(
         ));
         out.released.push(d);
     }
+    out.taken.extend(kept_taken);
+    // A binding by values that differs from the feed's earlier files is said once.
+    if let Some(kept) = kept {
+        let now: Vec<(String, String)> = out
+            .taken
+            .iter()
+            .map(|l| (l.target.name().to_owned(), schema.name(l.field).to_owned()))
+            .collect();
+        for (target, column) in &now {
+            if !kept
+                .by_values
+                .iter()
+                .any(|(t, c)| t == target && c == column)
+            {
+                out.notes.push(format!(
+                    "column {column:?} is now used for {target} by its values (this feed's \
+                     earlier files with the same header did not use it so)"
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -522,6 +610,10 @@ mod tests {
 
     /// The recognition of a CSV text's columns, after auto matched what its headers name.
     fn recognized(csv: &str) -> (Schema, Recognition) {
+        recognized_kept(csv, None)
+    }
+
+    fn recognized_kept(csv: &str, kept: Option<&KeptColumns>) -> (Schema, Recognition) {
         let mut reader = crate::feed::from_bytes(csv.as_bytes(), &ReadOptions::default()).unwrap();
         let mut records = Vec::new();
         loop {
@@ -535,7 +627,7 @@ mod tests {
         let schema = reader.schema().clone();
         let binding = Binding::new(&Profile::auto(), &schema);
         let records: Vec<&Record> = records.iter().collect();
-        let recognition = recognize(&schema, &records, &binding, 2027);
+        let recognition = recognize(&schema, &records, &binding, 2027, kept);
         (schema, recognition)
     }
 
@@ -597,6 +689,67 @@ mod tests {
                    1C4RJFAG8KC318842,C,Gas 3.6L V6\n";
         let (_, r) = recognized(csv);
         assert!(r.taken.is_empty() && r.released.is_empty(), "{r:?}");
+    }
+
+    /// Issue 24 item 5: a column the feed's earlier file took by its values (95% or more) is
+    /// kept for the next file with the same header while at least 80% of its values fit, so a
+    /// share of 94% one day changes nothing; below that it is dropped with a note, and a
+    /// binding the earlier file did not have is said too.
+    #[test]
+    fn a_feed_keeps_the_columns_its_values_gave_while_they_fit() {
+        let file = |bad: usize| {
+            let mut csv = String::from("VIN,Stock,Shade\n");
+            for (i, vin) in VINS.iter().cycle().take(20).enumerate() {
+                let shade = if i < bad { "Quicksand" } else { "Black" };
+                csv.push_str(&format!("{vin},S{i},{shade}\n"));
+            }
+            csv
+        };
+        let (schema, first) = recognized(&file(0));
+        assert_eq!(
+            taken(&first, &schema),
+            [("Shade".to_owned(), "exterior_color")]
+        );
+        let kept = KeptColumns {
+            header: KeptColumns::header_of(&schema),
+            by_values: vec![("exterior_color".into(), "Shade".into())],
+        };
+        // 18 of 20 (90%): under TAKE, so alone it would not be taken; kept, it stays.
+        let (_, alone) = recognized(&file(2));
+        assert!(alone.taken.is_empty(), "{:?}", alone.taken);
+        let (schema, next) = recognized_kept(&file(2), Some(&kept));
+        assert_eq!(
+            taken(&next, &schema),
+            [("Shade".to_owned(), "exterior_color")]
+        );
+        assert!(
+            next.notes.iter().all(|n| !n.contains("earlier files")),
+            "{:?}",
+            next.notes
+        );
+        // 10 of 20: no longer fits, dropped with a note.
+        let (_, gone) = recognized_kept(&file(10), Some(&kept));
+        assert!(gone.taken.is_empty(), "{:?}", gone.taken);
+        assert!(
+            gone.notes
+                .iter()
+                .any(|n| n.contains("was exterior_color by its values")),
+            "{:?}",
+            gone.notes
+        );
+        // An earlier file that bound nothing: the new binding is said.
+        let none = KeptColumns {
+            header: kept.header.clone(),
+            by_values: Vec::new(),
+        };
+        let (_, new) = recognized_kept(&file(0), Some(&none));
+        assert!(
+            new.notes
+                .iter()
+                .any(|n| n.contains("is now used for exterior_color")),
+            "{:?}",
+            new.notes
+        );
     }
 
     #[test]

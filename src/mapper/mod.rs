@@ -21,6 +21,7 @@ mod vin;
 mod vocabulary;
 
 pub use export::{Disagreement, ExportError, ExportFile};
+pub use infer::KeptColumns;
 pub use profile::{Binding, Profile, ProfileError, Target, Twin};
 pub use vin::{check_digit, check_vin, VinCheck};
 
@@ -218,13 +219,26 @@ impl Mapper {
 
     /// Judges the columns no header named by the values of `sample` (records read ahead of
     /// mapping) and binds those recognized (`infer`); only when the profile lets auto match.
-    pub fn recognize(&mut self, schema: &Schema, sample: &[&Record]) {
+    pub fn recognize(&mut self, schema: &Schema, sample: &[&Record], kept: Option<&KeptColumns>) {
         self.bind(schema);
         if !self.profile.auto {
             return;
         }
-        let recognition = infer::recognize(schema, sample, &self.binding, self.year_max);
+        let recognition = infer::recognize(schema, sample, &self.binding, self.year_max, kept);
         self.binding.adopt(recognition);
+    }
+
+    /// The columns bound by their values, for the feed's next file ([`KeptColumns`]).
+    pub fn kept_columns(&self, schema: &Schema) -> KeptColumns {
+        KeptColumns {
+            header: KeptColumns::header_of(schema),
+            by_values: self
+                .binding
+                .by_values
+                .iter()
+                .map(|l| (l.target.name().to_owned(), schema.name(l.field).to_owned()))
+                .collect(),
+        }
     }
 
     /// The first pair of fields named alike ([`Binding::twins`]) whose values differ in

@@ -383,6 +383,9 @@ impl Outbox {
                             at: now,
                             records: plan.records,
                         });
+                        if let Some(columns) = &plan.columns {
+                            feed.columns = Some(columns.clone());
+                        }
                         if let Some(snapshot) = &plan.snapshot {
                             for &location in &snapshot.locations {
                                 feed.snapshots.insert(

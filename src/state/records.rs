@@ -207,6 +207,9 @@ pub struct FeedRecord {
     /// By location id: the full snapshot last applied there.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub snapshots: std::collections::BTreeMap<u64, SnapshotMark>,
+    /// The columns the feed's last applied file recognized by their values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<crate::mapper::KeptColumns>,
 }
 
 /// A full snapshot applied for a location: its name and the time it is as of (Unix seconds,
