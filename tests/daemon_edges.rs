@@ -560,3 +560,52 @@ async fn after_a_401_the_next_try_reads_the_token_file_first() {
 fn daemon_log_has(site: &Site, needle: &str) -> bool {
     site.log().contains(needle)
 }
+
+/// Issue 25 item 5: idle connections to the control socket (its group may include the DMS's
+/// account) cannot take the daemon's file descriptors. The daemon's limit is lowered to 200
+/// and 300 idle connections are opened: the file dropped next is still applied, and `lotsync
+/// status` answers once the idle ones are dropped. Before, every connection was accepted and
+/// kept for 10 s, and the file failed with "Too many open files".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_control_connections_cannot_take_the_daemons_descriptors() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::with("edges-control-cap", &sb.base_url(), 1000, "", "", &delta());
+    let inbox = site.inbox();
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
+    let limited = std::process::Command::new("prlimit")
+        .arg(format!("--pid={}", daemon.child.id()))
+        .arg("--nofile=200:200")
+        .status()
+        .expect("prlimit runs");
+    assert!(limited.success());
+    let idle: Vec<std::os::unix::net::UnixStream> = (0..300)
+        .map(|_| std::os::unix::net::UnixStream::connect(site.socket()).expect("connects"))
+        .collect();
+    drop_file(
+        &inbox,
+        "a.csv",
+        export(&[Car::new(1), Car::new(2)]).as_bytes(),
+    );
+    site.wait_until(Duration::from_secs(30), "a.csv archived", || {
+        reports(&inbox, "archive").len() == 1
+    })
+    .await;
+    assert!(reports(&inbox, "failed").is_empty(), "{}", site.log());
+    let out = site
+        .lotsync_within(&["status", "--format", "json"], Duration::from_secs(60))
+        .await;
+    assert!(
+        (0..=2).contains(&common::site::code(&out)),
+        "{}\n{}",
+        text(&out.stderr),
+        site.log()
+    );
+    assert!(
+        !site.log().contains("Too many open files"),
+        "{}",
+        site.log()
+    );
+    drop(idle);
+    assert_eq!(vehicles(&state(&sb).await), 2);
+}

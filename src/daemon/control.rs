@@ -113,17 +113,28 @@ pub fn ask(
     request: &Request,
     timeout: Option<Duration>,
 ) -> Result<Option<Reply>, ControlError> {
-    let mut stream = match std::os::unix::net::UnixStream::connect(path) {
-        Ok(s) => s,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-            ) =>
-        {
-            return Ok(None)
+    // A full listen queue (the daemon serves a few connections at a time, and drops idle
+    // ones within seconds) answers "try again": so it does, for a while.
+    let busy_until = std::time::Instant::now() + BUSY_WAIT;
+    let mut stream = loop {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(s) => break s,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                return Ok(None)
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < busy_until =>
+            {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(io_error(path)(e)),
         }
-        Err(e) => return Err(io_error(path)(e)),
     };
     stream.set_read_timeout(timeout).map_err(io_error(path))?;
     let mut line = serde_json::to_vec(request).map_err(|e| ControlError::Garbled {
@@ -144,6 +155,17 @@ pub fn ask(
         })
 }
 
+/// How long a client tries again while the daemon's listen queue is full.
+const BUSY_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a connection may stay silent before its request: a client writes its one line as
+/// soon as it connects (it is waiting in the socket when the daemon accepts), and an idle
+/// connection holds one of the daemon's few control slots.
+pub const REQUEST_WAIT: Duration = Duration::from_secs(1);
+
+/// How long writing an answer may take: a client that never reads it does not keep its slot.
+const ANSWER_WAIT: Duration = Duration::from_secs(10);
+
 /// Reads one request from a connection; writes the answer `answer` gives.
 pub async fn converse<F, Fut>(stream: tokio::net::UnixStream, answer: F) -> std::io::Result<()>
 where
@@ -155,7 +177,7 @@ where
     let mut line = String::new();
     // A request is a short line; more than this is not a request.
     let mut read = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, 64 * 1024));
-    tokio::time::timeout(Duration::from_secs(10), read.read_line(&mut line))
+    tokio::time::timeout(REQUEST_WAIT, read.read_line(&mut line))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no request"))??;
     if line.is_empty() {
@@ -168,8 +190,12 @@ where
     };
     let mut out = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
     out.push(b'\n');
-    write.write_all(&out).await?;
-    write.shutdown().await
+    tokio::time::timeout(ANSWER_WAIT, async {
+        write.write_all(&out).await?;
+        write.shutdown().await
+    })
+    .await
+    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "answer not read"))?
 }
 
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 const RETRY_FIRST: Duration = Duration::from_secs(15);
 const RETRY_MAX: Duration = Duration::from_secs(300);
 
+/// Control connections served at once (`lotsync status`, `release`, `reconcile`).
+const CONTROL_CONNECTIONS: usize = 64;
+
 /// Tries of a reconciliation asked of the daemon that fails, the first one included; the waits
 /// between them are `[daemon] reconcile_retry_secs`, doubling.
 const RECONCILE_TRIES: u32 = 5;
@@ -746,13 +749,26 @@ impl Daemon {
         }
     }
 
-    /// Answers the control socket until the daemon stops.
+    /// Answers the control socket until the daemon stops, [`CONTROL_CONNECTIONS`] at a time:
+    /// the socket's group may include the DMS's account, and idle connections without a cap
+    /// would take every file descriptor the daemon has (a file in hand would then fail with
+    /// "Too many open files"). Further ones wait in the listen queue, costing the daemon
+    /// nothing, while an idle one is dropped after `control::REQUEST_WAIT`.
     async fn serve(
         self: Arc<Daemon>,
         listener: tokio::net::UnixListener,
         mut stop: watch::Receiver<bool>,
     ) {
+        let slots = Arc::new(tokio::sync::Semaphore::new(CONTROL_CONNECTIONS));
         loop {
+            let slot = tokio::select! {
+                _ = stop.changed() => return,
+                slot = slots.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    // Never closed: the semaphore lives as long as this loop.
+                    Err(_) => return,
+                },
+            };
             let stream = tokio::select! {
                 _ = stop.changed() => return,
                 accepted = listener.accept() => match accepted {
@@ -766,6 +782,7 @@ impl Daemon {
             };
             let daemon = self.clone();
             tokio::spawn(async move {
+                let _slot = slot;
                 let answered = control::converse(stream, |request| daemon.answer(request)).await;
                 if let Err(e) = answered {
                     tracing::debug!(error = %Chain(&e), "control socket: conversation ended early");
