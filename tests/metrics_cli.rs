@@ -347,3 +347,48 @@ async fn a_port_taken_fails_the_start_naming_the_key() {
     );
     drop(taken);
 }
+
+/// Issue 25 item 5: local clients cannot keep `/health` from answering. 32 idle connections
+/// and 32 that pipeline requests and never read fill the pool; `/health` still answers at
+/// once (before, the scrape waited for a place until its timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_answers_while_idle_and_unread_connections_fill_the_pool() {
+    use std::io::Write;
+    let sb = sandbox_with(Behaviour::default()).await;
+    let port = free_loopback_port();
+    let site = site("metrics-busy", &sb.base_url(), &format!("127.0.0.1:{port}"));
+    let mut daemon = site.start();
+    let base = format!("http://127.0.0.1:{port}");
+    poll(
+        &site,
+        &mut daemon,
+        &format!("{base}/health"),
+        "the first answer",
+        |s, _| s == 200,
+    )
+    .await;
+    let address = format!("127.0.0.1:{port}");
+    let mut held = Vec::new();
+    for _ in 0..32 {
+        held.push(std::net::TcpStream::connect(&address).expect("connects"));
+    }
+    let pipelined = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2000);
+    for _ in 0..32 {
+        let mut stream = std::net::TcpStream::connect(&address).expect("connects");
+        stream.set_nonblocking(true).unwrap();
+        // As much as the socket takes; the answers are never read.
+        let _ = stream.write_all(pipelined.as_bytes());
+        held.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    let health = get(&format!("{base}/health")).await;
+    assert!(
+        matches!(&health, Some((200, _, _))),
+        "{health:?} after {:?}\n{}",
+        asked.elapsed(),
+        site.log()
+    );
+    drop(held);
+    daemon.signal("TERM");
+}

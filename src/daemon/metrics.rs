@@ -31,8 +31,15 @@ use tokio::task::JoinSet;
 /// The content type of [`prometheus_client::encoding::text::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Connections served at once; a further one waits to be accepted.
+/// Connections served at once in each of the two pools; a further one waits to be accepted.
 const MAX_CONNECTIONS: usize = 32;
+
+/// The longest a connection holds a place in the pool, idle or answering a client that does
+/// not read (a scraper reconnects).
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(30);
+
+/// The same for a connection taken while the pool is full: long enough for one answer.
+const OVERFLOW_LIFETIME: Duration = Duration::from_secs(2);
 
 /// A connection that sends no complete request head within this is closed.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -397,31 +404,47 @@ async fn accept_until_stopped<A, F, IO, S>(
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: Source,
 {
+    // The pool, and beyond it a second one of short-lived connections: when idle or
+    // never-reading clients fill the first, a scrape or a `/health` still gets an answer.
     let mut connections = JoinSet::new();
+    let mut overflow = JoinSet::new();
     loop {
-        // With too many connections open it waits for one to end, still told of a stop.
+        // With both full it waits for a connection to end, still told of a stop.
         tokio::select! {
             _ = stop.changed() => return,
-            () = reap(&mut connections) => {}
+            () = reap(&mut connections, &mut overflow) => {}
         }
         let stream = tokio::select! {
             _ = stop.changed() => return,
             accepted = accept() => accepted,
         };
         match stream {
+            Ok(stream) if connections.len() < MAX_CONNECTIONS => {
+                let served = connection(stream, source.clone());
+                connections.spawn(async move {
+                    let _ = tokio::time::timeout(CONNECTION_LIFETIME, served).await;
+                });
+            }
             Ok(stream) => {
-                connections.spawn(connection(stream, source.clone()));
+                let served = connection(stream, source.clone());
+                overflow.spawn(async move {
+                    let _ = tokio::time::timeout(OVERFLOW_LIFETIME, served).await;
+                });
             }
             Err(e) => cannot_accept(shown, &e).await,
         }
     }
 }
 
-/// Forgets the connections that ended; waits for one to end while there are too many.
-async fn reap(connections: &mut JoinSet<()>) {
+/// Forgets the connections that ended; waits for one to end while both pools are full.
+async fn reap(connections: &mut JoinSet<()>, overflow: &mut JoinSet<()>) {
     while connections.try_join_next().is_some() {}
-    if connections.len() >= MAX_CONNECTIONS {
-        connections.join_next().await;
+    while overflow.try_join_next().is_some() {}
+    if connections.len() >= MAX_CONNECTIONS && overflow.len() >= MAX_CONNECTIONS {
+        tokio::select! {
+            _ = connections.join_next() => {}
+            _ = overflow.join_next() => {}
+        }
     }
 }
 
