@@ -239,13 +239,7 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
 async fn after_a_fatal_stop_a_new_token_and_sighup_deliver_everything() {
     let sb = sandbox_with(Behaviour::default()).await;
     let site = Site::with("edges-token", &sb.base_url(), 1000, "", "", &delta());
-    let config = std::fs::read_to_string(&site.config).unwrap().replace(
-        "token_env = \"LOTSYNC_TEST_TOKEN\"",
-        "token_file = \"token\"",
-    );
-    std::fs::write(&site.config, config).unwrap();
-    let token = site.path().join("token");
-    lotsync::config::write_token_file(&token, "sandbox-token").unwrap();
+    let token = site.use_token_file("sandbox-token");
     let inbox = site.inbox();
     let mut daemon = site.start();
     site.wait_listening(&mut daemon).await;
@@ -517,13 +511,7 @@ async fn reports_say_what_truly_happened() {
 async fn after_a_401_the_next_try_reads_the_token_file_first() {
     let sb = sandbox_with(Behaviour::default()).await;
     let site = Site::with("edges-token-retry", &sb.base_url(), 1000, "", "", &delta());
-    let config = std::fs::read_to_string(&site.config).unwrap().replace(
-        "token_env = \"LOTSYNC_TEST_TOKEN\"",
-        "token_file = \"token\"",
-    );
-    std::fs::write(&site.config, config).unwrap();
-    let token = site.path().join("token");
-    lotsync::config::write_token_file(&token, "revoked-token").unwrap();
+    let token = site.use_token_file("revoked-token");
     let inbox = site.inbox();
     let mut daemon = site.start();
     site.wait_listening(&mut daemon).await;

@@ -6,8 +6,7 @@
 mod common;
 
 use common::{client, lot, sandbox_with, state, vehicles, TempDir};
-use lotsync::diff::{Differ, FileId, Mode};
-use lotsync::mapper::Accepted;
+use lotsync::diff::Mode;
 use lotsync::outbox::Outbox;
 use lotsync::sandbox::Behaviour;
 use lotsync::state::State;
@@ -15,27 +14,12 @@ use lotsync::upload::Uploader;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Plans and commits `cars` for organization `org` (feed `main`, location 10).
+/// Plans and commits `cars` for organization `org` (feed `main-<org>`, location 10).
 fn commit_for(outbox: &Outbox, org: u64, name: &str, cars: &[lotsync::api::VehiclePayload]) {
-    let file = FileId {
-        name: name.into(),
-        sha256: lotsync::state::Digest::of(name.as_bytes()).to_string(),
-    };
     let mut rules = lot::rules(Mode::Delta);
     rules.organization_id = org;
     rules.feed = format!("main-{org}");
-    let mut differ = Differ::new(outbox, rules, file).unwrap();
-    for (i, payload) in cars.iter().enumerate() {
-        differ
-            .accepted(&Accepted {
-                line: i as u64 + 2,
-                payload: payload.clone(),
-                sold: None,
-                warnings: Vec::new(),
-            })
-            .unwrap();
-    }
-    differ.commit().unwrap();
+    lot::commit_with(outbox, rules, name, cars);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

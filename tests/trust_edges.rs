@@ -250,13 +250,7 @@ async fn a_draft_during_a_fatal_stop_says_what_stays_queued() {
     let sb = sandbox_with(Behaviour::default()).await;
     // 10 requests/s: 40 creates take 4 s, time to revoke the token in the middle.
     let site = Site::with("trust-draft", &sb.base_url(), 10, "", "", MAIN_FEED);
-    let config = std::fs::read_to_string(&site.config).unwrap().replace(
-        "token_env = \"LOTSYNC_TEST_TOKEN\"",
-        "token_file = \"token\"",
-    );
-    std::fs::write(&site.config, config).unwrap();
-    let token = site.path().join("token");
-    lotsync::config::write_token_file(&token, "sandbox-token").unwrap();
+    let token = site.use_token_file("sandbox-token");
     let inbox = site.inbox();
     let mut daemon = site.start();
     site.wait_listening(&mut daemon).await;

@@ -31,11 +31,16 @@ pub fn car(n: u32) -> VehiclePayload {
 
 /// Plans and commits a file `name` listing `cars`.
 pub fn commit(outbox: &Outbox, name: &str, mode: Mode, cars: &[VehiclePayload]) {
+    commit_with(outbox, rules(mode), name, cars);
+}
+
+/// [`commit`] under other rules (another organization, other locations).
+pub fn commit_with(outbox: &Outbox, rules: Rules, name: &str, cars: &[VehiclePayload]) {
     let file = FileId {
         name: name.into(),
         sha256: lotsync::state::Digest::of(name.as_bytes()).to_string(),
     };
-    let mut differ = Differ::new(outbox, rules(mode), file).unwrap();
+    let mut differ = Differ::new(outbox, rules, file).unwrap();
     for (i, payload) in cars.iter().enumerate() {
         differ
             .accepted(&Accepted {

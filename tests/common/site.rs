@@ -117,6 +117,19 @@ impl Site {
         }
     }
 
+    /// Makes the config read its token from the file `token` beside it (instead of
+    /// `LOTSYNC_TEST_TOKEN`) and writes `token` there; returns the file's path, to rotate it.
+    pub fn use_token_file(&self, token: &str) -> PathBuf {
+        let config = std::fs::read_to_string(&self.config).unwrap().replace(
+            "token_env = \"LOTSYNC_TEST_TOKEN\"",
+            "token_file = \"token\"",
+        );
+        std::fs::write(&self.config, config).unwrap();
+        let path = self.path().join("token");
+        lotsync::config::write_token_file(&path, token).unwrap();
+        path
+    }
+
     /// Starts `lotsync run`, logging to `daemon.log`.
     pub fn start(&self) -> Daemon {
         self.start_with_env(&[])
