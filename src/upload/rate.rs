@@ -14,7 +14,11 @@
 //!   what remains, per second) is the service's real rate. A nearly empty bucket ([`LOW`] of
 //!   its size) sets the rate to [`TARGET`] of that refill rate, before any 429; a 429 that says
 //!   the bucket is empty does the same, or, with nothing measured, cuts the rate to
-//!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. But an empty bucket without a
+//!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. A nearly empty bucket with no
+//!   429 is only a hint (a client paced at the limit, or one whose own burst follows a pause,
+//!   always sees one): trims without a 429 take at most [`TRIM`] off the rate they began at, are
+//!   not remembered as where the service pushed back, and are undone round by round while the
+//!   bucket refills; only a 429 lowers the rate further. But an empty bucket without a
 //!   reset of its own, within `WINDOW_ROUNDING` of a pause's end, is taken for the service
 //!   holding us to a window (a strict service's early refusal); excused for one pause only.
 //! - 429s without any rate header cut the rate the same way, but they may come whatever the
@@ -33,7 +37,8 @@ pub const CUT: f64 = 0.8;
 pub const FIRST_CUT: f64 = 0.5;
 /// The rate set when the bucket's refill rate is known, as a share of it.
 pub const TARGET: f64 = 0.95;
-/// The rate after a nearly empty bucket when its refill rate is not known yet.
+/// The rate after a nearly empty bucket when its refill rate is not known yet; also the
+/// lowest share of the rate before them that trims without a 429 may reach.
 pub const TRIM: f64 = 0.9;
 /// A bucket with at most this share of its size left is nearly empty.
 pub const LOW: f64 = 0.2;
@@ -151,7 +156,15 @@ impl Bucket {
     }
 
     fn refill_over(&self, samples: usize, min_span: Duration) -> Option<f64> {
-        let mut below = self.samples.iter().filter(|s| s.remaining < self.size);
+        // Only since the bucket was last seen full: while full it stops filling, so a span
+        // across a pause (a 5xx's retry) would count the tokens it could not hold as not given
+        // (a bucket refilled at 50/s measured at 30/s).
+        let since_full = self
+            .samples
+            .iter()
+            .rposition(|s| s.remaining >= self.size)
+            .map_or(0, |i| i + 1);
+        let mut below = self.samples.iter().skip(since_full);
         let first = below.next()?;
         let (count, last) = below.fold((1, first), |(n, _), s| (n + 1, s));
         let span = last.at.duration_since(first.at);
@@ -395,6 +408,9 @@ pub struct RateControl {
     /// What remained in the bucket at the last trim (a bucket that has filled since is
     /// refilling faster than it is used).
     remaining_at_trim: Option<u32>,
+    /// The rate before the trims that no 429 has followed yet: they never take the rate below
+    /// [`TRIM`] of it, the rate comes back to it, and it is what is remembered.
+    trimmed_from: Option<f64>,
     unexplained: Unexplained,
     round_start: Instant,
     /// Answers in this round that allow an increase.
@@ -425,6 +441,7 @@ impl RateControl {
             recover_to: 0.0,
             bucket: Bucket::default(),
             remaining_at_trim: None,
+            trimmed_from: None,
             unexplained: Unexplained::default(),
             round_start: now,
             round_ok: 0,
@@ -441,10 +458,13 @@ impl RateControl {
         self.ceiling
     }
 
-    /// The rate worth remembering and reporting: the current one, but never above the rate the
-    /// service last pushed back at (a run may end halfway up a probe).
+    /// The rate worth remembering and reporting: the current one, or the one before trims no
+    /// 429 confirmed (a nearly empty bucket alone is no reason for the next run to start
+    /// slower), but never above the rate the service last pushed back at with a 429 (a run may
+    /// end halfway up a probe).
     pub fn settled(&self) -> f64 {
-        self.pushed_back_at.map_or(self.rate, |r| self.rate.min(r))
+        let rate = self.trimmed_from.map_or(self.rate, |from| from.max(self.rate));
+        self.pushed_back_at.map_or(rate, |r| rate.min(r))
     }
 
     /// The service paused every request until `at`: what was sent before it is an echo, and
@@ -547,6 +567,11 @@ impl RateControl {
                     None if self.remaining_at_trim.is_some_and(|at| remaining > at) => return None,
                     None => self.rate * TRIM,
                 };
+                // Without a 429 the headers alone may take at most TRIM off the rate the trims
+                // began at: at the limit the bucket always looks nearly empty (and just after a
+                // pause our own burst empties it), which says nothing about a rate that gets
+                // no 429. Below that, only a 429 cuts.
+                let to = to.max(TRIM * self.trimmed_from.unwrap_or(self.rate));
                 if to >= self.rate {
                     return None; // refilling as fast as we use it: only hold
                 }
@@ -610,16 +635,22 @@ impl RateControl {
             return None;
         }
         self.last_cut = Some(now);
-        if cut != Cut::Trim {
-            self.last_throttled_cut = Some(now);
-        }
-        self.pushed_back_at = Some(self.rate);
         // A cut to a measured refill rate is where the rate belongs; a blind one overshoots
-        // on purpose, and the rate comes back quickly to just below where it was refused.
+        // on purpose, and the rate comes back quickly to just below where it was refused. A
+        // trim is a precaution the service did not ask for: the rate comes back toward where
+        // the trims began, round by round while the bucket refills (a round with it nearly
+        // empty holds), so a trim stays only while the bucket keeps draining; and it is not
+        // where the service pushed back.
         self.recover_to = match cut {
             Cut::Throttled { measured: false } => RECOVER_TO * self.rate,
-            Cut::Throttled { measured: true } | Cut::Trim => to,
+            Cut::Throttled { measured: true } => to,
+            Cut::Trim => *self.trimmed_from.get_or_insert(self.rate),
         };
+        if cut != Cut::Trim {
+            self.last_throttled_cut = Some(now);
+            self.pushed_back_at = Some(self.rate);
+            self.trimmed_from = None;
+        }
         self.start_round(now);
         let before = self.rate;
         self.rate = to.clamp(FLOOR, before);
@@ -653,6 +684,9 @@ impl RateControl {
             }
         };
         self.rate = raised.min(self.ceiling);
+        if self.trimmed_from.is_some_and(|from| self.rate >= from) {
+            self.trimmed_from = None; // the trims are undone
+        }
         Some(self.rate)
     }
 
@@ -908,6 +942,24 @@ mod tests {
             rates.extend(c.answered(at, at, true, limits(10, *remaining)));
         }
         assert_eq!(rates, vec![27.0]);
+    }
+
+    #[test]
+    fn a_pace_at_the_limit_with_a_nearly_empty_bucket_and_no_429_keeps_its_rate() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(50.0, None, t0);
+        // A full bucket of 10 after a quiet spell, then a client paced at exactly the
+        // service's 50/s: every answer says 0 to 2 tokens remain, none is a 429.
+        c.answered(t0, t0, true, limits(10, 9));
+        let (mut at, mut lowest) = (0.0_f64, c.rate());
+        for k in 0..1000_u32 {
+            at += 1000.0 / c.rate();
+            let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            c.answered(now, now, true, limits(10, 2 - k % 3));
+            lowest = lowest.min(c.rate());
+        }
+        assert!(lowest >= 0.9 * 50.0 - 1e-9, "fell to {lowest}");
+        assert!(c.settled() >= 0.9 * 50.0 - 1e-9, "remembers {}", c.settled());
     }
 
     /// `count` requests at the control's own rate, each answered 200 or, for the numbers
