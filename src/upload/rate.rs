@@ -17,8 +17,8 @@
 //!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. A nearly empty bucket with no
 //!   429 is only a hint (a client paced at the limit, or one whose own burst follows a pause,
 //!   always sees one): trims without a 429 take at most [`TRIM`] off the rate they began at, are
-//!   not remembered as where the service pushed back, and are undone round by round while the
-//!   bucket refills; only a 429 lowers the rate further. But an empty bucket without a
+//!   not remembered as where the service pushed back, and are undone once a round after them
+//!   refilled the bucket with no 429; only a 429 lowers the rate further. But an empty bucket without a
 //!   reset of its own, within `WINDOW_ROUNDING` of a pause's end, is taken for the service
 //!   holding us to a window (a strict service's early refusal); excused for one pause only.
 //! - 429s without any rate header cut the rate the same way, but they may come whatever the
@@ -419,6 +419,10 @@ pub struct RateControl {
     round_hold: bool,
     /// Some answer in this round did not show a nearly full bucket (or showed none).
     round_not_full: bool,
+    /// A 429 came in this round.
+    round_throttled: bool,
+    /// What remained in the bucket at the first and at the last answer of this round.
+    round_remaining: Option<(u32, u32)>,
 }
 
 impl RateControl {
@@ -447,6 +451,8 @@ impl RateControl {
             round_ok: 0,
             round_hold: false,
             round_not_full: false,
+            round_throttled: false,
+            round_remaining: None,
         }
     }
 
@@ -482,6 +488,7 @@ impl RateControl {
         limits: Option<RateLimit>,
     ) -> Option<f64> {
         self.round_hold = true;
+        self.round_throttled = true;
         let remaining = remaining(limits);
         if remaining.is_some_and(|r| r > 0) {
             // Tokens remain: not our rate. The bucket saw the request.
@@ -559,6 +566,10 @@ impl RateControl {
         if let Some(remaining) = remaining(limits) {
             self.bucket
                 .observe(now, remaining, self.after_resume(sent_at));
+            self.round_remaining = Some(match self.round_remaining {
+                Some((first, _)) => (first, remaining),
+                None => (remaining, remaining),
+            });
             if self.bucket.low(remaining) {
                 self.round_hold = true;
                 let to = match self.bucket.refill_rate() {
@@ -637,10 +648,9 @@ impl RateControl {
         self.last_cut = Some(now);
         // A cut to a measured refill rate is where the rate belongs; a blind one overshoots
         // on purpose, and the rate comes back quickly to just below where it was refused. A
-        // trim is a precaution the service did not ask for: the rate comes back toward where
-        // the trims began, round by round while the bucket refills (a round with it nearly
-        // empty holds), so a trim stays only while the bucket keeps draining; and it is not
-        // where the service pushed back.
+        // trim is a precaution the service did not ask for: it is undone once a round shows
+        // the bucket refilling (see `end_round`), and meanwhile the rate comes back toward
+        // where the trims began; and it is not where the service pushed back.
         self.recover_to = match cut {
             Cut::Throttled { measured: false } => RECOVER_TO * self.rate,
             Cut::Throttled { measured: true } => to,
@@ -661,6 +671,18 @@ impl RateControl {
     fn end_round(&mut self, now: Instant) -> Option<f64> {
         if now.duration_since(self.round_start) < ROUND {
             return None;
+        }
+        // A trim has paid once a whole round after it refilled the bucket without a 429: it
+        // is undone at once (the rate back to where the trims began), rather than kept for a
+        // slow climb: at the limit, the rate goes back to it with a bucket no longer empty.
+        let refilled = self
+            .round_remaining
+            .is_some_and(|(first, last)| last > first);
+        if let Some(from) = self.trimmed_from {
+            if refilled && self.round_ok > 0 && !self.round_throttled {
+                self.trimmed_from = None;
+                return Some(self.set_rate(from, now));
+            }
         }
         let raise = self.round_ok > 0 && !self.round_hold && self.rate < self.ceiling;
         let full = !self.round_not_full;
@@ -695,6 +717,8 @@ impl RateControl {
         self.round_ok = 0;
         self.round_hold = false;
         self.round_not_full = false;
+        self.round_throttled = false;
+        self.round_remaining = None;
     }
 }
 
@@ -960,6 +984,26 @@ mod tests {
         }
         assert!(lowest >= 0.9 * 50.0 - 1e-9, "fell to {lowest}");
         assert!(c.settled() >= 0.9 * 50.0 - 1e-9, "remembers {}", c.settled());
+    }
+
+    #[test]
+    fn a_trim_is_undone_once_a_round_refills_the_bucket_without_a_429() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(50.0, None, t0);
+        c.answered(t0, t0, true, limits(10, 9));
+        // Nearly empty (our burst, or a rate just above the refill): trimmed.
+        let at = ms(t0, 20);
+        assert_eq!(c.answered(at, at, true, limits(10, 1)), Some(45.0));
+        // At 45/s into a bucket refilled at 50/s: it fills again, no 429: the trim paid and
+        // is undone after the round, not kept for a slow climb.
+        let mut rates = vec![];
+        for k in 1..=50_u64 {
+            let at = ms(t0, 20 + k * 22);
+            let remaining = 1 + (k / 10) as u32;
+            rates.extend(c.answered(at, at, true, limits(10, remaining)));
+        }
+        assert_eq!(rates, vec![50.0]);
+        assert_eq!(c.settled(), 50.0);
     }
 
     /// `count` requests at the control's own rate, each answered 200 or, for the numbers
