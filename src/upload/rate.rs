@@ -18,7 +18,8 @@
 //!   429 is only a hint (a client paced at the limit, or one whose own burst follows a pause,
 //!   always sees one): trims without a 429 take at most [`TRIM`] off the rate they began at, are
 //!   not remembered as where the service pushed back, and are undone once a round after them
-//!   refilled the bucket with no 429; only a 429 lowers the rate further. But an empty bucket without a
+//!   brought the bucket back above nearly empty with no 429; only a 429 lowers the rate
+//!   further. But an empty bucket without a
 //!   reset of its own, within `WINDOW_ROUNDING` of a pause's end, is taken for the service
 //!   holding us to a window (a strict service's early refusal); excused for one pause only.
 //! - 429s without any rate header cut the rate the same way, but they may come whatever the
@@ -421,8 +422,6 @@ pub struct RateControl {
     round_not_full: bool,
     /// A 429 came in this round.
     round_throttled: bool,
-    /// What remained in the bucket at the first and at the last answer of this round.
-    round_remaining: Option<(u32, u32)>,
 }
 
 impl RateControl {
@@ -452,7 +451,6 @@ impl RateControl {
             round_hold: false,
             round_not_full: false,
             round_throttled: false,
-            round_remaining: None,
         }
     }
 
@@ -566,10 +564,6 @@ impl RateControl {
         if let Some(remaining) = remaining(limits) {
             self.bucket
                 .observe(now, remaining, self.after_resume(sent_at));
-            self.round_remaining = Some(match self.round_remaining {
-                Some((first, _)) => (first, remaining),
-                None => (remaining, remaining),
-            });
             if self.bucket.low(remaining) {
                 self.round_hold = true;
                 let to = match self.bucket.refill_rate() {
@@ -648,8 +642,8 @@ impl RateControl {
         self.last_cut = Some(now);
         // A cut to a measured refill rate is where the rate belongs; a blind one overshoots
         // on purpose, and the rate comes back quickly to just below where it was refused. A
-        // trim is a precaution the service did not ask for: it is undone once a round shows
-        // the bucket refilling (see `end_round`), and meanwhile the rate comes back toward
+        // trim is a precaution the service did not ask for: it is undone after a round with
+        // no 429 (see `end_round`), and meanwhile the rate comes back toward
         // where the trims began; and it is not where the service pushed back.
         self.recover_to = match cut {
             Cut::Throttled { measured: false } => RECOVER_TO * self.rate,
@@ -672,14 +666,14 @@ impl RateControl {
         if now.duration_since(self.round_start) < ROUND {
             return None;
         }
-        // A trim has paid once a whole round after it refilled the bucket without a 429: it
-        // is undone at once (the rate back to where the trims began), rather than kept for a
-        // slow climb: at the limit, the rate goes back to it with a bucket no longer empty.
-        let refilled = self
-            .round_remaining
-            .is_some_and(|(first, last)| last > first);
+        // A round ends only on an answer that shows the bucket no longer nearly empty: a
+        // whole round since a trim with answers and no 429 has refilled it. The trim is then
+        // undone at once (the rate back to where the trims began) rather than kept for a slow
+        // climb: it bought the bucket room, and at the limit the rate goes back to it with
+        // that room. A rate truly above the refill drains it again and is trimmed again (each
+        // trim a short pause for the bucket), or gets a 429, which cuts.
         if let Some(from) = self.trimmed_from {
-            if refilled && self.round_ok > 0 && !self.round_throttled {
+            if self.round_ok > 0 && !self.round_throttled {
                 self.trimmed_from = None;
                 return Some(self.set_rate(from, now));
             }
@@ -718,7 +712,6 @@ impl RateControl {
         self.round_hold = false;
         self.round_not_full = false;
         self.round_throttled = false;
-        self.round_remaining = None;
     }
 }
 
