@@ -467,7 +467,9 @@ impl RateControl {
     /// slower), but never above the rate the service last pushed back at with a 429 (a run may
     /// end halfway up a probe).
     pub fn settled(&self) -> f64 {
-        let rate = self.trimmed_from.map_or(self.rate, |from| from.max(self.rate));
+        let rate = self
+            .trimmed_from
+            .map_or(self.rate, |from| from.max(self.rate));
         self.pushed_back_at.map_or(rate, |r| rate.min(r))
     }
 
@@ -976,7 +978,11 @@ mod tests {
             lowest = lowest.min(c.rate());
         }
         assert!(lowest >= 0.9 * 50.0 - 1e-9, "fell to {lowest}");
-        assert!(c.settled() >= 0.9 * 50.0 - 1e-9, "remembers {}", c.settled());
+        assert!(
+            c.settled() >= 0.9 * 50.0 - 1e-9,
+            "remembers {}",
+            c.settled()
+        );
     }
 
     #[test]
