@@ -14,14 +14,14 @@
 //!   what remains, per second) is the service's real rate. A nearly empty bucket ([`LOW`] of
 //!   its size) sets the rate to [`TARGET`] of that refill rate, before any 429; a 429 that says
 //!   the bucket is empty does the same, or, with nothing measured, cuts the rate to
-//!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. A nearly empty bucket with no
-//!   429 is only a hint (a client paced at the limit, or one whose own burst follows a pause,
-//!   always sees one): trims without a 429 take at most [`TRIM`] off the rate they began at, are
-//!   not remembered as where the service pushed back, and are undone once a round after them
-//!   brought the bucket back above nearly empty with no 429; only a 429 lowers the rate
-//!   further. But an empty bucket without a
+//!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. But an empty bucket without a
 //!   reset of its own, within `WINDOW_ROUNDING` of a pause's end, is taken for the service
 //!   holding us to a window (a strict service's early refusal); excused for one pause only.
+//! - A nearly empty bucket with no 429 is only a hint, weighed with the answers: a client paced
+//!   at the limit always sees one, and so does one whose own burst follows a pause. Trims
+//!   without a 429 take at most [`TRIM`] off the rate they began at, are not remembered as
+//!   where the service pushed back, and are undone once a round after them got answers and no
+//!   429; only a 429 lowers the rate further.
 //! - 429s without any rate header cut the rate the same way, but they may come whatever the
 //!   pace (a proxy's throttle): `Unexplained` tries answering them with pauses alone and keeps
 //!   that when it delivers as much.
@@ -645,8 +645,8 @@ impl RateControl {
         // A cut to a measured refill rate is where the rate belongs; a blind one overshoots
         // on purpose, and the rate comes back quickly to just below where it was refused. A
         // trim is a precaution the service did not ask for: it is undone after a round with
-        // no 429 (see `end_round`), and meanwhile the rate comes back toward
-        // where the trims began; and it is not where the service pushed back.
+        // no 429 (see `end_round`), meanwhile the rate comes back toward where the trims
+        // began, and it is not where the service pushed back.
         self.recover_to = match cut {
             Cut::Throttled { measured: false } => RECOVER_TO * self.rate,
             Cut::Throttled { measured: true } => to,
