@@ -17,6 +17,11 @@
 //!   [`FIRST_CUT`] (the first of a run) or [`CUT`] of itself. But an empty bucket without a
 //!   reset of its own, within `WINDOW_ROUNDING` of a pause's end, is taken for the service
 //!   holding us to a window (a strict service's early refusal); excused for one pause only.
+//! - A nearly empty bucket with no 429 is only a hint, weighed with the answers: a client paced
+//!   at the limit always sees one, and so does one whose own burst follows a pause. Trims
+//!   without a 429 take at most [`TRIM`] off the rate they began at, are not remembered as
+//!   where the service pushed back, and are undone once a round after them got answers and no
+//!   429; only a 429 lowers the rate further.
 //! - 429s without any rate header cut the rate the same way, but they may come whatever the
 //!   pace (a proxy's throttle): `Unexplained` tries answering them with pauses alone and keeps
 //!   that when it delivers as much.
@@ -33,7 +38,8 @@ pub const CUT: f64 = 0.8;
 pub const FIRST_CUT: f64 = 0.5;
 /// The rate set when the bucket's refill rate is known, as a share of it.
 pub const TARGET: f64 = 0.95;
-/// The rate after a nearly empty bucket when its refill rate is not known yet.
+/// The rate after a nearly empty bucket when its refill rate is not known yet; also the
+/// lowest share of the rate before them that trims without a 429 may reach.
 pub const TRIM: f64 = 0.9;
 /// A bucket with at most this share of its size left is nearly empty.
 pub const LOW: f64 = 0.2;
@@ -151,7 +157,15 @@ impl Bucket {
     }
 
     fn refill_over(&self, samples: usize, min_span: Duration) -> Option<f64> {
-        let mut below = self.samples.iter().filter(|s| s.remaining < self.size);
+        // Only since the bucket was last seen full: while full it stops filling, so a span
+        // across a pause (a 5xx's retry) would count the tokens it could not hold as not given
+        // (a bucket refilled at 50/s measured at 30/s).
+        let since_full = self
+            .samples
+            .iter()
+            .rposition(|s| s.remaining >= self.size)
+            .map_or(0, |i| i + 1);
+        let mut below = self.samples.iter().skip(since_full);
         let first = below.next()?;
         let (count, last) = below.fold((1, first), |(n, _), s| (n + 1, s));
         let span = last.at.duration_since(first.at);
@@ -395,6 +409,9 @@ pub struct RateControl {
     /// What remained in the bucket at the last trim (a bucket that has filled since is
     /// refilling faster than it is used).
     remaining_at_trim: Option<u32>,
+    /// The rate before the trims that no 429 has followed yet: they never take the rate below
+    /// [`TRIM`] of it, the rate comes back to it, and it is what is remembered.
+    trimmed_from: Option<f64>,
     unexplained: Unexplained,
     round_start: Instant,
     /// Answers in this round that allow an increase.
@@ -403,6 +420,8 @@ pub struct RateControl {
     round_hold: bool,
     /// Some answer in this round did not show a nearly full bucket (or showed none).
     round_not_full: bool,
+    /// A 429 came in this round.
+    round_throttled: bool,
 }
 
 impl RateControl {
@@ -425,11 +444,13 @@ impl RateControl {
             recover_to: 0.0,
             bucket: Bucket::default(),
             remaining_at_trim: None,
+            trimmed_from: None,
             unexplained: Unexplained::default(),
             round_start: now,
             round_ok: 0,
             round_hold: false,
             round_not_full: false,
+            round_throttled: false,
         }
     }
 
@@ -441,10 +462,15 @@ impl RateControl {
         self.ceiling
     }
 
-    /// The rate worth remembering and reporting: the current one, but never above the rate the
-    /// service last pushed back at (a run may end halfway up a probe).
+    /// The rate worth remembering and reporting: the current one, or the one before trims no
+    /// 429 confirmed (a nearly empty bucket alone is no reason for the next run to start
+    /// slower), but never above the rate the service last pushed back at with a 429 (a run may
+    /// end halfway up a probe).
     pub fn settled(&self) -> f64 {
-        self.pushed_back_at.map_or(self.rate, |r| self.rate.min(r))
+        let rate = self
+            .trimmed_from
+            .map_or(self.rate, |from| from.max(self.rate));
+        self.pushed_back_at.map_or(rate, |r| rate.min(r))
     }
 
     /// The service paused every request until `at`: what was sent before it is an echo, and
@@ -462,6 +488,7 @@ impl RateControl {
         limits: Option<RateLimit>,
     ) -> Option<f64> {
         self.round_hold = true;
+        self.round_throttled = true;
         let remaining = remaining(limits);
         if remaining.is_some_and(|r| r > 0) {
             // Tokens remain: not our rate. The bucket saw the request.
@@ -547,6 +574,11 @@ impl RateControl {
                     None if self.remaining_at_trim.is_some_and(|at| remaining > at) => return None,
                     None => self.rate * TRIM,
                 };
+                // Without a 429 the headers alone may take at most TRIM off the rate the trims
+                // began at: at the limit the bucket always looks nearly empty (and just after a
+                // pause our own burst empties it), which says nothing about a rate that gets
+                // no 429. Below that, only a 429 cuts.
+                let to = to.max(TRIM * self.trimmed_from.unwrap_or(self.rate));
                 if to >= self.rate {
                     return None; // refilling as fast as we use it: only hold
                 }
@@ -610,16 +642,21 @@ impl RateControl {
             return None;
         }
         self.last_cut = Some(now);
-        if cut != Cut::Trim {
-            self.last_throttled_cut = Some(now);
-        }
-        self.pushed_back_at = Some(self.rate);
         // A cut to a measured refill rate is where the rate belongs; a blind one overshoots
-        // on purpose, and the rate comes back quickly to just below where it was refused.
+        // on purpose, and the rate comes back quickly to just below where it was refused. A
+        // trim is a precaution the service did not ask for: it is undone after a round with
+        // no 429 (see `end_round`), meanwhile the rate comes back toward where the trims
+        // began, and it is not where the service pushed back.
         self.recover_to = match cut {
             Cut::Throttled { measured: false } => RECOVER_TO * self.rate,
-            Cut::Throttled { measured: true } | Cut::Trim => to,
+            Cut::Throttled { measured: true } => to,
+            Cut::Trim => *self.trimmed_from.get_or_insert(self.rate),
         };
+        if cut != Cut::Trim {
+            self.last_throttled_cut = Some(now);
+            self.pushed_back_at = Some(self.rate);
+            self.trimmed_from = None;
+        }
         self.start_round(now);
         let before = self.rate;
         self.rate = to.clamp(FLOOR, before);
@@ -630,6 +667,18 @@ impl RateControl {
     fn end_round(&mut self, now: Instant) -> Option<f64> {
         if now.duration_since(self.round_start) < ROUND {
             return None;
+        }
+        // A round ends only on an answer that shows the bucket no longer nearly empty: a
+        // whole round since a trim with answers and no 429 has refilled it. The trim is then
+        // undone at once (the rate back to where the trims began) rather than kept for a slow
+        // climb: it bought the bucket room, and at the limit the rate goes back to it with
+        // that room. A rate truly above the refill drains it again and is trimmed again (each
+        // trim a short pause for the bucket), or gets a 429, which cuts.
+        if let Some(from) = self.trimmed_from {
+            if self.round_ok > 0 && !self.round_throttled {
+                self.trimmed_from = None;
+                return Some(self.set_rate(from, now));
+            }
         }
         let raise = self.round_ok > 0 && !self.round_hold && self.rate < self.ceiling;
         let full = !self.round_not_full;
@@ -653,6 +702,9 @@ impl RateControl {
             }
         };
         self.rate = raised.min(self.ceiling);
+        if self.trimmed_from.is_some_and(|from| self.rate >= from) {
+            self.trimmed_from = None; // the trims are undone
+        }
         Some(self.rate)
     }
 
@@ -661,6 +713,7 @@ impl RateControl {
         self.round_ok = 0;
         self.round_hold = false;
         self.round_not_full = false;
+        self.round_throttled = false;
     }
 }
 
@@ -908,6 +961,48 @@ mod tests {
             rates.extend(c.answered(at, at, true, limits(10, *remaining)));
         }
         assert_eq!(rates, vec![27.0]);
+    }
+
+    #[test]
+    fn a_pace_at_the_limit_with_a_nearly_empty_bucket_and_no_429_keeps_its_rate() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(50.0, None, t0);
+        // A full bucket of 10 after a quiet spell, then a client paced at exactly the
+        // service's 50/s: every answer says 0 to 2 tokens remain, none is a 429.
+        c.answered(t0, t0, true, limits(10, 9));
+        let (mut at, mut lowest) = (0.0_f64, c.rate());
+        for k in 0..1000_u32 {
+            at += 1000.0 / c.rate();
+            let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            c.answered(now, now, true, limits(10, 2 - k % 3));
+            lowest = lowest.min(c.rate());
+        }
+        assert!(lowest >= 0.9 * 50.0 - 1e-9, "fell to {lowest}");
+        assert!(
+            c.settled() >= 0.9 * 50.0 - 1e-9,
+            "remembers {}",
+            c.settled()
+        );
+    }
+
+    #[test]
+    fn a_trim_is_undone_once_a_round_refills_the_bucket_without_a_429() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(50.0, None, t0);
+        c.answered(t0, t0, true, limits(10, 9));
+        // Nearly empty (our burst, or a rate just above the refill): trimmed.
+        let at = ms(t0, 20);
+        assert_eq!(c.answered(at, at, true, limits(10, 1)), Some(45.0));
+        // At 45/s into a bucket refilled at 50/s: it fills again, no 429: the trim paid and
+        // is undone after the round, not kept for a slow climb.
+        let mut rates = vec![];
+        for k in 1..=50_u64 {
+            let at = ms(t0, 20 + k * 22);
+            let remaining = 1 + (k / 10) as u32;
+            rates.extend(c.answered(at, at, true, limits(10, remaining)));
+        }
+        assert_eq!(rates, vec![50.0]);
+        assert_eq!(c.settled(), 50.0);
     }
 
     /// `count` requests at the control's own rate, each answered 200 or, for the numbers
