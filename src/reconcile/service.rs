@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 pub const MAX_PASSES: usize = 3;
 /// Pages followed at most in one pass, a guard against a service that never ends its list.
 const MAX_PAGES: usize = 100_000;
-/// The first wait before a failed page is asked again; it doubles up to [`RETRY_MAX`] (the
-/// uploader's calls wait the same: the long waits are the pace's).
+/// The wait before a page that failed twice is asked again; it doubles up to [`RETRY_MAX`].
+/// The first failure is asked again at once, at the pace: one 5xx among a hundred pages is a
+/// blip, and a service that keeps failing meets the pace's outage probes, not a hammering.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
@@ -226,7 +227,7 @@ impl Reader<'_> {
 
     /// One page, retried while it fails for a passing reason.
     async fn page(&mut self, url: &Url) -> Result<crate::api::ListPage<Vehicle>, ListError> {
-        let mut wait = RETRY_FIRST;
+        let mut wait = Duration::ZERO;
         let mut last: Option<String> = None;
         loop {
             let deadline = self.last_answer + self.give_up;
@@ -281,7 +282,11 @@ impl Reader<'_> {
             let pause = error.retry_after().map_or(jittered, |r| r.max(jittered));
             tracing::debug!(error = %Chain(&error), wait_ms = pause.as_millis() as u64, "reading the page of the service's list again");
             last = Some(error.to_string());
-            wait = (wait * 2).min(RETRY_MAX);
+            wait = if wait.is_zero() {
+                RETRY_FIRST
+            } else {
+                (wait * 2).min(RETRY_MAX)
+            };
             let until = (Instant::now() + pause).min(deadline);
             tokio::time::sleep_until(until.into()).await;
         }
