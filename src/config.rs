@@ -537,6 +537,12 @@ impl Config {
                 );
             }
         }
+        let retry = self.daemon.reconcile_retry_secs;
+        if !(1..=86_400).contains(&retry) {
+            problems.push(format!(
+                "daemon.reconcile_retry_secs: {retry} is not between 1 and 86400 seconds"
+            ));
+        }
         let cache = self.state.cache_mib;
         if !(1..=4096).contains(&cache) {
             problems.push(format!(

@@ -6,9 +6,9 @@ mod common;
 
 use common::{answer_all, TempDir};
 use lotsync::api::{Amount, Price, PriceSet, VehiclePayload};
-use lotsync::diff::{diff_file, DiffOptions, Differ, FileId, Mode, Plan, Rules, Verdict};
+use lotsync::diff::{diff_file, DiffOptions, Differ, FileId, Mode, Op, Plan, Rules, Verdict};
 use lotsync::mapper::{Accepted, Profile, Rejected};
-use lotsync::outbox::{Answer, Outbox};
+use lotsync::outbox::{Answer, Entry, Outbox};
 use lotsync::state::{State, VehicleKey};
 use std::collections::BTreeSet;
 
@@ -673,4 +673,27 @@ fn feed_vin(given: [&str; 4], i: usize) -> String {
         Some(v) => (*v).to_owned(),
         None => common::feedgen::vin(i as u64),
     }
+}
+
+/// A vehicle whose create is still queued (not yet answered) and that the next full snapshot
+/// lists only through a rejected record keeps its create: the rejected record stands for it
+/// (found in review: the create was superseded and never sent).
+#[test]
+fn a_rejected_record_keeps_a_vehicle_whose_create_is_still_queued() {
+    let lot = Lot::new("kept-queued-create");
+    let day1 = file("day1.csv", vec![car(1, 10, 20000.0), car(2, 10, 21000.0)]);
+    let first = diff(&lot, rules(&[10]), &day1, true);
+    assert_eq!(first.counts.create, 2);
+    // Not answered: both creates are still queued when day 2 comes.
+    let mut day2 = file("day2.csv", vec![car(2, 10, 21000.0)]);
+    day2.rejected_vins.push(vin(1));
+    let second = diff(&lot, rules(&[10]), &day2, true);
+    assert_eq!(second.counts.sold, 0, "{:?}", second.ops);
+    let queued: Vec<Entry> = lot.outbox.entries().map(Result::unwrap).collect();
+    assert!(
+        queued
+            .iter()
+            .any(|e| e.vin == vin(1) && matches!(e.op, Op::Create(_))),
+        "car 1's create must stay queued: {queued:?}"
+    );
 }

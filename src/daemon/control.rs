@@ -113,28 +113,19 @@ pub fn ask(
     request: &Request,
     timeout: Option<Duration>,
 ) -> Result<Option<Reply>, ControlError> {
-    // A full listen queue (the daemon serves a few connections at a time, and drops idle
-    // ones within seconds) answers "try again": so it does, for a while.
-    let busy_until = std::time::Instant::now() + BUSY_WAIT;
-    let mut stream = loop {
-        match std::os::unix::net::UnixStream::connect(path) {
-            Ok(s) => break s,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-                ) =>
-            {
-                return Ok(None)
-            }
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    && std::time::Instant::now() < busy_until =>
-            {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => return Err(io_error(path)(e)),
+    // With the daemon's listen queue full, the connect waits for a place: the daemon drops
+    // silent connections within a second, so the queue moves.
+    let mut stream = match std::os::unix::net::UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None)
         }
+        Err(e) => return Err(io_error(path)(e)),
     };
     stream.set_read_timeout(timeout).map_err(io_error(path))?;
     let mut line = serde_json::to_vec(request).map_err(|e| ControlError::Garbled {
@@ -154,9 +145,6 @@ pub fn ask(
             reason: e.to_string(),
         })
 }
-
-/// How long a client tries again while the daemon's listen queue is full.
-const BUSY_WAIT: Duration = Duration::from_secs(30);
 
 /// How long a connection may stay silent before its request: a client writes its one line as
 /// soon as it connects (it is waiting in the socket when the daemon accepts), and an idle

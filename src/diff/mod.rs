@@ -781,6 +781,11 @@ impl<'o> Differ<'o> {
                 self.plan.protected.push(protection);
                 continue;
             }
+            // Named by a rejected record but not judged (its create, or its return to stock,
+            // still queued): left as it is, queue included; the record stands for it.
+            if self.mark_vins.iter().any(|m| m.vin == *vin) {
+                continue;
+            }
             let base = known.base();
             if known.adopted {
                 self.plan.counts.adopted += 1;

@@ -552,9 +552,28 @@ pub fn engine(s: &str) -> (Option<f64>, Option<u8>) {
     let t = trim_exact(s).to_ascii_lowercase();
     let mut litres = None;
     let mut cylinders = None;
-    // A comma between digits is a decimal mark ("1,5L"), elsewhere it separates words.
-    for token in t.split(|c: char| c.is_whitespace() || c == '/') {
-        let token = token.trim_matches(|c: char| c == '(' || c == ')' || c == ',');
+    // A comma between digits is a decimal mark ("1,5L"), elsewhere it separates words
+    // ("3.5L,V6").
+    let bytes = t.as_bytes();
+    let separates = |i: usize, c: char| {
+        c.is_whitespace()
+            || c == '/'
+            || (c == ','
+                && !(i > 0
+                    && bytes[i - 1].is_ascii_digit()
+                    && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)))
+    };
+    let mut tokens = Vec::new();
+    let mut start = 0;
+    for (i, c) in t.char_indices() {
+        if separates(i, c) {
+            tokens.push(&t[start..i]);
+            start = i + c.len_utf8();
+        }
+    }
+    tokens.push(&t[start..]);
+    for token in tokens {
+        let token = token.trim_matches(|c: char| c == '(' || c == ')');
         if litres.is_none() {
             if let Some(n) = token
                 .strip_suffix('l')
@@ -885,6 +904,8 @@ mod tests {
         assert_eq!(displacement("1,5"), Ok(Some(1.5)));
         assert_eq!(displacement("5,7"), Ok(Some(5.7)));
         assert_eq!(engine("1,5L I4"), (Some(1.5), Some(4)));
+        assert_eq!(engine("3.5L,V6"), (Some(3.5), Some(6)));
+        assert_eq!(engine("V6, 2.0L"), (Some(2.0), Some(6)));
         assert_eq!(miles("21.880"), Ok(Some((21880, false))));
         assert_eq!(miles("100.000"), Ok(Some((100_000, false))));
         assert_eq!(miles("45.123"), Ok(Some((45123, false))));

@@ -482,7 +482,8 @@ pub struct Binding {
     pub serial_vin: bool,
     /// A second column named for a target that [`SECOND_READ`] lists ("TransmissionDescription"
     /// beside "Transmission", "ExteriorGenericColor" beside "ExteriorColor"): read with the
-    /// first, field by field, where the first says nothing.
+    /// first, field by field, where the first says nothing. For the trim, the plain "Series"
+    /// beside "Series Detail": read only where the detail is empty.
     pub seconds: BTreeMap<Target, FieldId>,
     /// The unit the mileage column's own name gives ("Odometer (km)", "Kilometres"), for the
     /// values that name none.

@@ -42,13 +42,16 @@ pub fn check_vin(raw: &str, mode: VinCheck) -> Result<Cow<'_, str>, String> {
             if (5..=16).contains(&vin.len()) {
                 Ok(vin)
             } else {
-                Err(format!("{} characters; a serial needs 5 to 17", vin.len()))
+                Err(format!(
+                    "{} characters; a serial needs 5 to 16 (17 are a VIN, checked whole)",
+                    vin.len()
+                ))
             }
         }
         VinCheck::Strict => {
             if vin.len() != 17 {
                 return Err(format!(
-                    "{} characters; a VIN has 17 (set vin_check = \"lenient\" for older or non-North-American serials)",
+                    "{} characters; a VIN has 17 (set vin_check = \"lenient\" for older serials of 5 to 16)",
                     vin.len()
                 ));
             }
