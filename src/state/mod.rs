@@ -664,8 +664,21 @@ fn open_db(db_dir: &Path, cache_mib: u64) -> Result<sled::Db, StateError> {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let previous_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    // Nothing of ours is observed after a panic: the config is moved in and dropped.
-    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || config.open()));
+    // Nothing of ours is observed after a panic: the config is cloned in and dropped.
+    let open = || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.clone().open()));
+    let mut opened = open();
+    // sled's own file lock still held: only our lock (taken above) lets a process this far,
+    // so it is an instance of this process closing (its flusher thread lets go a moment after
+    // the drop). Waited for briefly, not reported as a damaged database.
+    for _ in 0..50 {
+        // sled says so in the text of an io error of kind Other.
+        let held = matches!(&opened, Ok(Err(sled::Error::Io(e))) if e.to_string().contains("could not acquire lock"));
+        if !held {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        opened = open();
+    }
     std::panic::set_hook(previous_hook);
     match opened {
         Ok(Ok(db)) => Ok(db),
