@@ -164,6 +164,25 @@ impl FilePipeline {
         self.notices.as_ref()
     }
 
+    /// The running config, a feed's profile and the rules its files are diffed by (the
+    /// profile's lots included).
+    fn profile_and_rules(
+        &self,
+        feed: &FeedConfig,
+        force: bool,
+    ) -> Result<(Arc<Config>, Profile, crate::diff::Rules), DaemonError> {
+        let config = self.config();
+        let profile = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
+            DaemonError::Profile {
+                feed: feed.name.clone(),
+                source,
+            }
+        })?;
+        let lots: Vec<u64> = profile.locations.values().copied().collect();
+        let rules = feed.rules(config.api.organization_id, &lots, force);
+        Ok((config, profile, rules))
+    }
+
     /// The config files are planned with now.
     pub fn config(&self) -> Arc<Config> {
         self.config
@@ -516,15 +535,7 @@ impl FilePipeline {
             .map_err(folder_error(file))?
             .sha256;
         let in_held = folders.is_held(file);
-        let config = self.config();
-        let profile = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
-            DaemonError::Profile {
-                feed: feed.name.clone(),
-                source,
-            }
-        })?;
-        let lots: Vec<u64> = profile.locations.values().copied().collect();
-        let rules = feed.rules(config.api.organization_id, &lots, true);
+        let (_, profile, rules) = self.profile_and_rules(feed, true)?;
         let as_of = crate::diff::as_of(file, &profile).at;
         let full = rules.mode == crate::diff::Mode::Full;
         let (outbox, feed_name, name) = (self.outbox.clone(), feed.name.clone(), file_name(file));
@@ -641,15 +652,7 @@ impl FilePipeline {
         force: bool,
         older: bool,
     ) -> Result<Result<crate::diff::FilePlan, Unplanned>, DaemonError> {
-        let config = self.config();
-        let profile = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
-            DaemonError::Profile {
-                feed: feed.name.clone(),
-                source,
-            }
-        })?;
-        let lots: Vec<u64> = profile.locations.values().copied().collect();
-        let rules = feed.rules(config.api.organization_id, &lots, force);
+        let (config, profile, rules) = self.profile_and_rules(feed, force)?;
         let org = config.api.organization_id;
         let listed = if self
             .outbox
