@@ -3,7 +3,7 @@
 //! back to the default world that `lotsync sandbox` serves without a config file.
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -83,6 +83,16 @@ pub struct Behaviour {
     /// behaviour; `POST /__sandbox/reset` forgets them.
     #[serde(default)]
     pub enforce_retry_after: bool,
+    /// How every Retry-After the sandbox sends is written: whole seconds (`seconds`, the
+    /// default) or an HTTP date (`http_date`, RFC 9110 §10.2.3), the moment rounded up to a
+    /// whole second.
+    #[serde(default)]
+    pub retry_after_form: RetryAfterForm,
+    /// Which `X-RateLimit-*` headers a rate limit with `headers = true` sends: all of them
+    /// (`all`, the default), or only `X-RateLimit-Reset` on the bucket's own 429s
+    /// (`reset_only`), as services that publish nothing but when to come back do.
+    #[serde(default)]
+    pub rate_headers: RateHeaderSet,
     #[serde(default)]
     pub faults: Faults,
     /// Events planted in reads of the vehicle list, to test a client's paging.
@@ -129,10 +139,30 @@ impl Default for Behaviour {
             image_delay_ms: default_image_delay_ms(),
             rate_limit: None,
             enforce_retry_after: false,
+            retry_after_form: RetryAfterForm::default(),
+            rate_headers: RateHeaderSet::default(),
             faults: Faults::default(),
             list_drills: ListDrills::default(),
         }
     }
+}
+
+/// See [`Behaviour::retry_after_form`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryAfterForm {
+    #[default]
+    Seconds,
+    HttpDate,
+}
+
+/// See [`Behaviour::rate_headers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateHeaderSet {
+    #[default]
+    All,
+    ResetOnly,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -172,6 +202,13 @@ pub struct Faults {
     /// 429 although the bucket has room, with Retry-After (`retry_after_secs`).
     #[serde(default)]
     pub http_429: f64,
+    /// Those spurious 429s say the bucket is empty: `X-RateLimit-Limit` (the bucket's size,
+    /// or 60 without a limit), `X-RateLimit-Remaining: 0` and `X-RateLimit-Reset` (the end of
+    /// their Retry-After), whatever the bucket holds and even without a rate limit, as a
+    /// second throttle or another server's bucket answers. Off: they carry the bucket's own
+    /// headers (none without a limit).
+    #[serde(default)]
+    pub http_429_claims_empty: bool,
     /// The connection is dropped before the request is applied.
     #[serde(default)]
     pub drop: f64,
@@ -204,6 +241,10 @@ pub struct Faults {
     /// Added to every request before it is handled.
     #[serde(default)]
     pub latency_ms: u64,
+    /// More latency for the routes named, as the stats name them (`"POST
+    /// /v1/inventory/{id}/sold"`): one slow endpoint among fast ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub route_latency_ms: BTreeMap<String, u64>,
     /// Every 2xx answer is followed by this many KiB of JSON whitespace (still valid JSON),
     /// sent in chunks without a Content-Length: an answer too large to read whole.
     #[serde(default)]
@@ -224,8 +265,10 @@ impl Default for Faults {
             wrong_vehicle: 0.0,
             id_only: 0.0,
             silence: 0.0,
+            http_429_claims_empty: false,
             retry_after_secs: default_retry_after_secs(),
             latency_ms: 0,
+            route_latency_ms: BTreeMap::new(),
             pad_answer_kib: 0,
         }
     }
@@ -421,6 +464,10 @@ impl Behaviour {
             ListShape::Resource => format!("resource lists of {}", self.page_size),
         };
         let rate = match &self.rate_limit {
+            Some(l) if l.headers && self.rate_headers == RateHeaderSet::ResetOnly => format!(
+                "rate limit {}/s, burst {} (only X-RateLimit-Reset, on its 429s)",
+                l.rate, l.burst
+            ),
             Some(l) if l.headers => format!("rate limit {}/s, burst {}", l.rate, l.burst),
             Some(l) => format!(
                 "rate limit {}/s, burst {} (without X-RateLimit headers)",
@@ -432,6 +479,10 @@ impl Behaviour {
             format!("{rate}, Retry-After enforced")
         } else {
             rate
+        };
+        let rate = match self.retry_after_form {
+            RetryAfterForm::Seconds => rate,
+            RetryAfterForm::HttpDate => format!("{rate}, Retry-After as an HTTP date"),
         };
         let faults: Vec<String> = self
             .faults
@@ -447,7 +498,17 @@ impl Behaviour {
                     )
                 }),
             )
+            .chain(
+                (self.faults.http_429 > 0.0 && self.faults.http_429_claims_empty)
+                    .then(|| "spurious 429s claim an empty bucket".to_owned()),
+            )
             .chain((self.faults.latency_ms > 0).then(|| format!("+{} ms", self.faults.latency_ms)))
+            .chain(
+                self.faults
+                    .route_latency_ms
+                    .iter()
+                    .map(|(route, ms)| format!("+{ms} ms on {route}")),
+            )
             .chain(
                 (self.faults.pad_answer_kib > 0)
                     .then(|| format!("answers padded by {} KiB", self.faults.pad_answer_kib)),

@@ -60,7 +60,7 @@ mod world;
 
 pub use config::{
     Behaviour, Faults, ListDrills, ListShape, ListShift, LocationEntry, OrganizationEntry,
-    RateLimitConfig, SandboxConfig, SandboxConfigError, TokenEntry,
+    RateHeaderSet, RateLimitConfig, RetryAfterForm, SandboxConfig, SandboxConfigError, TokenEntry,
 };
 pub use validate::ALLOWED_VALUES;
 

@@ -9,7 +9,7 @@
 //! the windows those announce (remembered per token; enforced with
 //! `behaviour.enforce_retry_after`), and requests never answered (`silence`).
 
-use super::config::{Behaviour, SandboxConfig};
+use super::config::{Behaviour, RateHeaderSet, RetryAfterForm, SandboxConfig};
 use super::validate;
 use super::world::{PageRequest, Refusal, World};
 use axum::body::Bytes;
@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
@@ -354,11 +354,30 @@ fn refused(r: Refusal) -> Response {
     error(r.status, r.messages)
 }
 
-fn retry_after(mut response: Response, secs: u64) -> Response {
+/// Adds a Retry-After of `secs` from now, written as `form` says (an HTTP date names the
+/// moment rounded up to a whole second, so that a client never comes back early by reading it).
+fn retry_after(mut response: Response, secs: u64, form: RetryAfterForm) -> Response {
+    let value = match form {
+        RetryAfterForm::Seconds => HeaderValue::from(secs),
+        RetryAfterForm::HttpDate => {
+            let at = UNIX_EPOCH + Duration::from_secs(unix_secs_up(Duration::from_secs(secs)));
+            match HeaderValue::from_str(&httpdate::fmt_http_date(at)) {
+                Ok(date) => date,
+                // An HTTP date is ASCII: this arm is never taken.
+                Err(_) => HeaderValue::from(secs),
+            }
+        }
+    };
+    response.headers_mut().insert(header::RETRY_AFTER, value);
     response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    response
+}
+
+/// The Unix time `after` from now, in whole seconds rounded up.
+fn unix_secs_up(after: Duration) -> u64 {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    whole_secs_up(since_epoch + after)
 }
 
 /// How long a request drawn for `silence` is held before its connection is dropped: longer
@@ -376,7 +395,10 @@ async fn gate(
 ) -> Response {
     let route = format!("{} {}", request.method(), matched.as_str());
     let _in_flight = InFlight::enter(&shared.stats);
-    let latency_ms = shared.behaviour().faults.latency_ms;
+    let latency_ms = {
+        let faults = &shared.behaviour().faults;
+        faults.latency_ms + faults.route_latency_ms.get(&route).copied().unwrap_or(0)
+    };
     if latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(latency_ms)).await;
     }
@@ -420,14 +442,34 @@ async fn gate(
             });
             (next.run(request).await, rate)
         }
+        Admission::Fault(Fault::Http429, rate) if behaviour.faults.http_429_claims_empty => {
+            // Another throttle's refusal: its own headers, saying its bucket is empty.
+            let wait = behaviour.faults.retry_after_secs;
+            let response = retry_after(
+                error(429, vec!["Too Many Attempts.".into()]),
+                wait,
+                behaviour.retry_after_form,
+            );
+            let claim = RateHeaders {
+                limit: rate.map_or(CLAIMED_BUCKET, |r| r.limit),
+                remaining: 0,
+                reset: Some(unix_secs_up(Duration::from_secs(wait))),
+            };
+            let response = with_rate_headers(response, claim, RateHeaderSet::All);
+            shared.record(&route, response.status().as_str());
+            return padded(response, behaviour.faults.pad_answer_kib);
+        }
         Admission::Fault(fault, rate) => {
             let wait = behaviour.faults.retry_after_secs;
+            let form = behaviour.retry_after_form;
             let response = match fault {
                 Fault::Http500 => error(500, vec!["Server Error".into()]),
-                Fault::Http503 => retry_after(error(503, vec!["Service Unavailable".into()]), wait),
+                Fault::Http503 => {
+                    retry_after(error(503, vec!["Service Unavailable".into()]), wait, form)
+                }
                 Fault::Http504 => error(504, vec!["Gateway Timeout".into()]),
                 // Fault::Http429; the others are taken above.
-                _ => retry_after(error(429, vec!["Too Many Attempts.".into()]), wait),
+                _ => retry_after(error(429, vec!["Too Many Attempts.".into()]), wait, form),
             };
             (response, rate)
         }
@@ -435,7 +477,7 @@ async fn gate(
     };
     let headers_on = behaviour.rate_limit.as_ref().is_some_and(|l| l.headers);
     let response = match rate_headers {
-        Some(rate) if headers_on => with_rate_headers(response, rate),
+        Some(rate) if headers_on => with_rate_headers(response, rate, behaviour.rate_headers),
         _ => response,
     };
     shared.record(&route, response.status().as_str());
@@ -580,6 +622,7 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
             let response = retry_after(
                 error(429, vec!["Too Many Attempts.".into()]),
                 whole_secs_up(left).max(1),
+                behaviour.retry_after_form,
             );
             let rate = untouched.map(|r| RateHeaders { remaining: 0, ..r });
             return Admission::Refused(response, rate);
@@ -609,14 +652,15 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
                 let wait = not_until.wait_time_from(shared.clock.now());
                 let secs = whole_secs_up(wait).max(1);
                 shared.announce(&token, secs);
-                let response = retry_after(error(429, vec!["Too Many Attempts.".into()]), secs);
-                let since_epoch = SystemTime::now()
-                    .duration_since(SystemTime::UNIX_EPOCH)
-                    .unwrap_or_default();
+                let response = retry_after(
+                    error(429, vec!["Too Many Attempts.".into()]),
+                    secs,
+                    behaviour.retry_after_form,
+                );
                 let rate = RateHeaders {
                     limit: limit.burst,
                     remaining: 0,
-                    reset: Some(whole_secs_up(since_epoch + wait)),
+                    reset: Some(unix_secs_up(wait)),
                 };
                 return Admission::Refused(response, Some(rate));
             }
@@ -682,10 +726,15 @@ fn rate_headers_untouched(behaviour: &Behaviour) -> Option<RateHeaders> {
     })
 }
 
-fn with_rate_headers(mut response: Response, rate: RateHeaders) -> Response {
+/// The bucket size a spurious 429 that claims an empty bucket names when there is no limit.
+const CLAIMED_BUCKET: u32 = 60;
+
+fn with_rate_headers(mut response: Response, rate: RateHeaders, set: RateHeaderSet) -> Response {
     let h = response.headers_mut();
-    h.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
-    h.insert("x-ratelimit-remaining", HeaderValue::from(rate.remaining));
+    if set == RateHeaderSet::All {
+        h.insert("x-ratelimit-limit", HeaderValue::from(rate.limit));
+        h.insert("x-ratelimit-remaining", HeaderValue::from(rate.remaining));
+    }
     if let Some(reset) = rate.reset {
         h.insert("x-ratelimit-reset", HeaderValue::from(reset));
     }
@@ -1296,6 +1345,100 @@ mod tests {
         let st = stats(&http, &sb).await;
         assert_eq!(st["faults"], json!({"http_500": 4}));
         assert!(st["max_in_flight"].as_u64().unwrap() >= 4, "{st}");
+    }
+
+    /// The service flavours of the pace's bench: a spurious 429 that claims an empty bucket
+    /// (even without a limit), a limit that publishes only its reset, Retry-After as an HTTP
+    /// date, and one slow route among fast ones.
+    #[tokio::test]
+    async fn pushback_flavours_send_what_they_say() {
+        let claims = Behaviour {
+            faults: Faults {
+                http_429: 1.0,
+                http_429_claims_empty: true,
+                retry_after_secs: 2,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        };
+        let sb = sandbox(claims).await;
+        let http = http();
+        let spurious = list(&http, &sb).await;
+        assert_eq!(spurious.status(), 429);
+        assert_eq!(header_of(&spurious, "x-ratelimit-remaining"), Some("0"));
+        assert_eq!(header_of(&spurious, "x-ratelimit-limit"), Some("60"));
+        let reset: u64 = header_of(&spurious, "x-ratelimit-reset")
+            .expect("a reset on the claim")
+            .parse()
+            .unwrap();
+        assert!(
+            (unix_now() + 1..=unix_now() + 3).contains(&reset),
+            "{reset}"
+        );
+        assert_eq!(header_of(&spurious, "retry-after"), Some("2"));
+
+        // Only the reset, on the bucket's own 429; Retry-After as a date.
+        let reset_only = Behaviour {
+            rate_limit: Some(RateLimitConfig {
+                rate: 0.001,
+                burst: 1,
+                headers: true,
+            }),
+            rate_headers: RateHeaderSet::ResetOnly,
+            retry_after_form: RetryAfterForm::HttpDate,
+            ..Behaviour::default()
+        };
+        put_behaviour(&http, &sb, &reset_only).await;
+        let ok = list(&http, &sb).await;
+        assert_eq!(ok.status(), 200);
+        assert!(ok
+            .headers()
+            .keys()
+            .all(|k| !k.as_str().starts_with("x-ratelimit")));
+        let limited = list(&http, &sb).await;
+        assert_eq!(limited.status(), 429);
+        assert_eq!(header_of(&limited, "x-ratelimit-remaining"), None);
+        assert!(header_of(&limited, "x-ratelimit-reset").is_some());
+        let date = header_of(&limited, "retry-after").expect("a Retry-After");
+        let at = httpdate::parse_http_date(date).expect("an HTTP date");
+        let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+        // The bucket refills in 1000 s; the date is that moment rounded up.
+        assert!(
+            (Duration::from_secs(990)..=Duration::from_secs(1001)).contains(&wait),
+            "{wait:?}"
+        );
+
+        // One slow route.
+        let slow = Behaviour {
+            faults: Faults {
+                route_latency_ms: [("GET /v1/inventory/{id}".to_owned(), 400)].into(),
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        };
+        put_behaviour(&http, &sb, &slow).await;
+        let t = Instant::now();
+        assert_eq!(list(&http, &sb).await.status(), 200);
+        assert!(
+            t.elapsed() < Duration::from_millis(300),
+            "{:?}",
+            t.elapsed()
+        );
+        let t = Instant::now();
+        let one = http
+            .get(format!("{}/v1/inventory/1", sb.base_url()))
+            .bearer_auth("sandbox-token")
+            .header("X-Service-Organization-Id", "100")
+            .header("Accept", "application/json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(one.status(), 404);
+        assert!(
+            t.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]
