@@ -124,7 +124,10 @@ fn every_link_between_the_documents_leads_somewhere() {
             }
         }
     }
-    assert!(checked >= 20, "only {checked} links found: is the parser right?");
+    assert!(
+        checked >= 20,
+        "only {checked} links found: is the parser right?"
+    );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 

@@ -193,10 +193,9 @@ impl Pace {
             if !Arc::ptr_eq(&limiter, &lock(&self.limiter)) || self.wait.window().is_some() {
                 continue; // the rate changed or the service asked to wait meanwhile
             }
-            return Turn {
-                sent_at: Instant::now(),
-                ..turn
-            };
+            let sent_at = Instant::now();
+            self.lock().rate.sent(sent_at);
+            return Turn { sent_at, ..turn };
         }
     }
 

@@ -6,9 +6,12 @@
 //!   first decrease of a run, by a quarter per second), never above the ceiling.
 //! - One cut per round trip: an answer to a request sent before the last cut, or before the
 //!   last pause of the service ended, is an echo of the overload already answered.
-//! - A 429 that says tokens remain (`X-RateLimit-Remaining` above 0) is not about our rate: it
-//!   holds the rate, nothing more (its Retry-After pauses every sender: the client's
-//!   `ServiceWait`).
+//! - Headers are evidence, weighed with what the answers before them said. A 429 that says
+//!   tokens remain (`X-RateLimit-Remaining` above 0) is not about our rate: it holds the rate,
+//!   nothing more (its Retry-After pauses every sender: the client's `ServiceWait`). So does a
+//!   429 that says the bucket is empty when the last answers said it held more than every
+//!   request sent since could have used (a second throttle's refusal, or another server's
+//!   bucket: [`RateControl::empty_claim_refuted`]).
 //! - When answers carry `X-RateLimit-Remaining`, the bucket is watched (`Bucket`): the most
 //!   seen is its size, and while it drains, how fast it refills (tokens used plus the change in
 //!   what remains, per second) is the service's real rate. A nearly empty bucket ([`LOW`] of
@@ -22,9 +25,10 @@
 //!   without a 429 take at most [`TRIM`] off the rate they began at, are not remembered as
 //!   where the service pushed back, and are undone once a round after them got answers and no
 //!   429; only a 429 lowers the rate further.
-//! - 429s without any rate header cut the rate the same way, but they may come whatever the
-//!   pace (a proxy's throttle): `Unexplained` tries answering them with pauses alone and keeps
-//!   that when it delivers as much.
+//! - 429s without any rate header cut the rate the same way. Whatever the headers, a cut is
+//!   kept only while it pays (`Payoff`): 429s that keep coming as often whatever the pace (a
+//!   proxy's throttle, a flaky server) are tried with pauses alone, which are kept when they
+//!   deliver as much.
 //!
 //! It is arithmetic on explicit instants, tested without sleeping; `super::pace::Pace` runs it.
 
@@ -81,9 +85,9 @@ const RECOVER_TO: f64 = 0.9;
 /// the rate rises by [`FULL_STEP`] (as a factor) rather than the additive step.
 const FULL: f64 = 0.8;
 const FULL_STEP: f64 = 1.05;
-/// Header-less 429s are suspected of not following the rate once it is at most this share of
+/// 429s are suspected of not following the rate once it is at most this share of
 /// the rate their cuts began at, and still at least [`SUSPECT_SHARE`] of the requests since
-/// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Unexplained`]).
+/// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Payoff`]).
 const SUSPECT_BELOW: f64 = 0.6;
 const SUSPECT_SHARE: f64 = 0.03;
 const SUSPECT_REQUESTS: u32 = 40;
@@ -200,8 +204,9 @@ impl Share {
     }
 }
 
-/// 429s that say nothing of a bucket (no `X-RateLimit-Remaining`): whether cutting the rate
-/// for them helps. A limit answers a rate near it with fewer 429s per request, and none below
+/// Whether cutting the rate for 429s pays, whatever their headers say (those with tokens left
+/// and refuted claims of an empty bucket never cut; every other one is weighed here). A limit
+/// answers a rate near it with fewer 429s per request, and none below
 /// it; a throttle that refuses a share of requests whatever the pace (a proxy's, a load
 /// balancer's) keeps refusing as many, and each cut only slows delivery. Far above a limit the
 /// two look alike, so the share only raises a suspicion: when the rate has been cut to
@@ -210,7 +215,7 @@ impl Share {
 /// for [`PAUSE_ONLY_FOR`] when it delivered at least as many answers per second as the cuts
 /// did; otherwise the rate goes back down, and the next trial waits [`TRIAL_AGAIN`], doubling.
 #[derive(Debug, Clone)]
-struct Unexplained {
+struct Payoff {
     /// 2xx answers so far.
     good: u64,
     /// `good` at recent 429s, to tell what the cuts delivered over the last [`TRIAL`].
@@ -222,9 +227,9 @@ struct Unexplained {
     trial_again: Duration,
 }
 
-impl Default for Unexplained {
+impl Default for Payoff {
     fn default() -> Self {
-        Unexplained {
+        Payoff {
             good: 0,
             marks: VecDeque::new(),
             chain: None,
@@ -236,7 +241,7 @@ impl Default for Unexplained {
     }
 }
 
-/// A run of cuts for header-less 429s.
+/// A run of cuts for 429s.
 #[derive(Debug, Clone, Copy)]
 struct Chain {
     /// The rate when the first cut came.
@@ -246,7 +251,7 @@ struct Chain {
     low: Share,
 }
 
-/// How header-less 429s are answered.
+/// How 429s that may cut are answered.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Answering {
     Cuts,
@@ -263,7 +268,7 @@ enum Answering {
     },
 }
 
-/// What a header-less 429 does to the rate.
+/// What a 429 that may cut does to the rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Verdict {
     Cut,
@@ -271,7 +276,7 @@ enum Verdict {
     SetRate(f64),
 }
 
-impl Unexplained {
+impl Payoff {
     /// An answer to a request sent at `rate` (`ok`: 2xx; `counted`: sent after the last
     /// pause, so that its outcome says something of the rate).
     fn answered(&mut self, rate: f64, throttled: bool, ok: bool, counted: bool) {
@@ -327,7 +332,7 @@ impl Unexplained {
         }
     }
 
-    /// A header-less 429, not an echo, at `rate` (already counted with [`Self::answered`]).
+    /// A 429 that may cut, not an echo, at `rate` (already counted with [`Self::answered`]).
     fn verdict(&mut self, now: Instant, rate: f64) -> Verdict {
         if self
             .last_429
@@ -385,6 +390,14 @@ enum Cut {
     Throttled { measured: bool },
 }
 
+/// An `X-RateLimit-Remaining` seen, and the requests sent and in flight when it came.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    remaining: u32,
+    sent: u64,
+    in_flight: u64,
+}
+
 /// The rate arithmetic (see the module docs).
 #[derive(Debug, Clone)]
 pub struct RateControl {
@@ -412,7 +425,12 @@ pub struct RateControl {
     /// The rate before the trims that no 429 has followed yet: they never take the rate below
     /// [`TRIM`] of it, the rate comes back to it, and it is what is remembered.
     trimmed_from: Option<f64>,
-    unexplained: Unexplained,
+    payoff: Payoff,
+    /// Requests sent and answered (429s and failures included), and the last bucket seen:
+    /// what says whether a claim of an empty bucket can be true.
+    sent: u64,
+    answers: u64,
+    seen: Option<Seen>,
     round_start: Instant,
     /// Answers in this round that allow an increase.
     round_ok: u32,
@@ -445,7 +463,10 @@ impl RateControl {
             bucket: Bucket::default(),
             remaining_at_trim: None,
             trimmed_from: None,
-            unexplained: Unexplained::default(),
+            payoff: Payoff::default(),
+            sent: 0,
+            answers: 0,
+            seen: None,
             round_start: now,
             round_ok: 0,
             round_hold: false,
@@ -456,6 +477,38 @@ impl RateControl {
 
     pub fn rate(&self) -> f64 {
         self.rate
+    }
+
+    /// A request leaves now: it may take a token from the service's bucket (see
+    /// [`Self::empty_claim_refuted`]).
+    pub fn sent(&mut self, _at: Instant) {
+        self.sent += 1;
+    }
+
+    /// A 429 says the bucket is empty, but the answers before it say it cannot be: the last
+    /// `X-RateLimit-Remaining` seen was more than [`LOW`] of the bucket above what every
+    /// request that could have taken a token since (those sent after it, and twice those then
+    /// in flight, which may have been counted before or after it) could have used, even with
+    /// nothing refilled. A second throttle, or another server's bucket, refused it: the claim
+    /// only pauses (its Retry-After and reset, in the client's `ServiceWait`), as a 429 with
+    /// tokens left does.
+    fn empty_claim_refuted(&self) -> bool {
+        let Some(seen) = self.seen else {
+            return false;
+        };
+        let could_use = self.sent.saturating_sub(seen.sent) + 2 * seen.in_flight;
+        let margin = LOW * f64::from(self.bucket.size.max(1));
+        f64::from(seen.remaining) - could_use as f64 > margin
+    }
+
+    /// An answer carried `X-RateLimit-Remaining`: what a later claim of an empty bucket is
+    /// weighed against.
+    fn seen_remaining(&mut self, remaining: u32) {
+        self.seen = Some(Seen {
+            remaining,
+            sent: self.sent,
+            in_flight: self.sent.saturating_sub(self.answers),
+        });
     }
 
     pub fn ceiling(&self) -> f64 {
@@ -489,12 +542,16 @@ impl RateControl {
     ) -> Option<f64> {
         self.round_hold = true;
         self.round_throttled = true;
+        self.answers += 1;
         let remaining = remaining(limits);
-        if remaining.is_some_and(|r| r > 0) {
+        if let Some(r) = remaining.filter(|r| *r > 0) {
             // Tokens remain: not our rate. The bucket saw the request.
-            if let Some(r) = remaining {
-                self.bucket.observe(now, r, self.after_resume(sent_at));
-            }
+            self.bucket.observe(now, r, self.after_resume(sent_at));
+            self.seen_remaining(r);
+            return None;
+        }
+        if remaining == Some(0) && self.empty_claim_refuted() {
+            tracing::debug!("a 429 claims an empty bucket the answers before it say cannot be: it pauses, the rate stays");
             return None;
         }
         // An empty bucket with no reset of its own, for a request sent within a second of the
@@ -512,21 +569,20 @@ impl RateControl {
                 }
             }
         }
-        if remaining.is_none() {
-            let echo = !self.after_resume(sent_at)
-                || self.last_throttled_cut.is_some_and(|c| sent_at <= c);
-            if echo {
-                return None;
-            }
-            self.unexplained.answered(self.rate, true, false, true);
-            if let Some(rate) = self.unexplained.tick(now) {
-                return Some(self.set_rate(rate, now));
-            }
-            match self.unexplained.verdict(now, self.rate) {
-                Verdict::Cut => {}
-                Verdict::OnlyPause => return None,
-                Verdict::SetRate(rate) => return Some(self.set_rate(rate, now)),
-            }
+        // Whatever the headers say, a cut is kept only while it pays (see `Payoff`).
+        let echo =
+            !self.after_resume(sent_at) || self.last_throttled_cut.is_some_and(|c| sent_at <= c);
+        if echo {
+            return None;
+        }
+        self.payoff.answered(self.rate, true, false, true);
+        if let Some(rate) = self.payoff.tick(now) {
+            return Some(self.set_rate(rate, now));
+        }
+        match self.payoff.verdict(now, self.rate) {
+            Verdict::Cut => {}
+            Verdict::OnlyPause => return None,
+            Verdict::SetRate(rate) => return Some(self.set_rate(rate, now)),
         }
         // Far above the limit (the first 429 of a run, or one soon after sending resumed) the
         // cut is deep, and as deep as a rough measure of the bucket says, within reason.
@@ -559,6 +615,7 @@ impl RateControl {
         ok: bool,
         limits: Option<RateLimit>,
     ) -> Option<f64> {
+        self.answers += 1;
         if ok && self.after_resume(sent_at) {
             // Through since the pause: a later refusal like the excused one may be excused.
             self.excused = None;
@@ -566,6 +623,7 @@ impl RateControl {
         if let Some(remaining) = remaining(limits) {
             self.bucket
                 .observe(now, remaining, self.after_resume(sent_at));
+            self.seen_remaining(remaining);
             if self.bucket.low(remaining) {
                 self.round_hold = true;
                 let to = match self.bucket.refill_rate() {
@@ -597,9 +655,9 @@ impl RateControl {
         } else {
             self.round_not_full = true;
         }
-        self.unexplained
+        self.payoff
             .answered(self.rate, false, ok, self.after_resume(sent_at));
-        if let Some(rate) = self.unexplained.tick(now) {
+        if let Some(rate) = self.payoff.tick(now) {
             return Some(self.set_rate(rate, now));
         }
         if ok {
@@ -1043,6 +1101,95 @@ mod tests {
         let mut c = RateControl::new(100.0, None, t0);
         // A limit of 40/s: above it, one request in five refused; below it, none.
         let (_, last) = header_less(&mut c, t0, 3000, |k, rate| rate > 40.0 && k % 5 == 4);
+        assert!(last <= 42.0, "{last}");
+    }
+
+    /// What a second throttle (or another server's bucket) sends with a spurious 429: its own
+    /// bucket empty, a reset a second away.
+    fn empty_claim() -> Option<RateLimit> {
+        Some(RateLimit {
+            limit: Some(60),
+            remaining: Some(0),
+            reset: Some(Duration::from_secs(1)),
+        })
+    }
+
+    #[test]
+    fn a_bucket_nearly_full_a_moment_ago_is_not_believed_empty() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        for k in 0..5 {
+            let at = ms(t0, k * 10);
+            c.sent(at);
+            c.answered(
+                at,
+                at + Duration::from_millis(5),
+                true,
+                limits(1000, 990 - k as u32),
+            );
+        }
+        // Six requests since 986 tokens were left: the bucket cannot be empty.
+        let at = ms(t0, 60);
+        c.sent(at);
+        assert_eq!(c.throttled(at, ms(t0, 65), empty_claim()), None);
+        assert_eq!(c.rate(), 100.0);
+
+        // A small bucket that more requests than it held could have emptied is believed.
+        let mut c = RateControl::new(100.0, None, t0);
+        let at = ms(t0, 1000);
+        c.sent(at);
+        c.answered(at, at, true, limits(10, 8));
+        for k in 1..=12 {
+            c.sent(ms(t0, 1000 + k));
+        }
+        assert!(c
+            .throttled(ms(t0, 1012), ms(t0, 1020), limits(10, 0))
+            .is_some());
+    }
+
+    /// `count` requests at the control's own rate, each answered 200 without headers or, for
+    /// the numbers `throttle` picks, a 429 claiming an empty bucket whose Retry-After of a
+    /// second pauses every sender; the lowest rate reached and the last.
+    fn claimed_empty(
+        c: &mut RateControl,
+        t0: Instant,
+        count: u64,
+        mut throttle: impl FnMut(u64, f64) -> bool,
+    ) -> (f64, f64) {
+        let (mut at, mut lowest) = (0.0_f64, c.rate());
+        for k in 0..count {
+            at += 1000.0 / c.rate();
+            let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            c.sent(now);
+            if throttle(k, c.rate()) {
+                c.throttled(now, now, empty_claim());
+                at += 1000.0;
+                c.resumes_at(t0 + Duration::from_secs_f64(at / 1000.0));
+            } else {
+                c.answered(now, now, true, None);
+            }
+            lowest = lowest.min(c.rate());
+        }
+        (lowest, c.rate())
+    }
+
+    #[test]
+    fn claimed_empty_buckets_that_come_whatever_the_pace_stop_cutting_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // One request in ten refused, whatever the rate, each refusal claiming an empty
+        // bucket that no answer showed filling: cuts do not pay, and are undone.
+        let (lowest, last) = claimed_empty(&mut c, t0, 3000, |k, _| k % 10 == 9);
+        assert!(lowest < 60.0, "cut first: {lowest}");
+        assert!(last >= 90.0, "then back: {last}");
+    }
+
+    #[test]
+    fn claimed_empty_buckets_of_a_limit_keep_the_rate_below_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // A limit of 40/s: above it, one request in five refused; below it, none.
+        let (_, last) = claimed_empty(&mut c, t0, 3000, |k, rate| rate > 40.0 && k % 5 == 4);
         assert!(last <= 42.0, "{last}");
     }
 
