@@ -17,12 +17,14 @@ mod infer;
 mod parse;
 mod profile;
 mod synonyms;
+mod target;
 mod vin;
 mod vocabulary;
 
 pub use export::{Disagreement, ExportError, ExportFile};
 pub use infer::KeptColumns;
-pub use profile::{Binding, Profile, ProfileError, Target, Twin};
+pub use profile::{Binding, Profile, ProfileError, Twin};
+pub use target::Target;
 pub use vin::{check_digit, check_vin, VinCheck};
 
 use crate::api::{

@@ -7,7 +7,7 @@
 //! is `synonyms.rs`'s. Where each source is documented is recorded in
 //! `docs/header-vocabulary.md`.
 
-use super::profile::{squash, Target};
+use super::target::{squash, Target};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
