@@ -98,6 +98,10 @@ const TRIAL: Duration = Duration::from_secs(10);
 /// chance (answers per second hardly depend on the rate when pauses bound them), less than a
 /// limit shows (a trial far above one delivers about half).
 const TRIAL_KEPT_AT: f64 = 0.85;
+/// A trial is kept only when its share of 429s is at most this factor of the cuts' share plus
+/// [`SHARE_SLACK`]: a throttle that refuses whatever the pace refuses as often either way.
+const SHARE_KEPT_FACTOR: f64 = 1.25;
+const SHARE_SLACK: f64 = 0.01;
 /// How long pauses alone answer them once a trial has shown it delivers as much.
 const PAUSE_ONLY_FOR: Duration = Duration::from_secs(300);
 /// The wait before another trial after one that delivered less; doubles up to the cap.
@@ -225,6 +229,8 @@ struct Payoff {
     last_429: Option<Instant>,
     next_trial: Option<Instant>,
     trial_again: Duration,
+    /// Requests answered during a trial, and how many were 429s.
+    trial_share: Share,
 }
 
 impl Default for Payoff {
@@ -237,6 +243,7 @@ impl Default for Payoff {
             last_429: None,
             next_trial: None,
             trial_again: TRIAL_AGAIN,
+            trial_share: Share::default(),
         }
     }
 }
@@ -262,6 +269,8 @@ enum Answering {
         good_at: u64,
         baseline: f64,
         back_to: f64,
+        /// The share of 429s while the cuts held the rate low.
+        baseline_share: f64,
     },
     PausesOnly {
         until: Instant,
@@ -281,6 +290,9 @@ impl Payoff {
     /// pause, so that its outcome says something of the rate).
     fn answered(&mut self, rate: f64, throttled: bool, ok: bool, counted: bool) {
         self.good += u64::from(ok);
+        if counted && matches!(self.mode, Answering::Trial { .. }) {
+            self.trial_share.add(throttled);
+        }
         if let Some(c) = self.chain.as_mut() {
             if counted && rate <= SUSPECT_BELOW * c.from {
                 c.low.add(throttled);
@@ -297,11 +309,17 @@ impl Payoff {
                 good_at,
                 baseline,
                 back_to,
+                baseline_share,
             } if now.duration_since(since) >= TRIAL => {
                 let delivered =
                     (self.good - good_at) as f64 / now.duration_since(since).as_secs_f64();
                 self.chain = None;
-                if delivered >= TRIAL_KEPT_AT * baseline {
+                // Pauses alone pay when they deliver as much without being refused much more
+                // often: near a real limit, pauses bound what either delivers, but only the
+                // cuts keep the service from refusing most requests.
+                let refused_no_more =
+                    self.trial_share.share() <= SHARE_KEPT_FACTOR * baseline_share + SHARE_SLACK;
+                if delivered >= TRIAL_KEPT_AT * baseline && refused_no_more {
                     self.mode = Answering::PausesOnly {
                         until: now + PAUSE_ONLY_FOR,
                     };
@@ -376,7 +394,9 @@ impl Payoff {
             good_at: good,
             baseline: (good - good_at) as f64 / span,
             back_to: rate,
+            baseline_share: chain.low.share(),
         };
+        self.trial_share = Share::default();
         Verdict::SetRate(chain.from)
     }
 }
@@ -1191,6 +1211,68 @@ mod tests {
         // A limit of 40/s: above it, one request in five refused; below it, none.
         let (_, last) = claimed_empty(&mut c, t0, 3000, |k, rate| rate > 40.0 && k % 5 == 4);
         assert!(last <= 42.0, "{last}");
+    }
+
+    /// A real limit of `limit`/s with a bucket of `burst`, telling nothing but a Retry-After
+    /// of a second on its 429s (which pauses every sender once its answer is in), for `secs`
+    /// seconds at the control's own rate with answers `latency` seconds after their requests
+    /// (so that requests leave before the answers to the ones before them are in): 2xx answers
+    /// per second and the share of 429s over the last half.
+    fn quiet_limit(
+        c: &mut RateControl,
+        t0: Instant,
+        secs: f64,
+        (limit, burst): (f64, f64),
+        latency: f64,
+    ) -> (f64, f64) {
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        let (mut tokens, mut filled_at) = (burst, 0.0_f64);
+        let (mut next_send, mut paused_until) = (0.0_f64, 0.0_f64);
+        let mut pending: VecDeque<(f64, bool)> = VecDeque::new();
+        let (mut ok, mut refused) = (0u32, 0u32);
+        loop {
+            let send_at = next_send.max(paused_until);
+            let due = pending
+                .front()
+                .map_or(f64::INFINITY, |(sent, _)| sent + latency);
+            if send_at < secs && send_at <= due {
+                tokens = (tokens + (send_at - filled_at) * limit).min(burst);
+                filled_at = send_at;
+                let admitted = tokens >= 1.0;
+                if admitted {
+                    tokens -= 1.0;
+                }
+                c.sent(at(send_at));
+                pending.push_back((send_at, admitted));
+                next_send = send_at + 1.0 / c.rate();
+            } else if let Some((sent, admitted)) = pending.pop_front() {
+                let late = sent >= secs / 2.0;
+                if admitted {
+                    ok += u32::from(late);
+                    c.answered(at(sent), at(due), true, None);
+                } else {
+                    refused += u32::from(late);
+                    c.throttled(at(sent), at(due), None);
+                    paused_until = paused_until.max(due + 1.0);
+                    c.resumes_at(at(paused_until));
+                }
+            } else {
+                break;
+            }
+        }
+        let share = f64::from(refused) / f64::from((ok + refused).max(1));
+        (f64::from(ok) / (secs / 2.0), share)
+    }
+
+    #[test]
+    fn a_quiet_limit_that_pauses_bound_is_not_answered_with_pauses_alone() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(1000.0, None, t0);
+        // Pauses bound what is delivered near a limit of 5/s whatever the rate, so a trial of
+        // pauses alone delivers about as much as cuts; but it is refused far more often.
+        let (delivered, share) = quiet_limit(&mut c, t0, 600.0, (5.0, 5.0), 0.02);
+        assert!(delivered >= 4.0, "{delivered}");
+        assert!(share < 0.1, "429s: {share}");
     }
 
     #[test]
