@@ -505,8 +505,13 @@ async fn sighup_starts_a_new_feed_and_stops_a_removed_one() {
         site.log().matches("config reloaded").count() == 2
     })
     .await;
+    // Dropped together: once b2 is taken, a watched a1 would have been too.
     drop_file(&a, "a1.csv", export(&[Car::new(2)]).as_bytes());
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    drop_file(&b, "b2.csv", export(&[Car::new(1), Car::new(3)]).as_bytes());
+    site.wait_until(Duration::from_secs(20), "b2 archived", || {
+        reports(&b, "archive").len() == 2
+    })
+    .await;
     assert!(a.join("a1.csv").exists(), "left alone");
-    assert_eq!(vehicles(&state(&sb).await), 1);
+    assert_eq!(vehicles(&state(&sb).await), 2, "b's two, not a's");
 }

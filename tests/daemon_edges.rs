@@ -78,15 +78,27 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
     let path = inbox.join("day2.csv");
     std::fs::write(&path, &body.as_bytes()[..cut_at]).unwrap();
     let before = state(&sb).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Seen and held back as incomplete (not merely not looked at yet), and nothing sent.
+    let mut seen = serde_json::Value::Null;
+    for _ in 0..100 {
+        seen = site.status().await;
+        let waiting = seen["feeds"][0]["waiting_incomplete"]
+            .as_str()
+            .unwrap_or("");
+        if waiting.contains("day2.csv") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waiting = seen["feeds"][0]["waiting_incomplete"]
+        .as_str()
+        .unwrap_or("");
+    assert!(waiting.contains("day2.csv"), "{seen:#}");
     let during = state(&sb).await;
     assert_eq!(
         during["total_requests"], before["total_requests"],
         "nothing sent of a cut file"
     );
-    let st = site.status().await;
-    let waiting = st["feeds"][0]["waiting_incomplete"].as_str().unwrap_or("");
-    assert!(waiting.contains("day2.csv"), "{st:#}");
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .open(&path)

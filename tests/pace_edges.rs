@@ -337,8 +337,10 @@ async fn a_silent_service_is_said_after_the_first_failed_round() {
             .contains("the service fails every request; delivery slows to one probe")
     })
     .await;
+    // The wait above bounds it from above (it fails past 10 s); from below, the warning waits
+    // for a request's timeout: a warning sooner would be about something else than silence.
     let warned_after = dropped.elapsed();
-    assert!(warned_after < Duration::from_secs(10), "{warned_after:?}");
+    assert!(warned_after >= Duration::from_secs(2), "{warned_after:?}");
 
     let status = site.status().await;
     let delivery = &status["delivery"];

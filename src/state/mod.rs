@@ -640,7 +640,9 @@ impl State {
 fn migrate(state: &State, from: u32) -> Result<(), StateError> {
     let mut version = from;
     while version < SCHEMA_VERSION {
-        // When version 2 arrives: `1 => to_v2(state)?,` rewriting what changed, then the bump.
+        // When version 2 arrives: `1 => to_v2(state)?,` rewriting what changed, then the bump,
+        // with a test that opens a version-1 state and reads what the step rewrote (there is no
+        // step yet, so no test: one that only saw the number go up could not fail).
         tracing::info!(from = version, to = version + 1, "migrating the state");
         version += 1;
         state.set_schema_version(version)?;
@@ -808,19 +810,6 @@ mod tests {
         drop(state);
         let err = State::open(&dir).unwrap_err().to_string();
         assert!(err.contains("newer than this lotsync"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn older_schema_is_migrated_up() {
-        let (_tmp, dir) = temp_dir("migrate");
-        let state = State::open(&dir).unwrap();
-        state.set_schema_version(0).unwrap();
-        state.flush().unwrap();
-        drop(state);
-        let state = State::open(&dir).unwrap();
-        assert_eq!(state.schema_version().unwrap(), SCHEMA_VERSION);
-        drop(state);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
