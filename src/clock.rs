@@ -1,25 +1,34 @@
 //! UTC timestamps in the spec's `YYYY-MM-DD HH:MM:SS` form for people and in RFC 3339
-//! (`YYYY-MM-DDTHH:MM:SSZ`) for JSON, without a calendar crate.
+//! (`YYYY-MM-DDTHH:MM:SSZ`) for JSON, and the dates DMS exports carry in their names. The
+//! calendar is jiff's; this module only fixes the forms lotsync writes and reads.
 
+use jiff::civil::{Date, DateTime, Time};
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The moment of Unix seconds, or the epoch for one out of jiff's range (years -9999 to 9999,
+/// far from any clock of a running machine).
+fn timestamp(secs: i64) -> Timestamp {
+    Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// Unix seconds of a `SystemTime`; times before 1970 (no running machine's clock) are 0.
+fn unix_secs(at: SystemTime) -> i64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC.
 pub fn utc_datetime(at: SystemTime) -> String {
-    // Times before 1970 do not occur here (clocks of running machines); they print as 1970.
-    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    utc_unix(unix_secs(at))
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC of Unix seconds (as the state stores times).
 pub fn utc_unix(secs: i64) -> String {
-    utc_datetime(UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+    timestamp(secs.max(0))
+        .strftime("%Y-%m-%d %H:%M:%S")
+        .to_string()
 }
 
 /// A moment in UTC to the second, as `lotsync status` shows it: `YYYY-MM-DD HH:MM:SS` for
@@ -34,10 +43,7 @@ impl UtcTime {
     }
 
     pub fn at(at: SystemTime) -> UtcTime {
-        UtcTime(
-            at.duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs() as i64),
-        )
+        UtcTime(unix_secs(at))
     }
 
     /// Unix seconds, as the state stores times.
@@ -51,16 +57,12 @@ impl UtcTime {
 
     /// `2026-11-23T06:12:00Z`.
     pub fn rfc3339(self) -> String {
-        let mut s = utc_unix(self.0);
-        s.replace_range(10..11, "T");
-        s.push('Z');
-        s
+        timestamp(self.0).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
     }
 
     /// `06:12:00`, for one-line summaries.
     pub fn time_of_day(self) -> String {
-        let s = utc_unix(self.0);
-        s.get(11..).unwrap_or(&s).to_owned()
+        timestamp(self.0).strftime("%H:%M:%S").to_string()
     }
 
     /// Seconds from `self` to `later` (0 when `later` is earlier).
@@ -68,28 +70,17 @@ impl UtcTime {
         u64::try_from(later.0 - self.0).unwrap_or(0)
     }
 
-    /// `YYYY-MM-DDTHH:MM:SSZ` or `YYYY-MM-DD HH:MM:SS` (UTC).
+    /// `YYYY-MM-DDTHH:MM:SSZ` or `YYYY-MM-DD HH:MM:SS` (UTC), exactly those forms.
     pub fn parse(text: &str) -> Option<UtcTime> {
         let b = text.as_bytes();
-        let plain = b.len() == 19 && b[10] == b' ';
-        let rfc = b.len() == 20 && b[10] == b'T' && b[19] == b'Z';
-        if !(plain || rfc) || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
-            return None;
-        }
-        let num = |from: usize, to: usize| -> Option<i64> {
-            let part = text.get(from..to)?;
-            part.bytes()
-                .all(|c| c.is_ascii_digit())
-                .then(|| part.parse().ok())
-                .flatten()
+        let form = match (b.len(), b.get(10)) {
+            (19, Some(b' ')) => "%Y-%m-%d %H:%M:%S",
+            (20, Some(b'T')) if b[19] == b'Z' => "%Y-%m-%dT%H:%M:%SZ",
+            _ => return None,
         };
-        let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-        let (h, min, s) = (num(11, 13)?, num(14, 16)?, num(17, 19)?);
-        if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
-            return None;
-        }
-        let days = days_from_civil(y, m as u32, d as u32);
-        Some(UtcTime::from_unix(days * 86_400 + h * 3600 + min * 60 + s))
+        let civil = DateTime::strptime(form, text).ok()?;
+        let at = civil.to_zoned(TimeZone::UTC).ok()?.timestamp();
+        Some(UtcTime::from_unix(at.as_second()))
     }
 }
 
@@ -118,7 +109,8 @@ impl<'de> serde::Deserialize<'de> for UtcTime {
 /// Unix seconds in UTC: the first place in `name` where it fits. `%Y` is four digits, `%m`,
 /// `%d`, `%H`, `%M` and `%S` two, `%%` a percent sign, any other character itself; a field the
 /// pattern leaves out is 0 (the start of the day). None when no place fits or the date is not
-/// one (month 13, say).
+/// one (month 13, February 30th, say). Fixed widths, unlike strptime's: names run digits
+/// together (`inv_20261124.csv`).
 pub fn time_in_name(name: &str, pattern: &str) -> Option<i64> {
     let name = name.as_bytes();
     (0..name.len()).find_map(|at| time_at(&name[at..], pattern.as_bytes()))
@@ -152,7 +144,7 @@ pub fn check_name_pattern(pattern: &str) -> Result<(), String> {
 
 /// [`time_in_name`] at the start of `text`.
 fn time_at(text: &[u8], pattern: &[u8]) -> Option<i64> {
-    let (mut fields, mut at, mut p) = ([1970i64, 1, 1, 0, 0, 0], 0, 0);
+    let (mut fields, mut at, mut p) = ([1970i16, 1, 1, 0, 0, 0], 0, 0);
     while p < pattern.len() {
         if pattern[p] == b'%' && p + 1 < pattern.len() && pattern[p + 1] != b'%' {
             let (slot, width) = match pattern[p + 1] {
@@ -168,7 +160,7 @@ fn time_at(text: &[u8], pattern: &[u8]) -> Option<i64> {
             if !digits.iter().all(u8::is_ascii_digit) {
                 return None;
             }
-            fields[slot] = digits.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0'));
+            fields[slot] = digits.iter().fold(0, |n, d| n * 10 + i16::from(d - b'0'));
             at += width;
             p += 2;
         } else {
@@ -181,45 +173,22 @@ fn time_at(text: &[u8], pattern: &[u8]) -> Option<i64> {
         }
     }
     let [y, m, d, h, min, s] = fields;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || s > 60 {
-        return None;
-    }
-    let days = days_from_civil(y, m as u32, d as u32);
-    Some(days * 86_400 + h * 3600 + min * 60 + s)
+    let date = Date::new(y, i8::try_from(m).ok()?, i8::try_from(d).ok()?).ok()?;
+    let time = Time::new(
+        i8::try_from(h).ok()?,
+        i8::try_from(min).ok()?,
+        i8::try_from(s).ok()?,
+        0,
+    )
+    .ok()?;
+    let at = date.to_datetime(time).to_zoned(TimeZone::UTC).ok()?;
+    Some(at.timestamp().as_second())
 }
 
 /// The calendar year in UTC.
 pub fn utc_year(at: SystemTime) -> u16 {
-    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (y, _, _) = civil_from_days((secs / 86_400) as i64);
-    u16::try_from(y).unwrap_or(u16::MAX)
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm,
-/// "chrono-Compatible Low-Level Date Algorithms").
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of [`civil_from_days`],
-/// from the same paper).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = y - i64::from(m <= 2);
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let year = timestamp(unix_secs(at)).to_zoned(TimeZone::UTC).year();
+    u16::try_from(year).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -244,6 +213,13 @@ mod tests {
             Some(day("2026-11-23 00:00:00"))
         );
         assert_eq!(time_in_name("inventory.csv", "%Y%m%d"), None);
+        // A real calendar: no February 30th, and 2024 was a leap year.
+        assert_eq!(time_in_name("inv_20260230.csv", "%Y%m%d"), None);
+        assert_eq!(time_in_name("inv_20261124_2460.csv", "%Y%m%d_%H%M"), None);
+        assert_eq!(
+            time_in_name("inv_20240229.csv", "%Y%m%d"),
+            Some(day("2024-02-29 00:00:00"))
+        );
         assert_eq!(time_in_name("2026", "%Y%m%d"), None);
         assert!(check_name_pattern("%Y%m%d").is_ok());
         assert!(check_name_pattern("%d.%m.%Y %%").is_ok());
@@ -277,6 +253,7 @@ mod tests {
         for bad in [
             "2026-11-20",
             "2026-13-01T00:00:00Z",
+            "2026-02-30 00:00:00",
             "2026-11-20T23:59:59+01:00",
             "x",
         ] {

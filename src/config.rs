@@ -65,18 +65,10 @@ fn read_token_file(file: &Path) -> Result<String, ConfigError> {
     Ok(token)
 }
 
-/// `text` as one word of a POSIX shell command: as it is when it holds nothing the shell reads
-/// specially, otherwise in single quotes (a quote inside written `'\''`).
+/// `text` as one word of a POSIX shell command (quoted when it holds anything the shell reads
+/// specially). A NUL, which no path can hold, is shown escaped.
 fn shell_quoted(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-+,:=@%".contains(&b));
-    if plain {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', "'\\''"))
-    }
+    shlex::try_quote(text).map_or_else(|_| text.escape_default().to_string(), |q| q.into_owned())
 }
 
 /// Where the config is read from when no `--config` is given.
@@ -1972,13 +1964,22 @@ mod tests {
             shell_quoted("/etc/lotsync/api-token"),
             "/etc/lotsync/api-token"
         );
-        assert_eq!(shell_quoted("/srv/api token"), "'/srv/api token'");
-        assert_eq!(
-            shell_quoted("/srv/dealer's token"),
-            "'/srv/dealer'\\''s token'"
-        );
-        assert_eq!(shell_quoted("$HOME/t"), "'$HOME/t'");
-        assert_eq!(shell_quoted(""), "''");
+        // What the shell reads back is the path, one word.
+        for path in [
+            "/srv/api token",
+            "/srv/dealer's token",
+            "$HOME/t",
+            "",
+            "a\"b`c`",
+        ] {
+            let quoted = shell_quoted(path);
+            assert_ne!(quoted, path, "{path}");
+            assert_eq!(
+                shlex::split(&quoted),
+                Some(vec![path.to_owned()]),
+                "{quoted}"
+            );
+        }
     }
 
     #[test]

@@ -409,11 +409,7 @@ impl FileId {
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        let sha256 = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha256 = hex::encode(hasher.finalize());
         Ok(FileId { name, sha256 })
     }
 }

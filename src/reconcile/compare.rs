@@ -83,10 +83,7 @@ pub(super) fn plan_file(name: &str) -> FileId {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
     );
-    let sha256 = sha2::Sha256::digest(unique.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = hex::encode(sha2::Sha256::digest(unique.as_bytes()));
     FileId {
         name: name.to_owned(),
         sha256,
