@@ -264,7 +264,7 @@ impl Pace {
         let ended = control.outage.answered(now);
         drop(control);
         if let Some(rate) = changed {
-            tracing::debug!(rate = format_args!("{rate:.1}"), "throttled: rate cut");
+            tracing::debug!(rate = super::rate::round1(rate), "throttled: rate cut");
         }
         self.finish(turn, changed, ended);
     }
@@ -325,7 +325,7 @@ impl Pace {
             );
         }
         if let Some(rate) = changed {
-            tracing::trace!(rate = format_args!("{rate:.1}"), "rate changed");
+            tracing::trace!(rate = super::rate::round1(rate), "rate changed");
             self.set(rate);
         }
     }

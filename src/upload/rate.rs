@@ -89,8 +89,8 @@ const FULL_STEP: f64 = 1.05;
 /// the rate their cuts began at, and still at least [`SUSPECT_SHARE`] of the requests since
 /// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Payoff`]).
 const SUSPECT_BELOW: f64 = 0.6;
-const SUSPECT_SHARE: f64 = 0.03;
-const SUSPECT_REQUESTS: u32 = 40;
+const SUSPECT_SHARE: f64 = 0.005;
+const SUSPECT_REQUESTS: u32 = 100;
 /// How long a trial of answering them with pauses alone lasts (and the least time of cuts it
 /// is compared with).
 const TRIAL: Duration = Duration::from_secs(10);
@@ -272,8 +272,11 @@ enum Answering {
         /// The share of 429s while the cuts held the rate low.
         baseline_share: f64,
     },
+    /// Pauses only, until `until` and as long as 429s come no more often than in the trial
+    /// (`share`, of the requests counted in `Payoff::trial_share`).
     PausesOnly {
         until: Instant,
+        share: f64,
     },
 }
 
@@ -290,7 +293,7 @@ impl Payoff {
     /// pause, so that its outcome says something of the rate).
     fn answered(&mut self, rate: f64, throttled: bool, ok: bool, counted: bool) {
         self.good += u64::from(ok);
-        if counted && matches!(self.mode, Answering::Trial { .. }) {
+        if counted && self.mode != Answering::Cuts {
             self.trial_share.add(throttled);
         }
         if let Some(c) = self.chain.as_mut() {
@@ -322,11 +325,13 @@ impl Payoff {
                 if delivered >= TRIAL_KEPT_AT * baseline && refused_no_more {
                     self.mode = Answering::PausesOnly {
                         until: now + PAUSE_ONLY_FOR,
+                        share: self.trial_share.share(),
                     };
+                    self.trial_share = Share::default();
                     self.trial_again = TRIAL_AGAIN;
                     tracing::info!(
-                        answered_per_sec = format_args!("{delivered:.1}"),
-                        with_cuts = format_args!("{baseline:.1}"),
+                        answered_per_sec = round1(delivered),
+                        with_cuts = round1(baseline),
                         "the service's 429s come as often whatever the pace: for a while they \
                          only pause delivery (their Retry-After), the rate stays"
                     );
@@ -336,14 +341,33 @@ impl Payoff {
                 self.next_trial = Some(now + self.trial_again);
                 self.trial_again = (self.trial_again * 2).min(TRIAL_AGAIN_MAX);
                 tracing::debug!(
-                    answered_per_sec = format_args!("{delivered:.1}"),
-                    with_cuts = format_args!("{baseline:.1}"),
+                    answered_per_sec = round1(delivered),
+                    with_cuts = round1(baseline),
                     "pauses alone delivered less than cuts; the rate goes back down"
                 );
                 Some(back_to)
             }
-            Answering::PausesOnly { until } if now >= until => {
-                self.mode = Answering::Cuts;
+            // Pauses alone are looked at again over each run of requests: a real limit that
+            // appears meanwhile (another client of the token) refuses more of them, and the
+            // cuts come back; otherwise they go on, past `until` too.
+            Answering::PausesOnly { until, share }
+                if self.trial_share.requests >= SUSPECT_REQUESTS =>
+            {
+                let now_share = self.trial_share.share();
+                self.trial_share = Share::default();
+                if now_share > SHARE_KEPT_FACTOR * share + SHARE_SLACK {
+                    self.mode = Answering::Cuts;
+                    tracing::debug!(
+                        share = now_share,
+                        in_trial = share,
+                        "429s come more often than when pauses alone were tried: they cut again"
+                    );
+                } else if now >= until {
+                    self.mode = Answering::PausesOnly {
+                        until: now + PAUSE_ONLY_FOR,
+                        share,
+                    };
+                }
                 None
             }
             _ => None,
@@ -795,6 +819,11 @@ impl RateControl {
     }
 }
 
+/// A rate to one decimal, as logs show it (a number in JSON logs, not text).
+pub(crate) fn round1(rate: f64) -> f64 {
+    (rate * 10.0).round() / 10.0
+}
+
 /// `X-RateLimit-Remaining`, when the answer says there is a limit (a limit of `u32::MAX` or
 /// more means "no limit").
 fn remaining(limits: Option<RateLimit>) -> Option<u32> {
@@ -1113,6 +1142,45 @@ mod tests {
         let (lowest, last) = header_less(&mut c, t0, 3000, |k, _| k % 10 == 9);
         assert!(lowest < 60.0, "cut first: {lowest}");
         assert!(last >= 90.0, "then back: {last}");
+    }
+
+    #[test]
+    fn rare_header_less_429s_that_come_whatever_the_pace_stop_cutting_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // One request in fifty refused, whatever the rate: each cut costs more than the rare
+        // 429 it answers, and additive increase alone would settle far below the ceiling.
+        let (_, last) = header_less(&mut c, t0, 20_000, |k, _| k % 50 == 49);
+        assert!(last >= 90.0, "back: {last}");
+    }
+
+    #[test]
+    fn a_limit_that_appears_while_pauses_alone_answer_brings_the_cuts_back() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        // One request in ten refused whatever the pace, for 60 s.
+        let mut at = 0.0_f64;
+        for k in 0.. {
+            at += 1.0 / c.rate();
+            if at > 60.0 {
+                break;
+            }
+            let now = t0 + Duration::from_secs_f64(at);
+            c.sent(now);
+            if k % 10 == 9 {
+                c.throttled(now, now, None);
+            } else {
+                c.answered(now, now, true, None);
+            }
+        }
+        assert!(c.rate() >= 90.0, "pauses alone first: {}", c.rate());
+        // Then, well within the time pauses alone were given, another client of the token
+        // leaves it 5/s: refused far more often than the tenth, the cuts come back and keep
+        // the 429s rare.
+        let later = t0 + Duration::from_secs_f64(at);
+        let (delivered, share) = quiet_limit(&mut c, later, 600.0, (5.0, 5.0), 0.02);
+        assert!(delivered >= 4.0, "{delivered}");
+        assert!(share < 0.1, "429s: {share}");
     }
 
     #[test]
