@@ -166,6 +166,18 @@ pub enum ProtectedBy {
     OtherLocation,
 }
 
+impl ProtectedBy {
+    /// Its name as the reports write it (`vin`, `stock`, `near_vin`, `other_location`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtectedBy::Vin => "vin",
+            ProtectedBy::Stock => "stock",
+            ProtectedBy::NearVin => "near_vin",
+            ProtectedBy::OtherLocation => "other_location",
+        }
+    }
+}
+
 /// A vehicle absent from a full snapshot that is kept on the lot, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Protection {

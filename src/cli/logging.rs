@@ -214,7 +214,11 @@ pub fn one_entry(priority: u8, text: &str) -> String {
 /// on stderr as it always was.
 pub fn last_error(message: &str) {
     match installed() {
-        Installed::Journal | Installed::Json => tracing::error!(error = message, "lotsync stopped"),
+        // The cause in the message too: `journalctl -u lotsync` and `systemctl status` show
+        // only the message; the field stays for those who filter on it.
+        Installed::Journal | Installed::Json => {
+            tracing::error!(error = message, "lotsync stopped: {message}")
+        }
         Installed::JournalStream => {
             let _ = std::io::stderr()
                 .lock()

@@ -45,7 +45,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
     if let Some(reply) = ask_daemon(&config, &request, None)? {
         if args.format == ReconcileFormat::Json {
             if let Some(report) = &reply.report {
-                println!("{}", serde_json::to_string_pretty(report)?);
+                writeln!(super::stdout(), "{}", serde_json::to_string_pretty(report)?)?;
                 return Ok(reply.exit);
             }
         }
@@ -101,7 +101,7 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
         Ok(_) => 0,
         Err(_) => EXIT_BAD_INPUT,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     match args.format {
         ReconcileFormat::Json => {
             let (drained, fatal) = match &delivered {

@@ -25,7 +25,7 @@ pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     };
     let world = config.describe();
     let running = RunningSandbox::start(config, args.listen).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     writeln!(out, "{world}")?;
     writeln!(out, "listening on {}", running.base_url())?;
     out.flush().context("stdout")?;
