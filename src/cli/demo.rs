@@ -96,7 +96,7 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
 
     let mut out = super::stdout();
     writeln!(out, "lotsync demo: a sandbox of the Vehicle Inventory Service on {} (5% of requests fail with 503, 3% lose their answer)", sandbox.base_url())?;
-    writeln!(out, 
+    writeln!(out,
         "`lotsync run` watches feed \"demo-lot\" (location 10); the DMS drops one export a day into {}\n",
         feed.inbox.display()
     )?;
