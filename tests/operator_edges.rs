@@ -200,3 +200,132 @@ async fn a_hostile_file_name_is_escaped_in_every_output() {
     );
     assert!(Path::new(&lot).exists());
 }
+
+/// `lotsync ARGS` logging JSON lines (`LOTSYNC_LOG_FORMAT=json`) with `token`: its exit code
+/// and its log lines, each parsed.
+async fn json_run(site: &Site, args: &[&str], token: &str) -> (i32, Vec<serde_json::Value>) {
+    let mut cmd = site.command(args);
+    cmd.env("LOTSYNC_LOG_FORMAT", "json")
+        .env("LOTSYNC_TEST_TOKEN", token);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let lines = text(&out.stderr)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: not JSON: {l}")))
+        .collect();
+    (code(&out), lines)
+}
+
+/// The first log line whose message starts with `message`, or the test fails with them all.
+fn line_of<'a>(lines: &'a [serde_json::Value], message: &str) -> &'a serde_json::Value {
+    lines
+        .iter()
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(message))
+        })
+        .unwrap_or_else(|| panic!("no {message:?} in\n{lines:#?}"))
+}
+
+/// `sync` in JSON: a file with a rejected record and a held file are warning events with the
+/// file's name as `file`; the rate is a number; "delivery stopped" and "lotsync stopped" say
+/// their cause in the message itself (what `journalctl` and `systemctl status` show).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_say_held_and_rejected_files_and_causes_in_the_message() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("json-sync", &sb.base_url());
+    let cars: Vec<Car> = (0..12).map(Car::new).collect();
+    let mut body = export(&cars);
+    body.push_str("NOTAVIN,S99999,2020,Ford,F-150,\"$1\",1,In Stock,MAIN\n");
+    let monday = site.path().join("monday.csv");
+    std::fs::write(&monday, body).unwrap();
+
+    let (exit, lines) = json_run(&site, &["sync", monday.to_str().unwrap()], "sandbox-token").await;
+    assert_eq!(exit, 3, "a rejected record: {lines:#?}");
+    let rejected = line_of(&lines, "1 of 13 records rejected");
+    assert_eq!(rejected["level"], "WARN", "{rejected}");
+    assert_eq!(rejected["file"], "monday.csv", "{rejected}");
+    assert_eq!(rejected["rejected_records"], 1, "{rejected}");
+    let delivering = line_of(&lines, "delivering");
+    assert!(delivering["rate"].is_number(), "{delivering}");
+
+    let held = site.export("tuesday.csv", &cars[..6]);
+    let (_, lines) = json_run(&site, &["sync", held.to_str().unwrap()], "sandbox-token").await;
+    let held = line_of(&lines, "held by the safety guard: ");
+    assert_eq!(held["level"], "WARN", "{held}");
+    assert_eq!(held["file"], "tuesday.csv", "{held}");
+    assert!(held["reason"].is_string(), "{held}");
+    assert!(
+        held["message"]
+            .as_str()
+            .unwrap()
+            .contains("would mark 6 of 12 in-stock vehicles sold"),
+        "{held}"
+    );
+
+    // A new car, and a token the service refuses: delivery stops, and says why.
+    let wednesday = site.export("wednesday.csv", &(0..13).map(Car::new).collect::<Vec<_>>());
+    let (exit, lines) = json_run(
+        &site,
+        &["sync", wednesday.to_str().unwrap()],
+        "revoked-token",
+    )
+    .await;
+    assert_eq!(exit, 2, "{lines:#?}");
+    let stopped = line_of(&lines, "delivery stopped: ");
+    assert_eq!(stopped["level"], "ERROR", "{stopped}");
+    assert!(stopped["error"].is_string(), "{stopped}");
+    assert!(
+        stopped["message"].as_str().unwrap().contains("401"),
+        "{stopped}"
+    );
+
+    // The error that ends the process.
+    std::fs::write(&site.config, "[api\n").unwrap();
+    let (exit, lines) = json_run(&site, &["run"], "sandbox-token").await;
+    assert_eq!(exit, 2);
+    let stopped = line_of(&lines, "lotsync stopped: ");
+    assert!(
+        stopped["message"]
+            .as_str()
+            .unwrap()
+            .contains("lotsync.toml"),
+        "{stopped}"
+    );
+    assert!(stopped["error"].is_string(), "{stopped}");
+}
+
+/// `lotsync validate` under systemd (ExecStartPre, ExecReload: stderr is the journal's
+/// stream, `JOURNAL_STREAM` names it): each problem line at priority err (`<3>`), so that
+/// `journalctl -p err -u lotsync` shows why a start or a reload failed.
+#[test]
+fn validate_says_its_problems_at_priority_err_in_the_journal() {
+    use std::os::unix::fs::MetadataExt;
+    let site = Site::with(
+        "validate-journal",
+        "http://127.0.0.1:9",
+        10,
+        "",
+        "",
+        "[[feed]]\nname = \"main\"\ninbox = \"no-such-inbox\"\nlocation_id = 10\n",
+    );
+    let stream = site.path().join("stderr");
+    let file = std::fs::File::create(&stream).unwrap();
+    let meta = file.metadata().unwrap();
+    let status = site
+        .command(&["validate"])
+        .env("JOURNAL_STREAM", format!("{}:{}", meta.dev(), meta.ino()))
+        .stdout(Stdio::null())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+    let said = std::fs::read_to_string(&stream).unwrap();
+    assert!(said.contains("no-such-inbox"), "{said}");
+    for line in said.lines() {
+        assert!(line.starts_with("<3>"), "not at err: {line:?} in\n{said}");
+    }
+}

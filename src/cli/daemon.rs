@@ -98,7 +98,9 @@ fn online(config: &Config, out: &mut impl Write) -> anyhow::Result<u8> {
         }
         Err(e) => {
             out.flush()?;
-            writeln!(std::io::stderr().lock(), "online: {e}")?;
+            std::io::stderr()
+                .lock()
+                .write_all(super::logging::problem_line(&format!("online: {e}")).as_bytes())?;
             Ok(EXIT_BAD_INPUT)
         }
     }
@@ -370,16 +372,20 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     out.flush()?;
+    // At priority err under systemd (ExecStartPre, ExecReload): `journalctl -p err` shows them.
+    let line = super::logging::problem_line;
     let mut err = std::io::stderr().lock();
-    writeln!(
-        err,
-        "{}: {} problem{}:",
-        path.display(),
-        problems.len(),
-        if problems.len() == 1 { "" } else { "s" }
+    err.write_all(
+        line(&format!(
+            "{}: {} problem{}:",
+            shown_path(path),
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        ))
+        .as_bytes(),
     )?;
     for p in &problems {
-        writeln!(err, "  {p}")?;
+        err.write_all(line(&format!("  {p}")).as_bytes())?;
     }
     Ok(EXIT_BAD_INPUT)
 }

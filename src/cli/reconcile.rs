@@ -125,10 +125,11 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     if let Err(UploadError::Fatal { error, queued }) = &delivered {
-        eprintln!("lotsync: delivery stopped: {error}");
-        eprintln!(
-            "lotsync: {queued} operations stay queued; run `lotsync reconcile` again once fixed"
-        );
+        // As the logging wants it: one JSON line, one journal entry, or text.
+        super::last_error(&format!(
+            "delivery stopped: {error}; {queued} operations stay queued; run `lotsync \
+             reconcile` again once fixed"
+        ));
     }
     Ok(code)
 }

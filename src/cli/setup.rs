@@ -52,7 +52,7 @@ pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
     let mut out = super::stdout();
     if reply.exit == EXIT_BAD_INPUT {
         out.flush()?;
-        eprintln!("lotsync: {}", reply.text.trim_end());
+        super::last_error(reply.text.trim_end());
     } else {
         // The daemon escapes the names it puts in; each line again, in case one slipped.
         for line in reply.text.trim_end().lines() {

@@ -196,10 +196,11 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         }
         Err(UploadError::Fatal { error, queued }) => {
             out.flush()?;
-            eprintln!("lotsync: delivery stopped: {error}");
-            eprintln!(
-                "lotsync: {queued} operations stay queued; run `lotsync sync` again once fixed"
-            );
+            // As the logging wants it: one JSON line, one journal entry, or text.
+            super::last_error(&format!(
+                "delivery stopped: {error}; {queued} operations stay queued; run `lotsync sync` \
+                 again once fixed"
+            ));
             EXIT_BAD_INPUT
         }
         Err(e) => return Err(e.into()),
