@@ -1071,6 +1071,7 @@ impl metrics::Source for Daemon {
             status,
             answers: uploader.stats().answers(),
             upload: uploader.stats().snapshot(),
+            request_times: uploader.client().request_times().clone(),
         };
         self.metrics
             .encode(&snapshot)
