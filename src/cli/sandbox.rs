@@ -29,7 +29,6 @@ pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     writeln!(out, "{world}")?;
     writeln!(out, "listening on {}", running.base_url())?;
     out.flush().context("stdout")?;
-    drop(out);
     tracing::info!(addr = %running.addr(), "sandbox serving; Ctrl-C stops it");
     super::shutdown_signal().await;
     tracing::info!("sandbox stopping");

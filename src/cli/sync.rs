@@ -90,7 +90,6 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         }
     }
     out.flush()?;
-    drop(out);
 
     let runtime = tokio::runtime::Runtime::new()?;
     let delivered = runtime.block_on(async {
