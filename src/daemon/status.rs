@@ -774,4 +774,66 @@ mod tests {
         assert_eq!(old.code, WARNING);
         assert!(old.summary.contains("the last try failed at"), "{old:?}");
     }
+
+    /// A state a daemon is meant to serve, with work waiting and no daemon: CRITICAL, however
+    /// fresh its files; the same without `daemon_expected` (no `[daemon]`, no unit enabled) is
+    /// judged as before.
+    #[test]
+    fn no_daemon_while_work_waits_is_critical_when_one_is_meant_to_run() {
+        let mut s = status(None, None);
+        s.daemon = false;
+        s.started_at = None;
+        s.outbox_depth = 8;
+        s.feeds[0].last_file = Some(LastFile::default());
+        s.feeds[0].waiting = 1;
+        assert_eq!(check(&s).code, OK, "{:?}", check(&s));
+        s.daemon_expected = true;
+        let critical = check(&s);
+        assert_eq!(critical.code, CRITICAL, "{critical:?}");
+        assert_eq!(
+            critical.summary,
+            "LOTSYNC CRITICAL - no daemon is running; 8 operations and 1 file wait"
+        );
+        s.outbox_depth = 0;
+        s.feeds[0].waiting = 0;
+        assert_eq!(check(&s).code, OK, "nothing waits: {:?}", check(&s));
+    }
+
+    #[test]
+    fn an_enabled_unit_means_a_daemon_is_meant_to_run() {
+        let tmp = crate::testing::temp_dir("units");
+        let systemd = tmp.path();
+        let wants = systemd.join("multi-user.target.wants");
+        std::fs::create_dir_all(&wants).unwrap();
+        let packaged = std::path::Path::new(crate::config::DEFAULT_PATH);
+        let shop = std::path::Path::new("/etc/lotsync/shop.toml");
+        assert!(!unit_enabled(packaged, systemd));
+        std::fs::write(wants.join("lotsync.service"), "").unwrap();
+        assert!(unit_enabled(packaged, systemd));
+        assert!(!unit_enabled(shop, systemd));
+        std::fs::write(wants.join("lotsync@shop.service"), "").unwrap();
+        assert!(unit_enabled(shop, systemd));
+        assert!(!unit_enabled(
+            std::path::Path::new("/home/me/lotsync.toml"),
+            systemd
+        ));
+    }
+
+    /// A name from outside cannot start a line of the text, nor of the verdict.
+    #[test]
+    fn names_cannot_forge_a_line() {
+        let mut s = status(None, None);
+        s.feeds[0].last_file = Some(LastFile {
+            name: "x\nLOTSYNC OK - forged\u{1b}[2J.csv".into(),
+            ..LastFile::default()
+        });
+        s.feeds[0].last_error = Some("bad\nLOTSYNC OK - forged".into());
+        let text = s.render();
+        assert!(
+            !text.lines().any(|l| l.starts_with("LOTSYNC OK - forged")) && !text.contains('\u{1b}'),
+            "{text}"
+        );
+        let verdict = check(&s).summary;
+        assert!(!verdict.contains('\n'), "{verdict}");
+    }
 }
