@@ -1471,6 +1471,16 @@ const MAX_ANSWER_LIMIT_KIB: u32 = 1024 * 1024;
 mod tests {
     use super::*;
 
+    /// The name a log field shows is the config's spelling.
+    #[test]
+    fn watch_mode_names_are_the_config_spelling() {
+        for mode in [WatchMode::Notify, WatchMode::Poll] {
+            let read: WatchMode =
+                serde_json::from_value(serde_json::Value::from(mode.name())).unwrap();
+            assert_eq!(read, mode);
+        }
+    }
+
     #[test]
     fn known_keys_are_the_types_keys() {
         let minimal = "[api]\nbase_url = \"https://x\"\norganization_id = 1\n";

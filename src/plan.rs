@@ -429,3 +429,21 @@ impl FileId {
         Ok(FileId { name, sha256 })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ProtectedBy;
+
+    /// The name a log field shows is the one the reports write.
+    #[test]
+    fn protected_by_names_are_the_reports_spelling() {
+        for by in [
+            ProtectedBy::Vin,
+            ProtectedBy::Stock,
+            ProtectedBy::NearVin,
+            ProtectedBy::OtherLocation,
+        ] {
+            assert_eq!(serde_json::to_value(by).unwrap(), by.name());
+        }
+    }
+}
