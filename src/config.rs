@@ -133,6 +133,15 @@ pub struct DaemonConfig {
     /// with [`DaemonConfig::metrics_listen`].
     #[serde(default)]
     pub metrics: Option<String>,
+    /// Whether the config has a `[daemon]` table: then a daemon is meant to serve its state,
+    /// and `lotsync status` finding none while work waits is CRITICAL.
+    #[serde(skip_deserializing, default = "written")]
+    pub configured: bool,
+}
+
+/// A field that is true when its table was written in the config.
+fn written() -> bool {
+    true
 }
 
 /// Where `lotsync run` serves its metrics (`[daemon] metrics`).
@@ -250,6 +259,7 @@ impl Default for DaemonConfig {
             log_level: default_log_level(),
             log_format: LogFormat::default(),
             metrics: None,
+            configured: false,
         }
     }
 }
@@ -283,6 +293,16 @@ pub enum WatchMode {
     Notify,
     /// Look every `poll_interval_secs`: for SMB/NFS shares, which send no events.
     Poll,
+}
+
+impl WatchMode {
+    /// Its name as the config writes it (`notify`, `poll`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WatchMode::Notify => "notify",
+            WatchMode::Poll => "poll",
+        }
+    }
 }
 
 /// `[notifications]`: where lotsync tells people about problems on the service.
@@ -1442,6 +1462,16 @@ const MAX_ANSWER_LIMIT_KIB: u32 = 1024 * 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The name a log field shows is the config's spelling.
+    #[test]
+    fn watch_mode_names_are_the_config_spelling() {
+        for mode in [WatchMode::Notify, WatchMode::Poll] {
+            let read: WatchMode =
+                serde_json::from_value(serde_json::Value::from(mode.name())).unwrap();
+            assert_eq!(read, mode);
+        }
+    }
 
     #[test]
     fn known_keys_are_the_types_keys() {

@@ -166,6 +166,18 @@ pub enum ProtectedBy {
     OtherLocation,
 }
 
+impl ProtectedBy {
+    /// Its name as the reports write it (`vin`, `stock`, `near_vin`, `other_location`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtectedBy::Vin => "vin",
+            ProtectedBy::Stock => "stock",
+            ProtectedBy::NearVin => "near_vin",
+            ProtectedBy::OtherLocation => "other_location",
+        }
+    }
+}
+
 /// A vehicle absent from a full snapshot that is kept on the lot, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Protection {
@@ -411,5 +423,23 @@ impl FileId {
         );
         let sha256 = hex::encode(hasher.finalize());
         Ok(FileId { name, sha256 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProtectedBy;
+
+    /// The name a log field shows is the one the reports write.
+    #[test]
+    fn protected_by_names_are_the_reports_spelling() {
+        for by in [
+            ProtectedBy::Vin,
+            ProtectedBy::Stock,
+            ProtectedBy::NearVin,
+            ProtectedBy::OtherLocation,
+        ] {
+            assert_eq!(serde_json::to_value(by).unwrap(), by.name());
+        }
     }
 }

@@ -67,7 +67,8 @@ fn cases() -> Vec<Case> {
     vec![
         case("empty.csv", "", 2, "the file is empty"),
         case("blank-lines.csv", "\n\n  \r\n", 2, "the file is empty"),
-        case("header-only.csv", "VIN,Stock\r\n", 0, "0 records: 0 accepted, 0 rejected"),
+        case("header-only.csv", "VIN,Stock\r\n", 2, "no vehicle rows under its header"),
+        case("header-blanks.csv", "VIN,Stock\r\n\r\n,\r\n \r\n", 2, "no vehicle rows under its header"),
         case("binary.csv", binary, 2, "binary data (NUL bytes), not CSV or XML"),
         case("gzip.csv", vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3], 2, "gzip-compressed data"),
         case(
@@ -266,6 +267,38 @@ fn fresh_dir(name: &str) -> tempfile::TempDir {
         .prefix(&format!("lotsync-{name}-"))
         .tempdir()
         .unwrap()
+}
+
+/// An export with a header and no vehicle row under it (blank and comma-only lines at most) is
+/// an empty feed: ndjson says so on stderr and exits 2, as for any file error, and writes no
+/// payload line (the text form prints its summary, then says the same).
+#[test]
+fn a_header_without_rows_is_refused_in_ndjson_too() {
+    let dir_dir = fresh_dir("header-only");
+    let dir = dir_dir.path();
+    for (name, contents) in [
+        ("header.csv", "VIN,Stock,Year\n"),
+        ("commas.csv", "VIN,Stock,Year\n\n,,\n ,, \n"),
+    ] {
+        std::fs::write(dir.join(name), contents).unwrap();
+        let args = [name, "--location-id", "10", "--format", "ndjson"];
+        let (code, stdout, stderr) = check_with(dir, &args);
+        assert_eq!(code, 2, "{name}: stdout {stdout:?} stderr {stderr:?}");
+        assert_eq!(stdout, "", "{name}");
+        let said: serde_json::Value = serde_json::from_str(stderr.trim()).unwrap();
+        assert_eq!(said["file"], name, "{stderr}");
+        assert!(
+            said["error"]
+                .as_str()
+                .unwrap()
+                .contains("no vehicle rows under its header"),
+            "{stderr}"
+        );
+        let (code, stdout, stderr) = check_with(dir, &args[..3]);
+        assert_eq!(code, 2, "{name}: {stdout} {stderr}");
+        assert!(stdout.contains("0 records"), "{stdout}");
+        assert!(stderr.contains("no vehicle rows"), "{stderr}");
+    }
 }
 
 #[test]

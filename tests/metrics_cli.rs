@@ -121,7 +121,15 @@ async fn a_delivered_file_shows_in_the_scrape_and_health_is_ok() {
         Some(0.0),
         "{before}"
     );
-    assert!(!before.contains("lotsync_files_total{"), "{before}");
+    // Every outcome's series is there from the start, at 0 (`increase()` sees the first).
+    assert_eq!(
+        sample(
+            &before,
+            r#"lotsync_files_total{feed="main",outcome="applied"}"#
+        ),
+        Some(0.0),
+        "{before}"
+    );
 
     drop_file(&inbox, "monday.csv", &monday());
     site.wait_until(WITHIN, "monday archived", || {
@@ -140,7 +148,7 @@ async fn a_delivered_file_shows_in_the_scrape_and_health_is_ok() {
         &mut daemon,
         &format!("{base}/metrics"),
         "monday counted",
-        |_, body| sample(body, filed).is_some(),
+        |_, body| sample(body, filed) == Some(1.0),
     )
     .await;
     assert_eq!(status, 200);
@@ -278,8 +286,12 @@ async fn a_refused_token_makes_health_503_with_the_reason() {
         Some(1.0),
         "{metrics}"
     );
-    assert!(
-        !metrics.contains("lotsync_files_total{"),
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"lotsync_files_total{feed="main",outcome="held"}"#
+        ),
+        Some(0.0),
         "nothing filed: {metrics}"
     );
     assert_eq!(vehicles(&state(&sb).await), 0);

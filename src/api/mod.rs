@@ -22,6 +22,7 @@
 mod error;
 mod list;
 mod payload;
+mod timing;
 mod vehicle;
 mod wait;
 
@@ -31,6 +32,7 @@ pub use payload::{
     TitleStatus, Tonnage, TransmissionSpeed, TransmissionType, UnknownValue, VehiclePayload,
     VehicleType,
 };
+pub use timing::{RequestLabels, RequestTimes};
 pub use vehicle::{
     Engine, Exterior, Interior, NewNotification, Notification, NotificationLevel, Odometer,
     Organization, PriceInfo, Transmission, Vehicle,
@@ -209,6 +211,8 @@ pub struct ApiClient {
     authorization: Arc<RwLock<HeaderValue>>,
     /// The service's Retry-After, held for every call of every clone.
     wait: Arc<ServiceWait>,
+    /// How long each request took, for the metrics; shared by every clone.
+    times: RequestTimes,
 }
 
 /// What an answer is, for its size limit.
@@ -262,6 +266,7 @@ impl ApiClient {
             max_list_page_bytes: settings.max_list_page_bytes,
             authorization: Arc::new(RwLock::new(authorization)),
             wait: Arc::new(ServiceWait::default()),
+            times: RequestTimes::default(),
         })
     }
 
@@ -537,6 +542,11 @@ impl ApiClient {
         Ok(next)
     }
 
+    /// How long each request of this client (and its clones) took, for the metrics.
+    pub fn request_times(&self) -> &RequestTimes {
+        &self.times
+    }
+
     /// Sends one request and reads its answer, up to the limit of what it answers with.
     /// `resource_call` marks URLs that name one resource by id (a 404 there is Rejected,
     /// elsewhere Fatal).
@@ -558,6 +568,11 @@ impl ApiClient {
             });
         }
         let started = Instant::now();
+        let timed = url.clone();
+        let took = |status: Option<u16>| {
+            self.times
+                .observe(call.method, &timed, status, started.elapsed());
+        };
         let mut request = self
             .http
             .request(method, url)
@@ -565,10 +580,10 @@ impl ApiClient {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let mut response = request
-            .send()
-            .await
-            .map_err(|e| transport(call.clone(), &e))?;
+        let mut response = request.send().await.map_err(|e| {
+            took(None);
+            transport(call.clone(), &e)
+        })?;
         let status = response.status().as_u16();
         let success = (200..300).contains(&status);
         // An error's body only adds messages to its status: the smaller limit.
@@ -577,9 +592,9 @@ impl ApiClient {
         } else {
             self.max_answer_bytes
         };
-        let read = read_bounded(&mut response, limit)
-            .await
-            .map_err(|e| transport(call.clone(), &e))?;
+        let read = read_bounded(&mut response, limit).await;
+        took(Some(status));
+        let read = read.map_err(|e| transport(call.clone(), &e))?;
         let headers = response.headers();
         tracing::debug!(
             method = call.method,

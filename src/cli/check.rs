@@ -56,7 +56,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     // bare stderr was many small writes, and an export with many warnings spent most of its
     // time in them. Flushed at the end, and before a file's "cannot be read", so that what
     // came before it shows first.
-    let mut out = ThreadedWriter::new(std::io::stdout());
+    let mut out = ThreadedWriter::new(super::stdout());
     let mut err = ThreadedWriter::new(std::io::stderr());
     if args.location_id.is_none() {
         let note = format!(
@@ -207,6 +207,8 @@ fn check_file(
     }
     let notes = file.notes();
     tally.warnings += notes.len() as u64;
+    // Said once the text summary is out (it shows which columns were found).
+    let empty = tally.records == 0;
     match format {
         OutputFormat::Text => {
             write_summary(
@@ -260,7 +262,10 @@ fn check_file(
             }
         }
     }
-    Ok(())
+    match empty {
+        true => Err(CheckError::NoRecords),
+        false => Ok(()),
+    }
 }
 
 /// What a rejected record still says of its vehicle, in words (escaped: it comes from
@@ -355,6 +360,13 @@ enum CheckError {
     Export(#[from] ExportError),
     #[error("cannot write")]
     Output(#[from] std::io::Error),
+    /// A header and nothing under it but blank or comma-only lines: an empty feed, which
+    /// the daemon holds rather than selling the whole lot.
+    #[error(
+        "no vehicle rows under its header (at most blank or empty lines): an empty feed, \
+         which the daemon holds"
+    )]
+    NoRecords,
 }
 
 /// Bytes gathered before a buffer goes to the writing thread.

@@ -31,7 +31,8 @@ Exit codes (Nagios plugin convention; the first line says why, e.g.
   1 WARNING   a file held by the safety guard; the service asked to wait, or fails every
               request (delivery slowed, not stopped); a feed's or the daemon's last error;
               no file yet for a feed (without a daemon)
-  2 CRITICAL  delivery stopped (the service refused the token: 401/403, or another fatal
+  2 CRITICAL  no daemon runs while operations are queued or files wait in an inbox, and
+              one is meant to (the config has [daemon], or its unit is enabled); delivery stopped (the service refused the token: 401/403, or another fatal
               answer; or delivery gave up after give_up_after_secs); a file in failed/;
               a feed's newest delivered file taken longer ago than --stale-after (with a
               daemon and no file yet: lotsync started longer ago than that)
@@ -97,7 +98,9 @@ fn online(config: &Config, out: &mut impl Write) -> anyhow::Result<u8> {
         }
         Err(e) => {
             out.flush()?;
-            writeln!(std::io::stderr().lock(), "online: {e}")?;
+            std::io::stderr()
+                .lock()
+                .write_all(super::logging::problem_line(&format!("online: {e}")).as_bytes())?;
             Ok(EXIT_BAD_INPUT)
         }
     }
@@ -202,7 +205,7 @@ impl Signals {
 pub fn status(args: StatusArgs) -> anyhow::Result<u8> {
     let format = args.format;
     let read = read_status(&args);
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     let (status, check) = match read {
         Ok(Ok(status)) => {
             let check = status.check(lotsync::clock::UtcTime::now(), args.stale_after);
@@ -281,7 +284,15 @@ fn read_status(args: &StatusArgs) -> anyhow::Result<Result<status::DaemonStatus,
             None => {}
         }
         match open(&config, lotsync::state::Holder::Reader("status")) {
-            Ok(outbox) => break status::collect(&config, &outbox, None, None, None)?,
+            Ok(outbox) => {
+                let mut status = status::collect(&config, &outbox, None, None, None)?;
+                // Nothing answered: is a daemon meant to serve this state?
+                status.daemon_expected |= status::unit_enabled(
+                    &args.config.config,
+                    std::path::Path::new("/etc/systemd/system"),
+                );
+                break status;
+            }
             // The daemon is starting (it holds the state, its socket is not up yet): ask it
             // again in a moment.
             Err(e) if starting_daemon(&e) && asked.elapsed() < Duration::from_secs(10) => {
@@ -316,7 +327,7 @@ fn starting_daemon(error: &anyhow::Error) -> bool {
 pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     let path = &args.config.config;
     let problems = lotsync::config::validate(path);
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     if problems.is_empty() {
         let config = Config::load(path)?;
         writeln!(
@@ -334,16 +345,20 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     out.flush()?;
+    // At priority err under systemd (ExecStartPre, ExecReload): `journalctl -p err` shows them.
+    let line = super::logging::problem_line;
     let mut err = std::io::stderr().lock();
-    writeln!(
-        err,
-        "{}: {} problem{}:",
-        path.display(),
-        problems.len(),
-        if problems.len() == 1 { "" } else { "s" }
+    err.write_all(
+        line(&format!(
+            "{}: {} problem{}:",
+            shown_path(path),
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        ))
+        .as_bytes(),
     )?;
     for p in &problems {
-        writeln!(err, "  {p}")?;
+        err.write_all(line(&format!("  {p}")).as_bytes())?;
     }
     Ok(EXIT_BAD_INPUT)
 }

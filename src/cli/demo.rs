@@ -8,6 +8,7 @@ use lotsync::daemon::{Daemon, Filed, Signal};
 use lotsync::inbox::Outcome;
 use lotsync::sandbox::{Behaviour, Faults, RunningSandbox};
 use lotsync::upload::NOTICE_WAIT;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,17 +94,18 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
     let (signals, signalled) = tokio::sync::mpsc::channel(1);
     let running = tokio::spawn(daemon.clone().run(listener, config_path.clone(), signalled));
 
-    println!("lotsync demo: a sandbox of the Vehicle Inventory Service on {} (5% of requests fail with 503, 3% lose their answer)", sandbox.base_url());
-    println!(
+    let mut out = super::stdout();
+    writeln!(out, "lotsync demo: a sandbox of the Vehicle Inventory Service on {} (5% of requests fail with 503, 3% lose their answer)", sandbox.base_url())?;
+    writeln!(out,
         "`lotsync run` watches feed \"demo-lot\" (location 10); the DMS drops one export a day into {}\n",
         feed.inbox.display()
-    );
+    )?;
     for (name, story, bytes) in EXPORTS {
         // As an export tool does: write under a temporary name, then rename into the inbox.
         let part = feed.inbox.join(format!(".{name}.part"));
         std::fs::write(&part, bytes)?;
         std::fs::rename(&part, feed.inbox.join(name))?;
-        println!("{name}  ({story})");
+        writeln!(out, "{name}  ({story})")?;
         let Filed { report, path } = loop {
             let next = tokio::time::timeout(FILE_WAIT, filed.recv())
                 .await
@@ -113,26 +115,28 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
                 break next;
             }
         };
-        println!("  {}", report.summary());
+        writeln!(out, "  {}", report.summary())?;
         for r in &report.rejected_records {
-            println!("    {r}");
+            writeln!(out, "    {r}")?;
         }
         for r in &report.refused {
-            println!(
+            writeln!(
+                out,
                 "    VIN {}: refused ({}): {}",
                 r.vin,
                 r.status,
                 r.messages.join(" ")
-            );
+            )?;
         }
         if matches!(report.outcome, Outcome::Held { .. }) {
-            println!(
+            writeln!(
+                out,
                 "    nothing of it was sent; if it were right: lotsync release {}",
                 path.display()
-            );
+            )?;
         }
         let shown = path.strip_prefix(&dir).unwrap_or(&path);
-        println!("  -> {} (+ .report.json)\n", shown.display());
+        writeln!(out, "  -> {} (+ .report.json)\n", shown.display())?;
     }
     let stats = daemon.pipeline().uploader().stats().snapshot();
     if let Some(notices) = daemon.pipeline().notices() {
@@ -144,14 +148,16 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
 
     let mut inventory = client.list_vehicles().await?.value;
     inventory.sort_by(|a, b| a.stock.cmp(&b.stock));
-    println!(
+    writeln!(
+        out,
         "The inventory as the service now has it ({} vehicles):",
         inventory.len()
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  {:<6} {:<17} {:<36} {:>9}  status",
         "stock", "vin", "vehicle", "price"
-    );
+    )?;
     for v in &inventory {
         let vehicle = [
             v.year.clone(),
@@ -168,39 +174,46 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
             .as_ref()
             .and_then(|p| p.selling)
             .map_or_else(|| "-".to_owned(), |p| format!("${p:.0}"));
-        println!(
+        writeln!(
+            out,
             "  {:<6} {:<17} {:<36} {:>9}  {}",
             v.stock.as_deref().unwrap_or("-"),
             v.vin.as_deref().unwrap_or("-"),
             vehicle,
             price,
             if v.is_sold() { "sold" } else { "in stock" }
-        );
+        )?;
     }
     let notifications = client.list_notifications("inventory").await?.value;
-    println!("\nNotifications on the service for the dealership:");
+    writeln!(out, "\nNotifications on the service for the dealership:")?;
     for n in &notifications {
-        println!(
+        writeln!(
+            out,
             "  [{}] {}",
             n.level.as_deref().unwrap_or("info"),
             n.title.as_deref().unwrap_or("")
-        );
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "\n{} requests, {} of them retries after a failure; {:.1} s in all.",
         stats.requests,
         stats.retries,
         started.elapsed().as_secs_f64()
-    );
+    )?;
     sandbox.stop().await;
     if args.keep {
-        println!(
+        writeln!(
+            out,
             "Everything is in {} (config, state, inbox/archive, inbox/held, reports).",
             dir.display()
-        );
+        )?;
     } else {
         let _ = std::fs::remove_dir_all(&dir);
-        println!("(`lotsync demo --keep` keeps the folder with the archive and the reports.)");
+        writeln!(
+            out,
+            "(`lotsync demo --keep` keeps the folder with the archive and the reports.)"
+        )?;
     }
     Ok(0)
 }

@@ -62,6 +62,7 @@ pub fn init(default_level: &str, format: LogFormat) {
         LogFormat::Journal => match tracing_journald::layer() {
             Ok(journal) => {
                 let journal = journal
+                    .with_priority_mappings(journal_priorities())
                     .with_field_prefix(None)
                     .with_syslog_identifier("lotsync".into());
                 let _ = tracing_subscriber::registry()
@@ -117,7 +118,7 @@ fn resolve(format: LogFormat) -> LogFormat {
 /// systemd sets `JOURNAL_STREAM` to the device and inode of the stream it connected stdout or
 /// stderr to; stderr is the journal when they are its own (not inherited by a shell that
 /// redirected it).
-fn stderr_is_journal() -> bool {
+pub fn stderr_is_journal() -> bool {
     let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
         return false;
     };
@@ -146,13 +147,38 @@ fn stderr_identity() -> Option<(u64, u64)> {
     None
 }
 
-/// The syslog priority journald reads from a `<N>` at the start of a line.
+/// The syslog priority of each level, the one mapping for the journal's socket and for the
+/// `<N>` journald reads at the start of a stderr line: error 3 (err), warn 4 (warning), info
+/// 6 (info), debug and trace 7 (debug). (tracing-journald's own default files info at 5,
+/// notice, and debug at 6.)
 fn priority(level: &Level) -> u8 {
     match *level {
         Level::ERROR => 3,
         Level::WARN => 4,
         Level::INFO => 6,
         Level::DEBUG | Level::TRACE => 7,
+    }
+}
+
+/// [`priority`] for the journal's socket.
+fn journal_priorities() -> tracing_journald::PriorityMappings {
+    use tracing_journald::Priority;
+    tracing_journald::PriorityMappings {
+        error: Priority::Error,
+        warn: Priority::Warning,
+        info: Priority::Informational,
+        debug: Priority::Debug,
+        trace: Priority::Debug,
+    }
+}
+
+/// A line that says a problem, for stderr: with the priority `err` first when stderr is
+/// the journal (`lotsync validate` as ExecStartPre and ExecReload), so that `journalctl -p
+/// err` shows why a start or a reload failed; as it is elsewhere.
+pub fn problem_line(text: &str) -> String {
+    match stderr_is_journal() {
+        true => one_entry(priority(&Level::ERROR), text),
+        false => format!("{}\n", text.trim_end_matches('\n')),
     }
 }
 
@@ -214,7 +240,11 @@ pub fn one_entry(priority: u8, text: &str) -> String {
 /// on stderr as it always was.
 pub fn last_error(message: &str) {
     match installed() {
-        Installed::Journal | Installed::Json => tracing::error!(error = message, "lotsync stopped"),
+        // The cause in the message too: `journalctl -u lotsync` and `systemctl status` show
+        // only the message; the field stays for those who filter on it.
+        Installed::Journal | Installed::Json => {
+            tracing::error!(error = message, "lotsync stopped: {message}")
+        }
         Installed::JournalStream => {
             let _ = std::io::stderr()
                 .lock()
@@ -234,6 +264,24 @@ mod tests {
         assert!(!journal_stream_is("8:12345", 8, 12346));
         assert!(!journal_stream_is("garbage", 8, 12345));
         assert!(!journal_stream_is("", 0, 0));
+    }
+
+    /// One mapping: the journal's socket files each level at the priority the `<N>` prefix
+    /// gives it (tracing-journald's default put info at 5 and debug at 6).
+    #[test]
+    fn the_journal_and_stderr_agree_on_priorities() {
+        let journal = journal_priorities();
+        for (level, mapped) in [
+            (Level::ERROR, journal.error),
+            (Level::WARN, journal.warn),
+            (Level::INFO, journal.info),
+            (Level::DEBUG, journal.debug),
+            (Level::TRACE, journal.trace),
+        ] {
+            // journald's priorities are written as the ASCII digit.
+            assert_eq!(mapped as u8 - b'0', priority(&level), "{level}");
+        }
+        assert_eq!(priority(&Level::INFO), 6);
     }
 
     #[test]

@@ -15,7 +15,10 @@ mod reconcile;
 #[cfg(feature = "sandbox")]
 mod sandbox;
 mod setup;
+mod stdout;
 mod sync;
+
+pub use stdout::stdout;
 
 pub use assets::{generate_assets, AssetsArgs};
 pub use check::{check, CheckArgs, OutputFormat};

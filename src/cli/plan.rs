@@ -10,6 +10,7 @@ use lotsync::diff::{diff_file, DiffOptions, FilePlan, Listed, Plan, PlannedOp, V
 use lotsync::mapper::Profile;
 use lotsync::outbox::Outbox;
 use lotsync::state::Holder;
+use lotsync::text::{shown_path, Escaped};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ pub(super) fn plan_one(
         accept_older: past == Past::GuardAndNewer,
     };
     diff_file(outbox, rules, &profile, feed.location_id, path, options)
-        .with_context(|| path.display().to_string())
+        .with_context(|| shown_path(path))
 }
 
 /// The service's list, for the first file of an organization the state knows no vehicle of
@@ -140,8 +141,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
         listed = plan_listed(&config);
         outbox = open(&config, Holder::Reader("plan"))?;
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::stdout());
     let mut err = std::io::stderr().lock();
     let mut held = false;
     for (path, feed) in args.files.iter().zip(feeds) {
@@ -158,7 +158,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
             planned.plan.verdict,
             Verdict::Held { .. } | Verdict::Superseded { .. }
         );
-        let shown = lotsync::text::shown_path(path);
+        let shown = shown_path(path);
         match args.format {
             OutputFormat::Text => write_text(&mut out, &shown, &planned)?,
             OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned)?,
@@ -203,8 +203,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
         return Err(lotsync::daemon::DaemonError::Released { file }.into());
     }
     let outbox = open(&config, Holder::Writer("release"))?;
-    let id = lotsync::diff::FileId::of_path(&args.file)
-        .with_context(|| args.file.display().to_string())?;
+    let id = lotsync::diff::FileId::of_path(&args.file).with_context(|| shown_path(&args.file))?;
     let folders = lotsync::inbox::FeedFolders::new(&feed.inbox);
     let in_held = folders.is_held(&file);
     // A file its writer finished inside held/ is known by its name there.
@@ -213,7 +212,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     if !held {
         anyhow::bail!(
             "{}: not held for feed {:?} (no held file has this content); nothing to release",
-            args.file.display(),
+            shown_path(&args.file),
             feed.name
         );
     }
@@ -229,17 +228,22 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
         }
         lotsync::diff::Mode::Delta => None,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     if let Some(newer) = &newer {
         let reason = Verdict::superseded_reason(&newer.name, newer.as_of, as_of);
         if !args.force {
             anyhow::bail!(
                 "{}: not released: it is {reason}; nothing was queued and it stays held. If it \
                  is right all the same, `lotsync release --force FILE` applies it",
-                args.file.display()
+                shown_path(&args.file)
             );
         }
-        writeln!(out, "forced: {} is {reason}", args.file.display())?;
+        writeln!(
+            out,
+            "forced: {} is {}",
+            shown_path(&args.file),
+            Escaped(&reason)
+        )?;
     }
     let listed = service_list_if_needed(&config, &outbox, || client_of(&config))?;
     let planned = plan_one(
@@ -254,7 +258,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
         true,
         listed,
     )?;
-    write_text(&mut out, &args.file.display().to_string(), &planned)?;
+    write_text(&mut out, &shown_path(&args.file), &planned)?;
     if in_held {
         // Out of held/ with its report: filed in the archive as the daemon files it, with
         // what is queued (nothing is delivered yet).
@@ -264,21 +268,17 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
         }
         let to = folders
             .archive(&file, &report)
-            .with_context(|| args.file.display().to_string())?;
+            .with_context(|| shown_path(&args.file))?;
         folders
             .drop_report(&file)
-            .with_context(|| args.file.display().to_string())?;
-        writeln!(
-            out,
-            "archived as {}, with its report",
-            lotsync::text::shown_path(&to)
-        )?;
+            .with_context(|| shown_path(&args.file))?;
+        writeln!(out, "archived as {}, with its report", shown_path(&to))?;
     } else if let Some((_, to)) = super::sync::file_copy(&outbox, feed, &args.file, &planned) {
         // As the daemon files a file it releases (with what is queued: nothing is delivered yet).
         writeln!(
             out,
             "archived: a copy as {}, with its report",
-            lotsync::text::shown_path(&to)
+            shown_path(&to)
         )?;
     }
     writeln!(
@@ -293,8 +293,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
 pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
     let config = Config::load(&args.config.config)?;
     let outbox = open(&config, Holder::Reader("state-export"))?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::stdout());
     if args.format == OutputFormat::Text {
         writeln!(
             out,
@@ -333,9 +332,9 @@ pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
                     .service_id
                     .map_or_else(|| "-".to_owned(), |id| id.to_string()),
                 if v.record.sold { "sold" } else { "in stock" },
-                v.payload.as_ref().map_or("-", |p| p.stock.as_str()),
+                Escaped(v.payload.as_ref().map_or("-", |p| p.stock.as_str())),
                 v.record.queued,
-                v.record.file
+                Escaped(&v.record.file)
             )?,
         }
     }
@@ -356,7 +355,8 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
         Verdict::AlreadyApplied { same_as, at: when } => {
             writeln!(
                 out,
-                "  already applied: same content as {same_as} ({} UTC); nothing to do",
+                "  already applied: same content as {} ({} UTC); nothing to do",
+                Escaped(same_as),
                 lotsync::clock::utc_unix(*when)
             )?;
             return Ok(());
@@ -369,7 +369,7 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             writeln!(
                 out,
                 "  SUPERSEDED, nothing of it would be queued: {}",
-                Verdict::superseded_reason(newer, *newer_as_of, *as_of)
+                Escaped(&Verdict::superseded_reason(newer, *newer_as_of, *as_of))
             )?;
             return Ok(());
         }
@@ -379,7 +379,7 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
                 "  HELD by the safety guard; nothing of it would be queued:"
             )?;
             for r in reasons {
-                writeln!(out, "    {r}")?;
+                writeln!(out, "    {}", Escaped(r))?;
             }
             writeln!(
                 out,
@@ -419,7 +419,7 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             "op", "vin", "location", "stock"
         )?;
         for op in &plan.ops {
-            writeln!(out, "  {}", op_row(op))?;
+            writeln!(out, "  {}", Escaped(&op_row(op)))?;
         }
     }
     if !planned.rejected.is_empty() {
@@ -428,11 +428,11 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             "  rejected records (not sent; still count as on the lot):"
         )?;
         for (line, p) in &planned.rejected {
-            writeln!(out, "    {shown}:{line}: {p}")?;
+            writeln!(out, "    {shown}:{line}: {}", Escaped(&p.to_string()))?;
         }
     }
     for note in &planned.notes {
-        writeln!(out, "  note: {note}")?;
+        writeln!(out, "  note: {}", Escaped(note))?;
     }
     Ok(())
 }

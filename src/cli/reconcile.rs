@@ -45,7 +45,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
     if let Some(reply) = ask_daemon(&config, &request, None)? {
         if args.format == ReconcileFormat::Json {
             if let Some(report) = &reply.report {
-                println!("{}", serde_json::to_string_pretty(report)?);
+                writeln!(super::stdout(), "{}", serde_json::to_string_pretty(report)?)?;
                 return Ok(reply.exit);
             }
         }
@@ -101,7 +101,7 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
         Ok(_) => 0,
         Err(_) => EXIT_BAD_INPUT,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     match args.format {
         ReconcileFormat::Json => {
             let (drained, fatal) = match &delivered {
@@ -125,10 +125,11 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     if let Err(UploadError::Fatal { error, queued }) = &delivered {
-        eprintln!("lotsync: delivery stopped: {error}");
-        eprintln!(
-            "lotsync: {queued} operations stay queued; run `lotsync reconcile` again once fixed"
-        );
+        // As the logging wants it: one JSON line, one journal entry, or text.
+        super::last_error(&format!(
+            "delivery stopped: {error}; {queued} operations stay queued; run `lotsync \
+             reconcile` again once fixed"
+        ));
     }
     Ok(code)
 }

@@ -25,11 +25,10 @@ pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
     };
     let world = config.describe();
     let running = RunningSandbox::start(config, args.listen).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     writeln!(out, "{world}")?;
     writeln!(out, "listening on {}", running.base_url())?;
     out.flush().context("stdout")?;
-    drop(out);
     tracing::info!(addr = %running.addr(), "sandbox serving; Ctrl-C stops it");
     super::shutdown_signal().await;
     tracing::info!("sandbox stopping");

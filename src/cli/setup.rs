@@ -49,12 +49,15 @@ pub(super) fn ask_daemon(
 
 /// Prints a daemon's answer and returns its exit code.
 pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     if reply.exit == EXIT_BAD_INPUT {
         out.flush()?;
-        eprintln!("lotsync: {}", reply.text.trim_end());
+        super::last_error(reply.text.trim_end());
     } else {
-        writeln!(out, "{}", reply.text.trim_end())?;
+        // The daemon escapes the names it puts in; each line again, in case one slipped.
+        for line in reply.text.trim_end().lines() {
+            writeln!(out, "{}", lotsync::text::Escaped(line))?;
+        }
     }
     Ok(reply.exit)
 }

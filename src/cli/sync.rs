@@ -9,7 +9,7 @@ use lotsync::config::Config;
 use lotsync::diff::{FilePlan, Verdict};
 use lotsync::inbox::{FeedFolders, FileReport, Outcome};
 use lotsync::outbox::Outbox;
-use lotsync::text::Chain;
+use lotsync::text::{shown_name, shown_path, Chain, Escaped};
 use lotsync::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,7 +62,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
             lotsync::text::shown_path(&args.config.config)
         )
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     let mut unreadable = false;
     let mut synced = Vec::new();
     for (path, feed) in oldest_first(&config, args.files.iter().zip(feeds).collect()) {
@@ -73,6 +73,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         match plan_one(&outbox, &config, feed, path, Past::Nothing, true, listed) {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
+                log_verdict(feed, path, &planned);
                 let archived = file_copy(&outbox, feed, path, &planned);
                 synced.push(Synced {
                     shown,
@@ -82,13 +83,13 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
             }
             Err(e) => {
                 unreadable = true;
-                tracing::error!(file = %shown, error = %format!("{e:#}"), "file not synced");
-                writeln!(out, "{shown}: not synced: {e:#}")?;
+                let error = Escaped(&format!("{e:#}")).to_string();
+                tracing::error!(file = %shown_name(path), path = %shown, error = %error, "file not synced");
+                writeln!(out, "{shown}: not synced: {error}")?;
             }
         }
     }
     out.flush()?;
-    drop(out);
 
     let runtime = tokio::runtime::Runtime::new()?;
     let delivered = runtime.block_on(async {
@@ -122,7 +123,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     let (delivered, stats, rate) = delivered?;
     let archived = rewrite_reports(&outbox, &synced, &delivered);
 
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout();
     let unchanged: u64 = synced.iter().map(|s| s.planned.plan.counts.unchanged).sum();
     let refused_records: u64 = synced
         .iter()
@@ -194,10 +195,11 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         }
         Err(UploadError::Fatal { error, queued }) => {
             out.flush()?;
-            eprintln!("lotsync: delivery stopped: {error}");
-            eprintln!(
-                "lotsync: {queued} operations stay queued; run `lotsync sync` again once fixed"
-            );
+            // As the logging wants it: one JSON line, one journal entry, or text.
+            super::last_error(&format!(
+                "delivery stopped: {error}; {queued} operations stay queued; run `lotsync sync` \
+                 again once fixed"
+            ));
             EXIT_BAD_INPUT
         }
         Err(e) => return Err(e.into()),
@@ -242,7 +244,7 @@ pub(super) fn file_copy(
                 match outbox.progress(n) {
                     Ok(progress) => report.delivered(&progress, Vec::new()),
                     Err(e) => {
-                        tracing::warn!(file = %shown, error = %Chain(&e), "the archived report keeps the plan's counts")
+                        tracing::warn!(file = %shown_name(path), path = %shown, error = %Chain(&e), "the archived report keeps the plan's counts")
                     }
                 }
             }
@@ -264,11 +266,11 @@ pub(super) fn file_copy(
     }
     match folders.archive_copy(path, &report) {
         Ok(to) => {
-            tracing::info!(feed = %feed.name, file = %shown, archived = %to.display(), "copy archived");
+            tracing::info!(feed = %feed.name, file = %shown_name(path), path = %shown, archived = %shown_path(&to), "copy archived");
             Some((folders, to))
         }
         Err(e) => {
-            tracing::warn!(feed = %feed.name, file = %shown, error = %Chain(&e), "no copy archived (`lotsync reconcile --rebuild` will not read it)");
+            tracing::warn!(feed = %feed.name, file = %shown_name(path), path = %shown, error = %Chain(&e), "no copy archived (`lotsync reconcile --rebuild` will not read it)");
             None
         }
     }
@@ -298,7 +300,7 @@ fn rewrite_reports(
         let progress = match s.planned.plan.file_no.map(|n| outbox.progress(n)) {
             Some(Ok(progress)) => progress,
             Some(Err(e)) => {
-                tracing::warn!(file = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
+                tracing::warn!(file = %Escaped(&s.planned.plan.file.name), path = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
                 continue;
             }
             None => Default::default(),
@@ -310,7 +312,7 @@ fn rewrite_reports(
             .collect();
         report.delivered(&progress, mine);
         if let Err(e) = folders.rewrite_report(to, &report) {
-            tracing::warn!(file = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
+            tracing::warn!(file = %Escaped(&s.planned.plan.file.name), path = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
         }
     }
     archived
@@ -344,9 +346,44 @@ fn write_file(
 ) -> std::io::Result<()> {
     write_verdict(out, shown, planned, config_flag)?;
     for note in &planned.notes {
-        writeln!(out, "  note: {note}")?;
+        writeln!(out, "  note: {}", Escaped(note))?;
     }
     Ok(())
+}
+
+/// A file held, superseded or with rejected records is a warning event too, as the daemon
+/// logs it: a log store (`LOTSYNC_LOG_FORMAT=json`) sees what the summary on stdout says.
+fn log_verdict(feed: &lotsync::config::FeedConfig, path: &Path, planned: &FilePlan) {
+    let file = shown_name(path);
+    let plan = &planned.plan;
+    match &plan.verdict {
+        Verdict::Held { reasons } => {
+            let reason = Escaped(&reasons.join("; ")).to_string();
+            tracing::warn!(feed = %feed.name, file = %file, path = %shown_path(path), reason = %reason, "held by the safety guard: {reason}");
+        }
+        Verdict::Superseded {
+            newer,
+            newer_as_of,
+            as_of,
+        } => {
+            let reason =
+                Escaped(&Verdict::superseded_reason(newer, *newer_as_of, *as_of)).to_string();
+            tracing::warn!(feed = %feed.name, file = %file, path = %shown_path(path), reason = %reason, "superseded: {reason}");
+        }
+        Verdict::Apply { .. } | Verdict::AlreadyApplied { .. } => {}
+    }
+    let rejected = plan.counts.rejected_records;
+    if rejected > 0 {
+        tracing::warn!(
+            feed = %feed.name,
+            file = %file,
+            path = %shown_path(path),
+            rejected_records = rejected,
+            records = planned.records,
+            "{rejected} of {} records rejected (not sent)",
+            planned.records
+        );
+    }
 }
 
 fn write_verdict(
@@ -361,7 +398,8 @@ fn write_verdict(
         Verdict::AlreadyApplied { same_as, .. } => {
             writeln!(
                 out,
-                "{shown}: already applied (same content as {same_as}); nothing to send"
+                "{shown}: already applied (same content as {}); nothing to send",
+                Escaped(same_as)
             )
         }
         Verdict::Superseded {
@@ -371,7 +409,7 @@ fn write_verdict(
         } => writeln!(
             out,
             "{shown}: superseded, nothing of it is sent: {}",
-            Verdict::superseded_reason(newer, *newer_as_of, *as_of)
+            Escaped(&Verdict::superseded_reason(newer, *newer_as_of, *as_of))
         ),
         Verdict::Held { reasons } => {
             writeln!(
@@ -379,7 +417,7 @@ fn write_verdict(
                 "{shown}: HELD by the safety guard; nothing of it is sent:"
             )?;
             for r in reasons {
-                writeln!(out, "    {r}")?;
+                writeln!(out, "    {}", Escaped(r))?;
             }
             writeln!(
                 out,
@@ -393,7 +431,7 @@ fn write_verdict(
                 planned.records, c.create, c.update, c.sold, c.in_stock, c.unchanged, c.rejected_records
             )?;
             for (line, problem) in &planned.rejected {
-                writeln!(out, "  {shown}:{line}: {problem}")?;
+                writeln!(out, "  {shown}:{line}: {}", Escaped(&problem.to_string()))?;
             }
             if !planned.warnings.is_empty() {
                 writeln!(

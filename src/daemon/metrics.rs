@@ -1,13 +1,20 @@
-//! The metrics endpoint of `lotsync run` (`[daemon] metrics`): the Prometheus/OpenMetrics text
-//! at `GET /metrics` and a health check at `GET /health`, served over HTTP/1 on a loopback
-//! port or a Unix socket.
+//! The metrics endpoint of `lotsync run` (`[daemon] metrics`): the metrics at `GET /metrics`,
+//! as OpenMetrics text or, for a scraper that asks for it (`Accept: text/plain;
+//! version=0.0.4`), Prometheus's classic text format, and a health check at `GET /health`,
+//! served over HTTP/1 on a loopback port or a Unix socket.
 //!
-//! It owns the counters only the daemon sees happen (files filed, reconciliations), the text
-//! they and the scraped figures are encoded into, the listener and its small server. It does
-//! not own the figures read at each scrape: the outbox depth, the settled rate, the files
-//! waiting, held and failed and each feed's last success are the status `lotsync status`
-//! shows; the operations, requests and 429s are the uploader's stats; health is the
-//! uploader's delivery condition, judged as `lotsync status` judges a stop.
+//! It owns the counters only the daemon sees happen (files filed, reconciliations), the build
+//! and process figures (read from `/proc/self` at each scrape), the text they and the scraped
+//! figures are encoded into, the listener and its small server. It does not own the figures
+//! read at each scrape: the outbox depth, the settled rate, the files waiting, held and
+//! failed and each feed's last success are the status `lotsync status` shows; the
+//! operations, requests and 429s are the uploader's stats; the request durations are the
+//! client's ([`crate::api::RequestTimes`]); health is the uploader's delivery condition,
+//! judged as `lotsync status` judges a stop.
+//!
+//! Every counter has its series from the first scrape (a feed's files by outcome, the
+//! reconciliations by result, the operations by kind and answer, at 0), so that `increase()`
+//! sees the first one after a start.
 
 use super::status::DaemonStatus;
 use crate::config::MetricsListen;
@@ -30,6 +37,22 @@ use tokio::task::JoinSet;
 
 /// The content type of [`prometheus_client::encoding::text::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of Prometheus's classic text format ([`classic_text`]).
+pub const CLASSIC_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The outcomes a file is filed with, each a series of `lotsync_files_total` from the start.
+const FILE_OUTCOMES: [&str; 6] = [
+    "applied",
+    "already_applied",
+    "resumed",
+    "superseded",
+    "held",
+    "failed",
+];
+
+/// The results of a reconciliation, each a series of `lotsync_reconciliations_total`.
+const RECONCILE_RESULTS: [&str; 3] = ["ok", "incomplete", "failed"];
 
 /// Connections served at once in each of the two pools; a further one waits to be accepted.
 const MAX_CONNECTIONS: usize = 32;
@@ -93,6 +116,11 @@ struct FeedLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FolderLabels {
     feed: String,
     folder: &'static str,
@@ -107,6 +135,8 @@ pub struct Snapshot {
     pub answers: Vec<OpAnswerCount>,
     /// The uploader's requests and 429s.
     pub upload: StatsSnapshot,
+    /// How long the client's requests took.
+    pub request_times: crate::api::RequestTimes,
 }
 
 impl Metrics {
@@ -129,9 +159,29 @@ impl Metrics {
             .inc();
     }
 
-    /// The whole exposition: the counters, and `snapshot`'s figures as they are now.
+    /// The whole exposition as OpenMetrics text: the counters, and `snapshot`'s figures as
+    /// they are now.
     pub fn encode(&self, snapshot: &Snapshot) -> Result<String, std::fmt::Error> {
         let mut registry = Registry::with_prefix("lotsync");
+        registry.register(
+            "build",
+            "The version of lotsync running, as a label; always 1",
+            prometheus_client::metrics::info::Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+        );
+        // Every series from the start, at 0 (a reload's new feed from the next scrape).
+        for feed in &snapshot.status.feeds {
+            for outcome in FILE_OUTCOMES {
+                let _ = self.files.get_or_create(&FileLabels {
+                    feed: feed.name.clone(),
+                    outcome,
+                });
+            }
+        }
+        for result in RECONCILE_RESULTS {
+            let _ = self.reconciliations.get_or_create(&ResultLabels { result });
+        }
         registry.register(
             "files",
             "Files filed, by feed and outcome (applied, already_applied, resumed, superseded, held, failed)",
@@ -142,6 +192,14 @@ impl Metrics {
             "Reconciliations asked of the daemon, and its own tries again of failed ones, by \
              result (ok, incomplete, failed)",
             self.reconciliations.clone(),
+        );
+        registry.register_with_unit(
+            "request_duration",
+            "How long the service took to answer lotsync's requests (delivery, lists, \
+             reconciliation), from sending to the whole answer read, by endpoint and answer \
+             class (2xx, 3xx, 4xx, 5xx; none: no answer)",
+            Unit::Seconds,
+            snapshot.request_times.family(),
         );
 
         let operations = Family::<OperationLabels, Counter>::default();
@@ -180,7 +238,8 @@ impl Metrics {
         rate.set(status.settled_rate.unwrap_or(0.0));
         registry.register_with_unit(
             "settled_rate",
-            "The request rate delivery settled on (0 before it is measured)",
+            "The request rate delivery settled on: the configured ceiling, or at a start the \
+             rate the last run settled on, until the service's answers move it",
             Unit::Other("requests_per_second".into()),
             rate,
         );
@@ -246,8 +305,190 @@ impl Metrics {
         );
 
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry)?;
+        prometheus_client::encoding::text::encode_registry(&mut text, &registry)?;
+        prometheus_client::encoding::text::encode_registry(&mut text, &process_registry())?;
+        prometheus_client::encoding::text::encode_eof(&mut text)?;
         Ok(text)
+    }
+}
+
+/// The process's figures under the names every Prometheus client library uses
+/// (`process_cpu_seconds_total`, …), read from `/proc/self`; none elsewhere.
+fn process_registry() -> Registry {
+    let mut registry = Registry::default();
+    let Some(p) = ProcessFigures::read() else {
+        return registry;
+    };
+    let cpu = Counter::<f64, AtomicU64>::default();
+    cpu.inc_by(p.cpu_seconds);
+    registry.register_with_unit(
+        "process_cpu",
+        "CPU time the process used, user and system",
+        Unit::Seconds,
+        cpu,
+    );
+    registry.register_with_unit(
+        "process_resident_memory",
+        "Resident memory of the process",
+        Unit::Bytes,
+        gauge(i64::try_from(p.resident_bytes).unwrap_or(i64::MAX)),
+    );
+    registry.register_with_unit(
+        "process_virtual_memory",
+        "Virtual memory of the process",
+        Unit::Bytes,
+        gauge(i64::try_from(p.virtual_bytes).unwrap_or(i64::MAX)),
+    );
+    registry.register(
+        "process_open_fds",
+        "File descriptors the process holds open",
+        gauge(i64::try_from(p.open_fds).unwrap_or(i64::MAX)),
+    );
+    if let Some(max) = p.max_fds {
+        registry.register(
+            "process_max_fds",
+            "The most file descriptors the process may hold open (its soft limit)",
+            gauge(i64::try_from(max).unwrap_or(i64::MAX)),
+        );
+    }
+    let start = Gauge::<f64, AtomicU64>::default();
+    start.set(p.start_time);
+    registry.register_with_unit(
+        "process_start_time",
+        "When the process started (Unix time)",
+        Unit::Seconds,
+        start,
+    );
+    registry
+}
+
+/// Clock ticks per second of `/proc/self/stat`'s times: 100 on every Linux (USER_HZ, the
+/// value Prometheus's own procfs library assumes too).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// What `/proc` says of this process.
+#[derive(Debug, Clone, PartialEq)]
+struct ProcessFigures {
+    cpu_seconds: f64,
+    resident_bytes: u64,
+    virtual_bytes: u64,
+    open_fds: u64,
+    max_fds: Option<u64>,
+    /// Unix time, in seconds.
+    start_time: f64,
+}
+
+impl ProcessFigures {
+    /// None where there is no `/proc` (not Linux) or it cannot be read.
+    fn read() -> Option<ProcessFigures> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let boot = std::fs::read_to_string("/proc/stat").ok()?;
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+        let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+        ProcessFigures::parse(&stat, &status, &boot, &limits, open_fds)
+    }
+
+    fn parse(
+        stat: &str,
+        status: &str,
+        boot: &str,
+        limits: &str,
+        open_fds: u64,
+    ) -> Option<ProcessFigures> {
+        // The command's name is in parentheses and may hold spaces: fields count after it.
+        let after_name = &stat[stat.rfind(')')? + 1..];
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        // Field 3 (state) is the first after the name: utime is field 14, stime 15,
+        // starttime 22.
+        let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+        let kib = |key: &str| {
+            status.lines().find_map(|l| {
+                let value = l.strip_prefix(key)?.trim().strip_suffix("kB")?;
+                value.trim().parse::<u64>().ok()
+            })
+        };
+        let boot_time = boot
+            .lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok())?;
+        let max_fds = limits.lines().find_map(|l| {
+            let rest = l.strip_prefix("Max open files")?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        });
+        Some(ProcessFigures {
+            cpu_seconds: (field(14)? + field(15)?) as f64 / TICKS_PER_SECOND,
+            resident_bytes: kib("VmRSS:")? * 1024,
+            virtual_bytes: kib("VmSize:")? * 1024,
+            open_fds,
+            max_fds,
+            start_time: boot_time as f64 + field(22)? as f64 / TICKS_PER_SECOND,
+        })
+    }
+}
+
+/// OpenMetrics text (as [`Metrics::encode`] writes it) in Prometheus's classic text format
+/// (version 0.0.4): no `# UNIT` and no `# EOF`; a counter's HELP and TYPE name its samples
+/// (`_total`); an info is a gauge named `_info`. The samples are the same.
+pub fn classic_text(openmetrics: &str) -> String {
+    let types: std::collections::HashMap<&str, &str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split_once(' '))
+        .collect();
+    let named = |name: &str| match types.get(name) {
+        Some(&"counter") => format!("{name}_total"),
+        Some(&"info") => format!("{name}_info"),
+        _ => name.to_owned(),
+    };
+    let mut text = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some((name, help)) = line.strip_prefix("# HELP ").and_then(|r| r.split_once(' ')) {
+            text.push_str(&format!("# HELP {} {help}\n", named(name)));
+        } else if let Some((name, kind)) =
+            line.strip_prefix("# TYPE ").and_then(|r| r.split_once(' '))
+        {
+            let kind = match kind {
+                "counter" | "gauge" | "histogram" | "summary" => kind,
+                "info" | "stateset" => "gauge",
+                _ => "untyped",
+            };
+            text.push_str(&format!("# TYPE {} {kind}\n", named(name)));
+        } else {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    text
+}
+
+/// Whether a scraper's `Accept` header prefers the classic text format: it names `text/plain`
+/// and ranks it above OpenMetrics (by `q`, OpenMetrics winning a tie). Without the header, or
+/// for anything else, OpenMetrics.
+pub fn wants_classic(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else {
+        return false;
+    };
+    let (mut classic, mut openmetrics) = (None::<f64>, None::<f64>);
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let q = parts
+            .filter_map(|p| p.strip_prefix("q="))
+            .find_map(|q| q.parse::<f64>().ok())
+            .unwrap_or(1.0);
+        let best = match media.as_str() {
+            "text/plain" => &mut classic,
+            "application/openmetrics-text" => &mut openmetrics,
+            _ => continue,
+        };
+        *best = Some(best.map_or(q, |b| b.max(q)));
+    }
+    match (classic, openmetrics) {
+        (Some(c), Some(o)) => c > o,
+        (Some(c), None) => c > 0.0,
+        _ => false,
     }
 }
 
@@ -466,8 +707,12 @@ where
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         let source = source.clone();
         async move {
+            let accept = request
+                .headers()
+                .get(hyper::header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
             Ok::<_, std::convert::Infallible>(
-                answer(request.method(), request.uri().path(), &*source).await,
+                answer(request.method(), request.uri().path(), accept, &*source).await,
             )
         }
     });
@@ -481,9 +726,14 @@ where
     }
 }
 
-/// The answer to one request: `/metrics`, `/health`, 405 for another method on them, 404
-/// for anything else.
-pub async fn answer<S: Source>(method: &Method, path: &str, source: &S) -> Response<Full<Bytes>> {
+/// The answer to one request: `/metrics` (in the format `accept` prefers), `/health`, 405 for
+/// another method on them, 404 for anything else.
+pub async fn answer<S: Source>(
+    method: &Method,
+    path: &str,
+    accept: Option<&str>,
+    source: &S,
+) -> Response<Full<Bytes>> {
     let known = matches!(path, "/metrics" | "/health");
     if !known {
         return text(
@@ -502,10 +752,19 @@ pub async fn answer<S: Source>(method: &Method, path: &str, source: &S) -> Respo
     match path {
         "/metrics" => match source.metrics().await {
             Ok(exposition) => {
-                let mut response = Response::new(Full::new(Bytes::from(exposition)));
+                let (body, content_type) = match wants_classic(accept) {
+                    true => (classic_text(&exposition), CLASSIC_CONTENT_TYPE),
+                    false => (exposition, CONTENT_TYPE),
+                };
+                let mut response = Response::new(Full::new(Bytes::from(body)));
                 response.headers_mut().insert(
                     hyper::header::CONTENT_TYPE,
-                    hyper::header::HeaderValue::from_static(CONTENT_TYPE),
+                    hyper::header::HeaderValue::from_static(content_type),
+                );
+                // What a cache between scraper and daemon must key the answer on.
+                response.headers_mut().insert(
+                    hyper::header::VARY,
+                    hyper::header::HeaderValue::from_static("Accept"),
                 );
                 response
             }
@@ -584,6 +843,7 @@ mod tests {
                 throttled: 3,
                 ..StatsSnapshot::default()
             },
+            request_times: crate::api::RequestTimes::default(),
         }
     }
 
@@ -632,6 +892,139 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
+    /// Every counter's series is there before anything happened (a first held file after a
+    /// restart is an increase from 0), every metric has a HELP text, and the build and the
+    /// process are described.
+    #[test]
+    fn every_series_is_there_from_the_start_with_help() {
+        let text = Metrics::default().encode(&snapshot()).unwrap();
+        let lines = samples(&text);
+        let build = format!(
+            r#"lotsync_build_info{{version="{}"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        for expected in [
+            r#"lotsync_files_total{feed="new",outcome="held"} 0"#,
+            r#"lotsync_files_total{feed="new",outcome="applied"} 0"#,
+            r#"lotsync_files_total{feed="main \"lot\"",outcome="failed"} 0"#,
+            r#"lotsync_reconciliations_total{result="ok"} 0"#,
+            r#"lotsync_reconciliations_total{result="incomplete"} 0"#,
+            r#"lotsync_reconciliations_total{result="failed"} 0"#,
+            &build,
+        ] {
+            assert!(lines.contains(&expected), "{expected}\n{text}");
+        }
+        for name in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_open_fds ",
+            "process_start_time_seconds ",
+        ] {
+            assert!(lines.iter().any(|l| l.starts_with(name)), "{name}\n{text}");
+        }
+        let typed: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+            .collect();
+        assert!(typed.len() >= 15, "{text}");
+        for name in typed {
+            let help = format!("# HELP {name} ");
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&help) && l.len() > help.len() + 10),
+                "no help for {name}\n{text}"
+            );
+        }
+        assert!(!text.contains("0 before it is measured"), "{text}");
+    }
+
+    /// The classic text format: the same samples, a counter's HELP and TYPE under its
+    /// samples' name, no UNIT and no EOF.
+    #[test]
+    fn the_classic_format_names_counters_by_their_samples() {
+        let metrics = Metrics::default();
+        metrics.file_filed("new", "held");
+        let snapshot = snapshot();
+        // A family without a series is left out: one request timed.
+        let url = crate::api::Url::parse("http://127.0.0.1/v1/inventory").unwrap();
+        snapshot
+            .request_times
+            .observe("POST", &url, Some(201), Duration::from_millis(30));
+        let openmetrics = metrics.encode(&snapshot).unwrap();
+        let classic = classic_text(&openmetrics);
+        for expected in [
+            "# TYPE lotsync_files_total counter",
+            "# TYPE lotsync_build_info gauge",
+            "# TYPE process_cpu_seconds_total counter",
+            "# TYPE lotsync_settled_rate_requests_per_second gauge",
+            "# TYPE lotsync_request_duration_seconds histogram",
+        ] {
+            assert!(
+                classic.lines().any(|l| l == expected),
+                "{expected}\n{classic}"
+            );
+        }
+        assert!(
+            classic
+                .lines()
+                .any(|l| l.starts_with("# HELP lotsync_files_total Files filed")),
+            "{classic}"
+        );
+        assert!(
+            !classic.contains("# EOF") && !classic.contains("# UNIT"),
+            "{classic}"
+        );
+        assert_eq!(samples(&classic), samples(&openmetrics));
+    }
+
+    #[test]
+    fn accept_chooses_the_format() {
+        assert!(wants_classic(Some("text/plain; version=0.0.4")));
+        assert!(wants_classic(Some(
+            "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        )));
+        // Prometheus itself: OpenMetrics first.
+        assert!(!wants_classic(Some(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+             version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        )));
+        assert!(!wants_classic(None));
+        assert!(!wants_classic(Some("*/*")));
+        assert!(!wants_classic(Some("text/plain;q=0")));
+        assert!(wants_classic(Some(
+            "application/openmetrics-text;q=0.2, text/plain;q=0.9"
+        )));
+    }
+
+    #[test]
+    fn process_figures_come_from_proc() {
+        let stat = "4242 (lot sync) S 1 4242 4242 0 -1 4194560 500 0 0 0 250 50 0 0 20 0 \
+                    9 0 1000 123456789 2000 18446744073709551615";
+        let status = "Name:\tlotsync\nVmSize:\t  200000 kB\nVmRSS:\t   12000 kB\n";
+        let boot = "cpu  1 2 3\nbtime 1700000000\n";
+        let limits = "Limit Soft Limit Hard Limit Units\nMax open files 1024 524288 files\n";
+        assert_eq!(
+            ProcessFigures::parse(stat, status, boot, limits, 7),
+            Some(ProcessFigures {
+                cpu_seconds: 3.0,
+                resident_bytes: 12_000 * 1024,
+                virtual_bytes: 200_000 * 1024,
+                open_fds: 7,
+                max_fds: Some(1024),
+                start_time: 1_700_000_010.0,
+            })
+        );
+        if cfg!(target_os = "linux") {
+            let p = ProcessFigures::read().unwrap();
+            let now = UtcTime::now().unix() as f64;
+            assert!(p.resident_bytes > 0 && p.open_fds > 0, "{p:?}");
+            assert!(
+                p.start_time <= now + 1.0 && p.start_time > now - 86_400.0,
+                "{p:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_stopped_delivery_is_a_one_and_unhealthy() {
         let stopped = Stopped {
@@ -674,7 +1067,7 @@ mod tests {
     }
 
     async fn ask(source: &Fixed, method: Method, path: &str) -> (StatusCode, String, String) {
-        let response = answer(&method, path, source).await;
+        let response = answer(&method, path, None, source).await;
         let status = response.status();
         let content_type = response
             .headers()
@@ -699,6 +1092,19 @@ mod tests {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(content_type, CONTENT_TYPE);
         assert_eq!(body, "lotsync_requests_total 1\n# EOF\n");
+        let response = answer(
+            &Method::GET,
+            "/metrics",
+            Some("text/plain; version=0.0.4"),
+            &healthy,
+        )
+        .await;
+        assert_eq!(
+            response.headers()[hyper::header::CONTENT_TYPE],
+            CLASSIC_CONTENT_TYPE
+        );
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"lotsync_requests_total 1\n");
         assert_eq!(
             ask(&healthy, Method::GET, "/health").await,
             (

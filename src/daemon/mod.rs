@@ -335,7 +335,10 @@ impl FilePipeline {
                 let to = folders
                     .hold(&claimed.path, &report)
                     .map_err(folder_error(&claimed.path))?;
-                tracing::warn!(feed = %feed.name, file = %name, reason = %reasons.join("; "), "held by the safety guard");
+                let reason = Escaped(&reasons.join("; ")).to_string();
+                // The reason in the message too: `journalctl` and `systemctl status` show
+                // only the message.
+                tracing::warn!(feed = %feed.name, file = %name, reason = %reason, "held by the safety guard: {reason}");
                 if let Some(notices) = &self.notices {
                     notices.held(&shown_path(&to), &plan.file.sha256, reasons);
                 }
@@ -505,7 +508,8 @@ impl FilePipeline {
         .map_err(DaemonError::Task)?
         .map_err(UploadError::from)?;
         let to = folders.hold(file, &report).map_err(folder_error(file))?;
-        tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reasons.join("; ")), "held");
+        let reason = Escaped(&reasons.join("; ")).to_string();
+        tracing::warn!(feed = %feed.name, file = %name, reason = %reason, "held: {reason}");
         if let Some(notices) = &self.notices {
             notices.held(&shown_path(&to), &sha256, &reasons);
         }
@@ -594,7 +598,7 @@ impl FilePipeline {
             // Its held report goes with it: the archive gets the report of what it did.
             folders.drop_report(file).map_err(folder_error(file))?;
         }
-        tracing::info!(feed = %feed.name, file = %shown_path(file), operations = planned.plan.ops.len(), forced_older = newer.is_some(), "released past the safety guard");
+        tracing::info!(feed = %feed.name, file = %crate::text::shown_name(file), path = %crate::text::shown_path(file), operations = planned.plan.ops.len(), forced_older = newer.is_some(), "released past the safety guard");
         let mut report = FileReport::planned(&planned);
         if let Err(e) = self
             .deliver_reported(&mut report, planned.plan.file_no)

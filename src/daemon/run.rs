@@ -261,7 +261,7 @@ impl Daemon {
             settle: config.daemon.settle(),
             close_wait: config.daemon.incomplete_wait(),
         };
-        tracing::info!(feed = %feed.name, inbox = %feed.inbox.display(), watch = ?feed.watch, "watching");
+        tracing::info!(feed = %feed.name, inbox = %shown_path(&feed.inbox), watch = feed.watch.name(), "watching");
         self.workers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -289,7 +289,7 @@ impl Daemon {
             .unfinished()
             .unwrap_or_default();
         for claimed in unfinished {
-            tracing::info!(feed = %feed.name, file = %shown_path(&claimed.path), "resuming a file a previous run left unfinished");
+            tracing::info!(feed = %feed.name, file = %crate::text::shown_name(&claimed.path), path = %crate::text::shown_path(&claimed.path), "resuming a file a previous run left unfinished");
             if !self.take_claimed(&feed, &claimed, &mut stop).await {
                 return;
             }
@@ -358,7 +358,7 @@ impl Daemon {
                 .min_by_key(|(i, path)| (crate::diff::as_of(path, &profile).at, *i))
                 .map_or(0, |(i, _)| i);
             if first != 0 {
-                tracing::debug!(feed = %feed.name, file = %shown_path(&waiting[first]), "taken first: the oldest export waiting");
+                tracing::debug!(feed = %feed.name, file = %crate::text::shown_name(&waiting[first]), path = %crate::text::shown_path(&waiting[first]), "taken first: the oldest export waiting");
             }
         }
         (first < waiting.len()).then(|| waiting.remove(first))
@@ -390,7 +390,8 @@ impl Daemon {
             if !was_parked {
                 tracing::warn!(
                     feed = %feed.name,
-                    file = %shown,
+                    file = %crate::text::shown_name(file),
+                    path = %shown,
                     reason = %Escaped(&reason),
                     hold_after_secs = wait.as_secs(),
                     "the file is not whole yet; waiting for it to change (held if it does not)"
@@ -614,7 +615,7 @@ impl Daemon {
         if report.undelivered > 0 {
             self.nudge.notify_one();
         }
-        tracing::debug!(feed = %feed.name, file = %shown_path(to), "filed");
+        tracing::debug!(feed = %feed.name, file = %crate::text::shown_name(to), path = %crate::text::shown_path(to), "filed");
         // Nobody listening is the usual case.
         let _ = self.filed.send(Filed {
             report: report.clone(),
@@ -850,7 +851,7 @@ impl Daemon {
                     text.push_str(&format!(
                         "forced: {} is older than {} (as of {} UTC), applied already; it \
                          sends {} create, {} update, {} sold, {} back in stock\n",
-                        file.display(),
+                        shown_path(file),
                         Escaped(&newer.name),
                         crate::clock::utc_unix(newer.as_of),
                         p.create,
@@ -861,9 +862,9 @@ impl Daemon {
                 }
                 text.push_str(&format!(
                     "released {}: {}\narchived with its report: {}",
-                    file.display(),
-                    report.summary(),
-                    released.to.display()
+                    shown_path(file),
+                    Escaped(&report.summary()),
+                    shown_path(&released.to)
                 ));
                 Reply {
                     exit,
@@ -893,7 +894,7 @@ impl Daemon {
         match worker {
             Some(worker) if worker.send(file.clone()).await.is_ok() => {}
             _ => {
-                tracing::warn!(feed = %feed.name, file = %shown_path(&file), "the feed is not running; the released file is resumed at the next start");
+                tracing::warn!(feed = %feed.name, file = %crate::text::shown_name(&file), path = %crate::text::shown_path(&file), "the feed is not running; the released file is resumed at the next start");
             }
         }
     }
@@ -1070,6 +1071,7 @@ impl metrics::Source for Daemon {
             status,
             answers: uploader.stats().answers(),
             upload: uploader.stats().snapshot(),
+            request_times: uploader.client().request_times().clone(),
         };
         self.metrics
             .encode(&snapshot)

@@ -90,7 +90,7 @@ pub async fn read_service_list(
         vehicles = by_vin.len(),
         pages = read.pages,
         retries = read.retries,
-        sole_location = ?sole_location,
+        sole_location,
         "the state knows no vehicle of the organization: read the service's list before its first file"
     );
     if !doubled.is_empty() {

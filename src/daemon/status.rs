@@ -19,6 +19,7 @@ use crate::config::{Config, FeedConfig, WatchMode};
 use crate::inbox::FeedFolders;
 use crate::outbox::Outbox;
 use crate::state::{FileOutcome, StateError};
+use crate::text::Escaped;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -46,6 +47,10 @@ pub struct ReconcileFailed {
 pub struct DaemonStatus {
     /// Answered by a running daemon (else read from the state).
     pub daemon: bool,
+    /// A daemon is meant to serve this state (the config has `[daemon]`, or the unit that
+    /// runs it is enabled): without one, work waiting is CRITICAL.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub daemon_expected: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,6 +256,7 @@ pub fn collect(
     };
     Ok(DaemonStatus {
         daemon: live.is_some(),
+        daemon_expected: config.daemon.configured,
         pid: live.map(|_| std::process::id()),
         started_at: live.map(|l| l.started_at),
         feeds,
@@ -263,6 +269,32 @@ pub fn collect(
         last_error: live.and_then(|l| l.last_error.clone()),
         delivery,
     })
+}
+
+/// Whether the systemd unit that runs `lotsync run` with `config_path` is enabled under
+/// `systemd_dir` (`/etc/systemd/system`): `lotsync.service` for the packaged config,
+/// `lotsync@NAME.service` for `/etc/lotsync/NAME.toml`.
+pub fn unit_enabled(config_path: &std::path::Path, systemd_dir: &std::path::Path) -> bool {
+    let config_path = std::path::absolute(config_path).unwrap_or_else(|_| config_path.into());
+    let unit = if config_path == std::path::Path::new(crate::config::DEFAULT_PATH) {
+        "lotsync.service".to_owned()
+    } else if config_path.parent() == Some(std::path::Path::new("/etc/lotsync"))
+        && config_path.extension().is_some_and(|e| e == "toml")
+    {
+        match config_path.file_stem().and_then(|s| s.to_str()) {
+            Some(name) => format!("lotsync@{name}.service"),
+            None => return false,
+        }
+    } else {
+        return false;
+    };
+    let Ok(entries) = std::fs::read_dir(systemd_dir) else {
+        return false;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".wants"))
+        .any(|wants| wants.path().join(&unit).exists())
 }
 
 fn watch_name(feed: &FeedConfig) -> String {
@@ -345,7 +377,8 @@ impl Check {
         Check {
             code: code.min(UNKNOWN),
             state,
-            summary: format!("LOTSYNC {state} - {detail}"),
+            // One line whatever the names and errors in it hold.
+            summary: format!("LOTSYNC {state} - {}", Escaped(detail)),
         }
     }
 }
@@ -409,6 +442,20 @@ impl DaemonStatus {
                         "the service fails every request since {}: {}",
                         moment(since, now),
                         d.last_error.as_deref().unwrap_or("unknown")
+                    ),
+                ));
+            }
+        }
+        if !self.daemon && self.daemon_expected {
+            let files: usize = self.feeds.iter().map(|f| f.waiting).sum();
+            if self.outbox_depth > 0 || files > 0 {
+                problems.push((
+                    CRITICAL,
+                    format!(
+                        "no daemon is running; {} operation{} and {files} file{} wait",
+                        self.outbox_depth,
+                        plural(self.outbox_depth),
+                        plural(files)
                     ),
                 ));
             }
@@ -566,87 +613,84 @@ impl DaemonStatus {
         ))
     }
 
-    /// The human form of `lotsync status`.
+    /// The human form of `lotsync status`. Each line is escaped whole (file names, errors and
+    /// the service's messages come from outside): nothing in them can start a line.
     pub fn render(&self) -> String {
-        use std::fmt::Write;
-        let mut s = String::new();
-        let _ = match (&self.pid, &self.started_at) {
-            (Some(pid), Some(since)) => {
-                writeln!(s, "lotsync: running (pid {pid}, since {since} UTC)")
-            }
-            _ => writeln!(s, "lotsync: no daemon running; figures read from the state"),
-        };
+        let mut lines: Vec<String> = Vec::new();
+        lines.push(match (&self.pid, &self.started_at) {
+            (Some(pid), Some(since)) => format!("lotsync: running (pid {pid}, since {since} UTC)"),
+            _ => "lotsync: no daemon running; figures read from the state".into(),
+        });
         let rate = self.settled_rate.map_or_else(
             || "not measured yet".into(),
             |r| format!("{r:.1} requests/s"),
         );
-        let _ = writeln!(
-            s,
+        lines.push(format!(
             "outbox: {} operations waiting; settled rate {rate}",
             self.outbox_depth
-        );
+        ));
         if let Some(line) = self.delivery.as_ref().and_then(|d| d.line()) {
-            let _ = writeln!(s, "delivery: {line}");
+            lines.push(format!("delivery: {line}"));
         }
         if let Some(r) = &self.last_reconcile {
             let at = self
                 .last_reconcile_at
                 .map(|t| format!("{t} UTC: "))
                 .unwrap_or_default();
-            let _ = writeln!(s, "last reconciliation: {at}{r}");
+            lines.push(format!("last reconciliation: {at}{r}"));
         }
         if let Some(at) = self.reconcile_succeeded_at {
-            let _ = writeln!(s, "last reconciliation that succeeded: started {at} UTC");
+            lines.push(format!(
+                "last reconciliation that succeeded: started {at} UTC"
+            ));
         }
         if let Some(f) = &self.reconcile_failed {
             let next = match f.next_try {
                 Some(next) => format!("tried again at {next} UTC"),
                 None => "no more tries tonight; the next nightly run tries again".into(),
             };
-            let _ = writeln!(
-                s,
+            lines.push(format!(
                 "reconciliation failed at {} UTC (try {}): {}; {next}",
                 f.at, f.tries, f.error
-            );
+            ));
         }
         if let Some(e) = &self.last_error {
-            let _ = writeln!(s, "last error: {e}");
+            lines.push(format!("last error: {e}"));
         }
         for f in &self.feeds {
-            let _ = writeln!(s, "\nfeed {} ({}; {})", f.name, f.inbox, f.watch);
-            match &f.last_file {
-                Some(l) => {
-                    let _ = writeln!(
-                        s,
-                        "  last file: {} at {} UTC: {}: {}",
-                        l.name, l.at, l.outcome, l.summary
-                    );
-                }
-                None => {
-                    let _ = writeln!(s, "  last file: none yet");
-                }
-            }
+            lines.push(String::new());
+            lines.push(format!("feed {} ({}; {})", f.name, f.inbox, f.watch));
+            lines.push(match &f.last_file {
+                Some(l) => format!(
+                    "  last file: {} at {} UTC: {}: {}",
+                    l.name, l.at, l.outcome, l.summary
+                ),
+                None => "  last file: none yet".into(),
+            });
             if let Some(c) = &f.current {
-                let _ = writeln!(s, "  now: {c}");
+                lines.push(format!("  now: {c}"));
             }
             if let Some(w) = &f.waiting_incomplete {
-                let _ = writeln!(s, "  not whole yet, waiting for it to change: {w}");
+                lines.push(format!("  not whole yet, waiting for it to change: {w}"));
             }
-            let _ = writeln!(
-                s,
+            lines.push(format!(
                 "  waiting {}, held {}, failed {}; vehicles refused by the service: {}",
                 f.waiting, f.held, f.failed, f.rejected_vehicles
-            );
+            ));
             if f.held > 0 {
-                let _ = writeln!(
-                    s,
+                lines.push(format!(
                     "  held files wait for you: see {}/held/*.report.json, then `lotsync release FILE`",
                     f.inbox
-                );
+                ));
             }
             if let Some(e) = &f.last_error {
-                let _ = writeln!(s, "  last error: {e}");
+                lines.push(format!("  last error: {e}"));
             }
+        }
+        let mut s = String::new();
+        for line in lines {
+            s.push_str(&Escaped(&line).to_string());
+            s.push('\n');
         }
         s
     }
@@ -729,5 +773,67 @@ mod tests {
         let old = check(&status(Some(40 * 3600), Some(failed)));
         assert_eq!(old.code, WARNING);
         assert!(old.summary.contains("the last try failed at"), "{old:?}");
+    }
+
+    /// A state a daemon is meant to serve, with work waiting and no daemon: CRITICAL, however
+    /// fresh its files; the same without `daemon_expected` (no `[daemon]`, no unit enabled) is
+    /// judged as before.
+    #[test]
+    fn no_daemon_while_work_waits_is_critical_when_one_is_meant_to_run() {
+        let mut s = status(None, None);
+        s.daemon = false;
+        s.started_at = None;
+        s.outbox_depth = 8;
+        s.feeds[0].last_file = Some(LastFile::default());
+        s.feeds[0].waiting = 1;
+        assert_eq!(check(&s).code, OK, "{:?}", check(&s));
+        s.daemon_expected = true;
+        let critical = check(&s);
+        assert_eq!(critical.code, CRITICAL, "{critical:?}");
+        assert_eq!(
+            critical.summary,
+            "LOTSYNC CRITICAL - no daemon is running; 8 operations and 1 file wait"
+        );
+        s.outbox_depth = 0;
+        s.feeds[0].waiting = 0;
+        assert_eq!(check(&s).code, OK, "nothing waits: {:?}", check(&s));
+    }
+
+    #[test]
+    fn an_enabled_unit_means_a_daemon_is_meant_to_run() {
+        let tmp = crate::testing::temp_dir("units");
+        let systemd = tmp.path();
+        let wants = systemd.join("multi-user.target.wants");
+        std::fs::create_dir_all(&wants).unwrap();
+        let packaged = std::path::Path::new(crate::config::DEFAULT_PATH);
+        let shop = std::path::Path::new("/etc/lotsync/shop.toml");
+        assert!(!unit_enabled(packaged, systemd));
+        std::fs::write(wants.join("lotsync.service"), "").unwrap();
+        assert!(unit_enabled(packaged, systemd));
+        assert!(!unit_enabled(shop, systemd));
+        std::fs::write(wants.join("lotsync@shop.service"), "").unwrap();
+        assert!(unit_enabled(shop, systemd));
+        assert!(!unit_enabled(
+            std::path::Path::new("/home/me/lotsync.toml"),
+            systemd
+        ));
+    }
+
+    /// A name from outside cannot start a line of the text, nor of the verdict.
+    #[test]
+    fn names_cannot_forge_a_line() {
+        let mut s = status(None, None);
+        s.feeds[0].last_file = Some(LastFile {
+            name: "x\nLOTSYNC OK - forged\u{1b}[2J.csv".into(),
+            ..LastFile::default()
+        });
+        s.feeds[0].last_error = Some("bad\nLOTSYNC OK - forged".into());
+        let text = s.render();
+        assert!(
+            !text.lines().any(|l| l.starts_with("LOTSYNC OK - forged")) && !text.contains('\u{1b}'),
+            "{text}"
+        );
+        let verdict = check(&s).summary;
+        assert!(!verdict.contains('\n'), "{verdict}");
     }
 }

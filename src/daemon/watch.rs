@@ -142,7 +142,7 @@ impl Settler {
             Ok(Arrival::Export(meta)) => meta,
             Ok(Arrival::OutsideLink) => {
                 if self.warned.insert(path.to_owned()) {
-                    tracing::warn!(file = %shown_path(path), "a link to outside the inbox; left alone");
+                    tracing::warn!(file = %crate::text::shown_name(path), path = %crate::text::shown_path(path), "a link to outside the inbox; left alone");
                 }
                 return;
             }
@@ -164,7 +164,7 @@ impl Settler {
                 return;
             }
             Err(e) => {
-                tracing::warn!(file = %shown_path(path), error = %Chain(&e), "cannot look at a file in the inbox");
+                tracing::warn!(file = %crate::text::shown_name(path), path = %crate::text::shown_path(path), error = %Chain(&e), "cannot look at a file in the inbox");
                 return;
             }
         };
@@ -238,7 +238,7 @@ impl Settler {
                 };
                 if self.open_for_write.remove(&path).is_some() && !renamed_in {
                     tracing::warn!(
-                        file = %shown_path(&path),
+                        file = %crate::text::shown_name(&path), path = %crate::text::shown_path(&path),
                         waited_secs = self.close_wait.as_secs(),
                         "no close by its writer seen; taken since it stopped changing"
                     );
@@ -348,7 +348,7 @@ pub async fn watch_inbox(
             next_scan = now + every;
         }
         for path in settler.ready(Instant::now()) {
-            tracing::debug!(feed = %feed, file = %shown_path(&path), "complete");
+            tracing::debug!(feed = %feed, file = %crate::text::shown_name(&path), path = %crate::text::shown_path(&path), "complete");
             if files.send(path).await.is_err() {
                 return;
             }

@@ -776,7 +776,7 @@ impl<'o> Differ<'o> {
                         .push(payload.location_id, vin, Op::Update(payload), false);
                     protection.moved = true;
                 }
-                tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, by = ?protection.by, line = ?protection.line, "kept on the lot, not sold");
+                tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, by = protection.by.name(), line = protection.line, "kept on the lot, not sold");
                 self.plan.counts.protected += 1;
                 self.plan.protected.push(protection);
                 continue;

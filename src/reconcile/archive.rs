@@ -125,7 +125,7 @@ pub(super) fn read_archive(config: &Config, all: bool) -> Result<Archive, Reconc
         let listed = match listings_of(&file.path, profile, feed.location_id) {
             Ok(listed) => listed,
             Err(reason) => {
-                tracing::warn!(file = %crate::text::shown_path(&file.path), reason = %crate::text::Escaped(&reason), "archived export not read");
+                tracing::warn!(file = %crate::text::shown_name(&file.path), path = %crate::text::shown_path(&file.path), reason = %crate::text::Escaped(&reason), "archived export not read");
                 archive
                     .notes
                     .push(format!("{}: not read: {reason}", file.path.display()));

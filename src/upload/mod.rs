@@ -572,7 +572,8 @@ impl Uploader {
                     self.outbox.flush()?;
                     self.remember_rate()?;
                     let queued = self.queued()?;
-                    tracing::error!(%error, queued, "delivery stopped");
+                    // The cause in the message too (the journal's readers show only the message).
+                    tracing::error!(%error, queued, "delivery stopped: {error}");
                     self.stopped_by(&error);
                     if let Some(notices) = &self.notices {
                         notices.fatal(&error);
@@ -680,7 +681,7 @@ impl Uploader {
         let rate = self.settled_rate();
         self.outbox.state().set_upload_rate(rate)?;
         tracing::info!(
-            rate = format_args!("{rate:.1}"),
+            rate = (rate * 10.0).round() / 10.0,
             "request rate settled (requests/s)"
         );
         Ok(())
