@@ -516,3 +516,29 @@ async fn sighup_starts_a_new_feed_and_stops_a_removed_one() {
     assert!(a.join("a1.csv").exists(), "left alone");
     assert_eq!(vehicles(&state(&sb).await), 2, "b's two, not a's");
 }
+
+/// SIGHUP with a config that has problems: the log says so, and the running config stays (its
+/// feed still watched, files still taken), until a good config is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_with_a_broken_config_keeps_the_running_one() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let one = "[[feed]]\nname = \"a\"\ninbox = \"a\"\nlocation_id = 10\nmode = \"delta\"\n";
+    let site = Site::with("daemon-bad-reload", &sb.base_url(), 200, "", "", one);
+    let a = site.feed_inbox("a");
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
+    std::fs::write(&site.config, "[api\nbase_url = ").unwrap();
+    daemon.signal("HUP");
+    site.wait_until(Duration::from_secs(10), "the refusal", || {
+        site.log()
+            .contains("reload: the config has problems; the running config stays")
+    })
+    .await;
+    assert!(!site.log().contains("config reloaded"), "{}", site.log());
+    drop_file(&a, "a1.csv", export(&[Car::new(1), Car::new(2)]).as_bytes());
+    site.wait_until(Duration::from_secs(20), "a1 archived", || {
+        reports(&a, "archive").len() == 1
+    })
+    .await;
+    assert_eq!(vehicles(&state(&sb).await), 2);
+}
