@@ -563,8 +563,18 @@ impl Config {
                 "daemon.incomplete_wait_secs: {wait} is not between 0 and 86400 seconds"
             ));
         }
-        if let Err(reason) = self.daemon.metrics_listen() {
-            problems.push(format!("daemon.metrics: {reason}"));
+        match self.daemon.metrics_listen() {
+            Err(reason) => problems.push(format!("daemon.metrics: {reason}")),
+            // Path equality compares components, so `/run/lotsync//./lotsync.sock` is the
+            // same path as the socket's.
+            Ok(Some(MetricsListen::Unix(path))) if path == self.daemon.socket => {
+                problems.push(format!(
+                    "daemon.metrics: {} is the control socket (daemon.socket); serve the \
+                     metrics on another path, such as \"/run/lotsync/metrics.sock\"",
+                    crate::text::shown_path(&path)
+                ));
+            }
+            Ok(_) => {}
         }
         if tracing_subscriber::EnvFilter::try_new(&self.daemon.log_level).is_err() {
             problems.push(format!(
@@ -1536,6 +1546,47 @@ mod tests {
             "{:?}",
             validate(&path)
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 26: the metrics served on the control socket's own path would take the place of
+    /// the socket `lotsync status` talks to (or fail the start as "something answers there").
+    #[test]
+    fn validate_refuses_metrics_on_the_control_sockets_path() {
+        let tmp = crate::testing::temp_dir("config");
+        let dir = tmp.path().to_owned();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lotsync.toml");
+        let config = |socket: &str, metrics: &str| {
+            format!(
+                "[api]\nbase_url = \"http://127.0.0.1:1\"\norganization_id = 1\n\
+                 token_env = \"LOTSYNC_METRICS_TEST_TOKEN\"\n[daemon]\nsocket = \"{socket}\"\n\
+                 metrics = \"{metrics}\"\n"
+            )
+        };
+        let metrics_problems = |path: &Path| -> Vec<String> {
+            validate(path)
+                .into_iter()
+                .filter(|p| p.starts_with("daemon.metrics: "))
+                .collect()
+        };
+        for (socket, metrics) in [
+            ("/run/lotsync/lotsync.sock", "/run/lotsync/lotsync.sock"),
+            ("/run/lotsync/lotsync.sock", "/run/lotsync//./lotsync.sock"),
+            // A relative socket is taken from the config's folder.
+            ("lotsync.sock", &format!("{}/lotsync.sock", dir.display())),
+        ] {
+            std::fs::write(&path, config(socket, metrics)).unwrap();
+            let bad = metrics_problems(&path);
+            assert_eq!(bad.len(), 1, "socket {socket}, metrics {metrics}: {bad:?}");
+            assert!(bad[0].contains("the control socket"), "{bad:?}");
+        }
+        std::fs::write(
+            &path,
+            config("/run/lotsync/lotsync.sock", "/run/lotsync/metrics.sock"),
+        )
+        .unwrap();
+        assert_eq!(metrics_problems(&path), Vec::<String>::new());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
