@@ -715,6 +715,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "settle_secs",
             "incomplete_wait_secs",
             "archive_days",
+            "reconcile_retry_secs",
             "log_level",
             "log_format",
             "metrics",
@@ -1460,6 +1461,57 @@ const MAX_ANSWER_LIMIT_KIB: u32 = 1024 * 1024;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// lotsync.toml(5) is written by hand: every key lotsync knows has its entry there (`.B
+    /// key` under the section's heading), and it names none that lotsync does not know.
+    #[test]
+    fn the_config_pages_keys_are_the_known_keys() {
+        let page = include_str!("../packaging/man/lotsync.toml.5");
+        let mut documented: Vec<(String, String)> = Vec::new();
+        let mut section = None;
+        let mut lines = page.lines();
+        while let Some(line) = lines.next() {
+            if let Some(heading) = line.strip_prefix(".SH ") {
+                section = match heading.trim_matches('"') {
+                    "TOP-LEVEL KEYS" => Some(""),
+                    "[api]" => Some("api"),
+                    "[state]" => Some("state"),
+                    "[daemon]" => Some("daemon"),
+                    "[[feed]]" => Some("feed"),
+                    "[notifications]" => Some("notifications"),
+                    _ => None,
+                };
+            } else if let (Some(section), ".TP") = (section, line) {
+                let term = lines.next().unwrap_or_default();
+                let key = term.strip_prefix(".B ").unwrap_or(term);
+                documented.push((section.to_owned(), key.to_owned()));
+            }
+        }
+        let mut known: Vec<(String, String)> = KNOWN_KEYS
+            .iter()
+            .flat_map(|(section, keys)| keys.iter().map(|k| (section.to_string(), k.to_string())))
+            // The sections themselves have headings, not entries.
+            .filter(|(section, key)| {
+                !(section.is_empty() && KNOWN_KEYS.iter().any(|(s, _)| s == key))
+            })
+            .collect();
+        known.sort();
+        documented.sort();
+        assert_eq!(documented, known, "lotsync.toml(5) against KNOWN_KEYS");
+    }
+
+    /// The example the .deb installs as /etc/lotsync/lotsync.toml uses only keys lotsync
+    /// knows: an unknown one fails `lotsync validate`, which the units run before every start
+    /// (`daemon.reconcile_retry_secs` did, issue 26).
+    #[test]
+    fn the_packaged_example_has_no_unknown_key() {
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/lotsync.example.toml");
+        let unknown: Vec<String> = validate(Path::new(example))
+            .into_iter()
+            .filter(|p| p.contains("unknown key"))
+            .collect();
+        assert_eq!(unknown, Vec::<String>::new());
+    }
 
     #[test]
     fn known_keys_are_the_types_keys() {
