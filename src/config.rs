@@ -575,8 +575,18 @@ impl Config {
                 "daemon.incomplete_wait_secs: {wait} is not between 0 and 86400 seconds"
             ));
         }
-        if let Err(reason) = self.daemon.metrics_listen() {
-            problems.push(format!("daemon.metrics: {reason}"));
+        match self.daemon.metrics_listen() {
+            Err(reason) => problems.push(format!("daemon.metrics: {reason}")),
+            // Path equality compares components, so `/run/lotsync//./lotsync.sock` is the
+            // same path as the socket's.
+            Ok(Some(MetricsListen::Unix(path))) if path == self.daemon.socket => {
+                problems.push(format!(
+                    "daemon.metrics: {} is the control socket (daemon.socket); serve the \
+                     metrics on another path, such as \"/run/lotsync/metrics.sock\"",
+                    crate::text::shown_path(&path)
+                ));
+            }
+            Ok(_) => {}
         }
         if tracing_subscriber::EnvFilter::try_new(&self.daemon.log_level).is_err() {
             problems.push(format!(
@@ -717,6 +727,7 @@ const KNOWN_KEYS: &[(&str, &[&str])] = &[
             "settle_secs",
             "incomplete_wait_secs",
             "archive_days",
+            "reconcile_retry_secs",
             "log_level",
             "log_format",
             "metrics",
@@ -1473,6 +1484,57 @@ mod tests {
         }
     }
 
+    /// lotsync.toml(5) is written by hand: every key lotsync knows has its entry there (`.B
+    /// key` under the section's heading), and it names none that lotsync does not know.
+    #[test]
+    fn the_config_pages_keys_are_the_known_keys() {
+        let page = include_str!("../packaging/man/lotsync.toml.5");
+        let mut documented: Vec<(String, String)> = Vec::new();
+        let mut section = None;
+        let mut lines = page.lines();
+        while let Some(line) = lines.next() {
+            if let Some(heading) = line.strip_prefix(".SH ") {
+                section = match heading.trim_matches('"') {
+                    "TOP-LEVEL KEYS" => Some(""),
+                    "[api]" => Some("api"),
+                    "[state]" => Some("state"),
+                    "[daemon]" => Some("daemon"),
+                    "[[feed]]" => Some("feed"),
+                    "[notifications]" => Some("notifications"),
+                    _ => None,
+                };
+            } else if let (Some(section), ".TP") = (section, line) {
+                let term = lines.next().unwrap_or_default();
+                let key = term.strip_prefix(".B ").unwrap_or(term);
+                documented.push((section.to_owned(), key.to_owned()));
+            }
+        }
+        let mut known: Vec<(String, String)> = KNOWN_KEYS
+            .iter()
+            .flat_map(|(section, keys)| keys.iter().map(|k| (section.to_string(), k.to_string())))
+            // The sections themselves have headings, not entries.
+            .filter(|(section, key)| {
+                !(section.is_empty() && KNOWN_KEYS.iter().any(|(s, _)| s == key))
+            })
+            .collect();
+        known.sort();
+        documented.sort();
+        assert_eq!(documented, known, "lotsync.toml(5) against KNOWN_KEYS");
+    }
+
+    /// The example the .deb installs as /etc/lotsync/lotsync.toml uses only keys lotsync
+    /// knows: an unknown one fails `lotsync validate`, which the units run before every start
+    /// (`daemon.reconcile_retry_secs` did, issue 26).
+    #[test]
+    fn the_packaged_example_has_no_unknown_key() {
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/lotsync.example.toml");
+        let unknown: Vec<String> = validate(Path::new(example))
+            .into_iter()
+            .filter(|p| p.contains("unknown key"))
+            .collect();
+        assert_eq!(unknown, Vec::<String>::new());
+    }
+
     #[test]
     fn known_keys_are_the_types_keys() {
         let minimal = "[api]\nbase_url = \"https://x\"\norganization_id = 1\n";
@@ -1558,6 +1620,47 @@ mod tests {
             "{:?}",
             validate(&path)
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 26: the metrics served on the control socket's own path would take the place of
+    /// the socket `lotsync status` talks to (or fail the start as "something answers there").
+    #[test]
+    fn validate_refuses_metrics_on_the_control_sockets_path() {
+        let tmp = crate::testing::temp_dir("config");
+        let dir = tmp.path().to_owned();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lotsync.toml");
+        let config = |socket: &str, metrics: &str| {
+            format!(
+                "[api]\nbase_url = \"http://127.0.0.1:1\"\norganization_id = 1\n\
+                 token_env = \"LOTSYNC_METRICS_TEST_TOKEN\"\n[daemon]\nsocket = \"{socket}\"\n\
+                 metrics = \"{metrics}\"\n"
+            )
+        };
+        let metrics_problems = |path: &Path| -> Vec<String> {
+            validate(path)
+                .into_iter()
+                .filter(|p| p.starts_with("daemon.metrics: "))
+                .collect()
+        };
+        for (socket, metrics) in [
+            ("/run/lotsync/lotsync.sock", "/run/lotsync/lotsync.sock"),
+            ("/run/lotsync/lotsync.sock", "/run/lotsync//./lotsync.sock"),
+            // A relative socket is taken from the config's folder.
+            ("lotsync.sock", &format!("{}/lotsync.sock", dir.display())),
+        ] {
+            std::fs::write(&path, config(socket, metrics)).unwrap();
+            let bad = metrics_problems(&path);
+            assert_eq!(bad.len(), 1, "socket {socket}, metrics {metrics}: {bad:?}");
+            assert!(bad[0].contains("the control socket"), "{bad:?}");
+        }
+        std::fs::write(
+            &path,
+            config("/run/lotsync/lotsync.sock", "/run/lotsync/metrics.sock"),
+        )
+        .unwrap();
+        assert_eq!(metrics_problems(&path), Vec::<String>::new());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -59,6 +59,14 @@ enum Command {
     /// Write the man pages and shell completions (for packaging; see packaging/deb-check).
     #[command(hide = true)]
     GenerateAssets(cli::AssetsArgs),
+    /// Without the sandbox (the .deb's build), `demo` and `sandbox` say how to get them
+    /// rather than clap's "unrecognized subcommand".
+    #[cfg(not(feature = "sandbox"))]
+    #[command(hide = true)]
+    Demo(cli::WithoutSandboxArgs),
+    #[cfg(not(feature = "sandbox"))]
+    #[command(hide = true)]
+    Sandbox(cli::WithoutSandboxArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +102,10 @@ fn main() -> ExitCode {
             tokio_runtime().and_then(|rt| rt.block_on(cli::sandbox(a)).map(|()| 0))
         }
         Command::GenerateAssets(a) => cli::generate_assets(a, Args::command()),
+        #[cfg(not(feature = "sandbox"))]
+        Command::Demo(_) => cli::without_sandbox("demo"),
+        #[cfg(not(feature = "sandbox"))]
+        Command::Sandbox(_) => cli::without_sandbox("sandbox"),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -10,6 +10,8 @@ mod deliver;
 #[cfg(feature = "sandbox")]
 mod demo;
 mod logging;
+#[cfg(not(feature = "sandbox"))]
+mod no_sandbox;
 mod plan;
 mod reconcile;
 #[cfg(feature = "sandbox")]
@@ -25,6 +27,8 @@ pub use check::{check, CheckArgs, OutputFormat};
 pub use daemon::{run, status, validate, RunArgs, StatusArgs, ValidateArgs};
 #[cfg(feature = "sandbox")]
 pub use demo::{demo, DemoArgs};
+#[cfg(not(feature = "sandbox"))]
+pub use no_sandbox::{without_sandbox, WithoutSandboxArgs};
 pub use plan::{plan, release, state_export, PlanArgs, ReleaseArgs, StateExportArgs};
 pub use reconcile::{reconcile, ReconcileArgs};
 #[cfg(feature = "sandbox")]
