@@ -381,7 +381,7 @@ async fn matrix(bench: &Bench, harsh_rows: u64, only: Option<&str>) -> anyhow::R
         for failures in [false, true] {
             let q = if failures { 0.23 } else { 0.0 };
             let ideal = (1.0 - spurious - q) / (spurious * RETRY_AFTER_SECS as f64);
-            let rows = ((ideal * 25.0) as u64).max(100);
+            let rows = ((ideal * 40.0) as u64).max(150);
             for tells in [
                 Tells::Nothing,
                 Tells::Remaining,

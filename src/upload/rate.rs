@@ -90,7 +90,7 @@ const FULL_STEP: f64 = 1.05;
 /// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Payoff`]).
 const SUSPECT_BELOW: f64 = 0.6;
 const SUSPECT_SHARE: f64 = 0.005;
-const SUSPECT_REQUESTS: u32 = 100;
+const SUSPECT_REQUESTS: u32 = 40;
 /// How long a trial of answering them with pauses alone lasts (and the least time of cuts it
 /// is compared with).
 const TRIAL: Duration = Duration::from_secs(10);
@@ -102,6 +102,8 @@ const TRIAL_KEPT_AT: f64 = 0.85;
 /// [`SHARE_SLACK`]: a throttle that refuses whatever the pace refuses as often either way.
 const SHARE_KEPT_FACTOR: f64 = 1.25;
 const SHARE_SLACK: f64 = 0.01;
+/// Pauses alone are weighed again over each run of this many requests.
+const WEIGH_REQUESTS: u32 = 100;
 /// How long pauses alone answer them once a trial has shown it delivers as much.
 const PAUSE_ONLY_FOR: Duration = Duration::from_secs(300);
 /// The wait before another trial after one that delivered less; doubles up to the cap.
@@ -351,7 +353,7 @@ impl Payoff {
             // appears meanwhile (another client of the token) refuses more of them, and the
             // cuts come back; otherwise they go on, past `until` too.
             Answering::PausesOnly { until, share }
-                if self.trial_share.requests >= SUSPECT_REQUESTS =>
+                if self.trial_share.requests >= WEIGH_REQUESTS =>
             {
                 let now_share = self.trial_share.share();
                 self.trial_share = Share::default();
