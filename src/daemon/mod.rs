@@ -279,7 +279,7 @@ impl FilePipeline {
         }
         let name = shown_name(&claimed.path);
         let planning = std::time::Instant::now();
-        let planned = match self
+        let (planned, report) = match self
             .plan(feed, &claimed.path, Some(claimed), false, false)
             .await?
         {
@@ -312,11 +312,10 @@ impl FilePipeline {
             feed = %feed.name,
             file = %name,
             records = planned.records,
-            operations = plan.ops.len(),
+            operations = report.planned.total(),
             secs = format_args!("{:.2}", planning.elapsed().as_secs_f64()),
             "planned"
         );
-        let report = FileReport::planned(&planned);
         self.log_notes(feed, &name, &report.notes);
         match &plan.verdict {
             Verdict::Held { reasons } => {
@@ -596,8 +595,8 @@ impl FilePipeline {
             let (folders, file) = (folders.clone(), file.to_owned());
             blocking(move || folders.drop_report(&file).map_err(folder_error(&file))).await?;
         }
-        tracing::info!(feed = %feed.name, file = %shown_path(file), operations = planned.plan.ops.len(), forced_older = newer.is_some(), "released past the safety guard");
-        let mut report = FileReport::planned(&planned);
+        let (planned, mut report) = planned;
+        tracing::info!(feed = %feed.name, file = %shown_path(file), operations = report.planned.total(), forced_older = newer.is_some(), "released past the safety guard");
         if let Err(e) = self
             .deliver_reported(&mut report, planned.plan.file_no)
             .await
@@ -653,7 +652,7 @@ impl FilePipeline {
         claimed: Option<&Claimed>,
         force: bool,
         older: bool,
-    ) -> Result<Result<crate::diff::FilePlan, Unplanned>, DaemonError> {
+    ) -> Result<Result<(crate::diff::FilePlan, FileReport), Unplanned>, DaemonError> {
         let (config, profile, rules) = self.profile_and_rules(feed, force)?;
         let org = config.api.organization_id;
         let outbox = self.outbox.clone();
@@ -678,7 +677,7 @@ impl FilePipeline {
         let (outbox, path, location_id) = (self.outbox.clone(), path.to_owned(), feed.location_id);
         let drafting = claimed.map(|c| (FeedFolders::new(&feed.inbox), c.clone()));
         let planned = tokio::task::spawn_blocking(move || {
-            diff_file_drafted(
+            let planned = diff_file_drafted(
                 &outbox,
                 rules,
                 &profile,
@@ -695,7 +694,14 @@ impl FilePipeline {
                     }
                     None => Ok(()),
                 },
-            )
+            )?;
+            // The report is made here, and the plan's operations (committed) dropped here: a
+            // large file's are many.
+            let report = FileReport::planned(&planned);
+            let mut planned = planned;
+            planned.plan.ops = Vec::new();
+            planned.plan.changes = Default::default();
+            Ok((planned, report))
         })
         .await
         .map_err(DaemonError::Task)?;
