@@ -7,8 +7,13 @@ mod common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, Daemon, Site};
-use common::{sandbox_with, stats};
+use common::{client, lot, sandbox_with, state, stats, vehicles, TempDir};
+use lotsync::diff::{Differ, FileId, Mode};
+use lotsync::mapper::Accepted;
+use lotsync::outbox::Outbox;
 use lotsync::sandbox::Behaviour;
+use lotsync::state::State;
+use lotsync::upload::Uploader;
 use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -204,5 +209,87 @@ async fn a_large_file_planned_while_delivering_keeps_answers_and_watchdog_on_tim
         latest_ping.as_secs_f64(),
         WATCHDOG.as_secs_f64(),
         WATCHDOG.as_secs_f64() / 2.0
+    );
+}
+
+/// A delivery with nothing left to send but what a plan in progress keeps back (the pending
+/// operations of the vehicles it read, which its commit replaces) waits for the plan, then
+/// sends what it committed: the rest went out meanwhile, and nothing is left queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_waits_for_what_a_plan_in_progress_keeps_back() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let dir = TempDir::new("kept-back");
+    let outbox = Arc::new(Outbox::new(State::open(&dir.path().join("state")).unwrap()));
+    lot::commit(
+        &outbox,
+        "day1.csv",
+        Mode::Delta,
+        &[lot::car(1), lot::car(2)],
+    );
+    // Day 2 changes car 1: its plan reads it (its create pending: kept back), then waits.
+    let (read_tx, read_rx) = std::sync::mpsc::channel();
+    let (commit_tx, commit_rx) = std::sync::mpsc::channel::<()>();
+    let planner = std::thread::spawn({
+        let outbox = outbox.clone();
+        move || {
+            let file = FileId {
+                name: "day2.csv".into(),
+                sha256: "day2".into(),
+            };
+            let mut differ = Differ::new(&outbox, lot::rules(Mode::Delta), file).unwrap();
+            let mut changed = lot::car(1);
+            changed.stock = "S1-new".into();
+            differ
+                .accepted(&Accepted {
+                    line: 2,
+                    payload: changed,
+                    sold: None,
+                    warnings: Vec::new(),
+                })
+                .unwrap();
+            read_tx.send(()).unwrap();
+            commit_rx.recv().unwrap();
+            differ.commit().unwrap();
+        }
+    });
+    read_rx.recv().unwrap();
+    let uploader = Uploader::new(client(&sb), outbox.clone(), lot::upload_settings(500.0)).unwrap();
+    let drain = tokio::spawn(async move { uploader.drain().await });
+
+    let start = Instant::now();
+    while vehicles(&state(&sb).await) < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "car 2 not delivered while the plan of car 1 is in progress"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !drain.is_finished(),
+        "the delivery ended with car 1 kept back by the plan: {:?}",
+        drain.await
+    );
+    assert_eq!(vehicles(&state(&sb).await), 1, "car 1 waits for the plan");
+
+    commit_tx.send(()).unwrap();
+    planner.join().unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(10), drain)
+        .await
+        .expect("the delivery ends once the plan is committed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.undelivered, 0, "{report:?}");
+    let held = state(&sb).await;
+    assert_eq!(vehicles(&held), 2);
+    let stocks: Vec<&str> = held["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["payload"]["stock"].as_str())
+        .collect();
+    assert!(
+        stocks.contains(&"S1-new") && !stocks.contains(&"S1"),
+        "car 1 sent once, as day 2 has it: {stocks:?}"
     );
 }

@@ -278,6 +278,11 @@ impl Outbox {
         }
     }
 
+    /// Whether a plan in progress keeps operations back (they go out once it ends).
+    pub fn keeps_back(&self) -> bool {
+        !self.sending().kept.is_empty()
+    }
+
     /// For a moment: what is in flight and kept back.
     fn sending(&self) -> MutexGuard<'_, Sending> {
         self.sending.lock().unwrap_or_else(PoisonError::into_inner)

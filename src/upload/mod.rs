@@ -148,6 +148,10 @@ pub struct UploadStats {
 /// The kinds of operation, as [`crate::plan::Op::name`] says them.
 const OP_KINDS: [&str; 4] = ["create", "update", "sold", "in_stock"];
 
+/// With nothing in flight and only operations a plan in progress keeps back, the outbox is
+/// looked at again this often.
+const KEPT_BACK_LOOK: Duration = Duration::from_millis(100);
+
 /// How one operation's delivery ended, as the metrics count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpAnswer {
@@ -490,6 +494,16 @@ impl Uploader {
                 }
             }
             if tasks.is_empty() {
+                if self.outbox.keeps_back() {
+                    // Kept back by a plan in progress (its commit may replace them): they go
+                    // out once it ends. Waiting for it is not delivery stalling.
+                    last_answer = Instant::now();
+                    tokio::select! {
+                        () = tokio::time::sleep(KEPT_BACK_LOOK) => {}
+                        _ = windows.changed() => {}
+                    }
+                    continue;
+                }
                 break; // nothing in flight and nothing more to take
             }
             let joined = tokio::select! {
