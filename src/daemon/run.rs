@@ -1024,7 +1024,21 @@ impl Daemon {
     /// Reads the config again and applies the feeds' changes.
     async fn reload(self: &Arc<Daemon>, path: &Path, feeds: &mut BTreeMap<String, RunningFeed>) {
         notify_systemd(&[sd_notify::NotifyState::Reloading]);
-        let config = match Config::load(path) {
+        // Files read (the config, its token's): off the async threads.
+        let loaded = tokio::task::spawn_blocking({
+            let path = path.to_owned();
+            move || Config::load(&path)
+        })
+        .await;
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                tracing::error!(error = %Chain(&e), "reload: the config could not be read; the running config stays");
+                notify_systemd(&[sd_notify::NotifyState::Ready]);
+                return;
+            }
+        };
+        let config = match loaded {
             Ok(config) => Arc::new(config),
             Err(e) => {
                 tracing::error!(error = %Chain(&e), "reload: the config has problems; the running config stays");
