@@ -458,11 +458,14 @@ async fn reports_say_what_truly_happened() {
         .find(|r| r["file"] == "big-again.csv")
         .unwrap();
     assert_eq!(again["outcome"], "already_applied", "{again:#}");
+    // Logged once the file is filed (its report is on disk a moment before).
+    let done = |l: &&str| l.contains("big-again.csv") && l.contains("file done");
+    site.wait_until(Duration::from_secs(5), "big-again logged", || {
+        site.log().lines().any(|l| done(&l))
+    })
+    .await;
     let log = site.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("big-again.csv") && l.contains("file done"))
-        .unwrap();
+    let line = log.lines().find(done).unwrap();
     assert!(
         line.contains("already applied") && !line.contains("resumed"),
         "{line}"
@@ -493,11 +496,13 @@ async fn reports_say_what_truly_happened() {
     assert_eq!(outage["counts"]["create"], 0, "{outage:#}");
     assert_eq!(outage["planned"]["create"], 20, "{outage:#}");
     assert_eq!(outage["still_queued"]["create"], 20, "{outage:#}");
+    let done = |l: &&str| l.contains("outage.csv") && l.contains("file done");
+    site.wait_until(Duration::from_secs(5), "outage logged", || {
+        site.log().lines().any(|l| done(&l))
+    })
+    .await;
     let log = site.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("outage.csv") && l.contains("file done"))
-        .unwrap();
+    let line = log.lines().find(done).unwrap();
     assert!(
         line.contains("0 created") && line.contains("still queued"),
         "{line}"

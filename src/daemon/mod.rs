@@ -227,53 +227,30 @@ impl FilePipeline {
         feed: &FeedConfig,
         file: &Path,
     ) -> Result<(FileReport, PathBuf), DaemonError> {
-        FeedFolders::new(&feed.inbox)
-            .ensure()
-            .map_err(folder_error(&feed.inbox))?;
-        match self.claim(feed, file)? {
+        let folders = FeedFolders::new(&feed.inbox);
+        let inbox = feed.inbox.clone();
+        blocking(move || folders.ensure().map_err(folder_error(&inbox))).await?;
+        match self.claim(feed, file).await? {
             Taken::Claimed(claimed) => self.process_claimed(feed, &claimed).await,
             Taken::Filed(report, to) => Ok((*report, to)),
         }
     }
 
     /// Takes an arrived file into `processing/`, or files it in `failed/` when lotsync cannot
-    /// file it under its name.
-    pub fn claim(&self, feed: &FeedConfig, file: &Path) -> Result<Taken, DaemonError> {
-        if let Some(reason) = FeedFolders::name_problem(file) {
-            let (report, to) = self.fail_name(feed, file, reason)?;
-            return Ok(Taken::Filed(Box::new(report), to));
-        }
-        FeedFolders::new(&feed.inbox)
-            .claim(file)
-            .map(Taken::Claimed)
-            .map_err(folder_error(file))
-    }
-
-    /// A file whose name lotsync cannot file: moved to `failed/` under one it can, with a
-    /// report naming the original and why.
-    pub fn fail_name(
-        &self,
-        feed: &FeedConfig,
-        file: &Path,
-        reason: String,
-    ) -> Result<(FileReport, PathBuf), DaemonError> {
-        let folders = FeedFolders::new(&feed.inbox);
-        let shown = shown_name(file);
-        let sha256 = crate::diff::FileId::of_path(file)
-            .map(|f| f.sha256)
-            .unwrap_or_default();
-        let report = FileReport::new(&feed.name, &shown, &sha256, Outcome::Failed { reason });
-        let to = folders
-            .fail_name(file, &report)
-            .map_err(folder_error(file))?;
-        tracing::warn!(
-            feed = %feed.name,
-            file = %shown,
-            moved_to = %shown_path(&to),
-            reason = %report.summary(),
-            "a file lotsync cannot take under its name"
-        );
-        Ok((report, to))
+    /// file it under its name (off the async threads: a move, or a hash and a report).
+    pub async fn claim(&self, feed: &FeedConfig, file: &Path) -> Result<Taken, DaemonError> {
+        let (feed, file) = (feed.clone(), file.to_owned());
+        blocking(move || {
+            if let Some(reason) = FeedFolders::name_problem(&file) {
+                let (report, to) = fail_name(&feed, &file, reason)?;
+                return Ok(Taken::Filed(Box::new(report), to));
+            }
+            FeedFolders::new(&feed.inbox)
+                .claim(&file)
+                .map(Taken::Claimed)
+                .map_err(folder_error(&file))
+        })
+        .await
     }
 
     /// A claimed file: planned and committed (the draft of its report written just before),
@@ -290,7 +267,7 @@ impl FilePipeline {
         let folders = FeedFolders::new(&feed.inbox);
         // Its plan was committed already: by a run a crash or a stop interrupted (resumed),
         // or by this one before a fatal answer stopped its delivery (tried again).
-        if let Some((draft, file_no)) = self.committed_draft(feed, &folders, claimed)? {
+        if let Some((draft, file_no)) = self.committed_draft(feed, &folders, claimed).await? {
             let outcome = if claimed.resumed {
                 Outcome::Resumed
             } else {
@@ -301,7 +278,8 @@ impl FilePipeline {
                 .await;
         }
         let name = shown_name(&claimed.path);
-        let planned = match self
+        let planning = std::time::Instant::now();
+        let (planned, report) = match self
             .plan(feed, &claimed.path, Some(claimed), false, false)
             .await?
         {
@@ -316,25 +294,32 @@ impl FilePipeline {
             Err(unplanned @ Unplanned::Unreadable(_)) => {
                 let reason = unplanned.reason();
                 tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reason), "file cannot be read");
-                let sha256 = crate::diff::FileId::of_path(&claimed.path)
-                    .map(|f| f.sha256)
-                    .unwrap_or_default();
-                let report =
-                    FileReport::new(&feed.name, &name, &sha256, Outcome::Failed { reason });
-                let to = folders
-                    .fail(&claimed.path, &report)
-                    .map_err(folder_error(&claimed.path))?;
-                return Ok((report, to));
+                let (feed_name, path) = (feed.name.clone(), claimed.path.clone());
+                return blocking(move || {
+                    let sha256 = crate::diff::FileId::of_path(&path)
+                        .map(|f| f.sha256)
+                        .unwrap_or_default();
+                    let report =
+                        FileReport::new(&feed_name, &name, &sha256, Outcome::Failed { reason });
+                    let to = folders.fail(&path, &report).map_err(folder_error(&path))?;
+                    Ok((report, to))
+                })
+                .await;
             }
         };
         let plan = &planned.plan;
-        let report = FileReport::planned(&planned);
+        tracing::info!(
+            feed = %feed.name,
+            file = %name,
+            records = planned.records,
+            operations = report.planned.total(),
+            secs = format_args!("{:.2}", planning.elapsed().as_secs_f64()),
+            "planned"
+        );
         self.log_notes(feed, &name, &report.notes);
         match &plan.verdict {
             Verdict::Held { reasons } => {
-                let to = folders
-                    .hold(&claimed.path, &report)
-                    .map_err(folder_error(&claimed.path))?;
+                let to = file_away(&folders, &claimed.path, &report, FeedFolders::hold).await?;
                 let reason = Escaped(&reasons.join("; ")).to_string();
                 // The reason in the message too: `journalctl` and `systemctl status` show
                 // only the message.
@@ -345,16 +330,12 @@ impl FilePipeline {
                 Ok((report, to))
             }
             Verdict::AlreadyApplied { .. } => {
-                let to = folders
-                    .archive(&claimed.path, &report)
-                    .map_err(folder_error(&claimed.path))?;
+                let to = file_away(&folders, &claimed.path, &report, FeedFolders::archive).await?;
                 tracing::info!(feed = %feed.name, file = %name, summary = %report.summary(), "file done");
                 Ok((report, to))
             }
             Verdict::Superseded { newer, .. } => {
-                let to = folders
-                    .archive(&claimed.path, &report)
-                    .map_err(folder_error(&claimed.path))?;
+                let to = file_away(&folders, &claimed.path, &report, FeedFolders::archive).await?;
                 tracing::warn!(feed = %feed.name, file = %name, newer = %Escaped(newer), reason = %report.summary(), "superseded: older than a snapshot applied already; nothing sent");
                 Ok((report, to))
             }
@@ -370,25 +351,34 @@ impl FilePipeline {
     /// names it, and the state has a queued plan of this content under it. None when the plan
     /// was never committed (the crash came first) or there is no draft (a re-dropped copy of
     /// an applied file).
-    fn committed_draft(
+    async fn committed_draft(
         &self,
         feed: &FeedConfig,
         folders: &FeedFolders,
         claimed: &Claimed,
     ) -> Result<Option<(FileReport, u64)>, DaemonError> {
-        let Some((draft, file_no)) = folders
-            .draft(claimed)
-            .and_then(|d| d.file_no.map(|n| (d, n)))
-        else {
-            return Ok(None);
-        };
-        let filed = self.outbox.state().file(file_no)?;
-        let committed = filed.is_some_and(|f| {
-            f.feed == feed.name
-                && f.sha256 == draft.sha256
-                && matches!(f.outcome, crate::state::FileOutcome::Queued { .. })
-        });
-        Ok(committed.then_some((draft, file_no)))
+        let (outbox, feed_name, folders, claimed) = (
+            self.outbox.clone(),
+            feed.name.clone(),
+            folders.clone(),
+            claimed.clone(),
+        );
+        blocking(move || {
+            let Some((draft, file_no)) = folders
+                .draft(&claimed)
+                .and_then(|d| d.file_no.map(|n| (d, n)))
+            else {
+                return Ok(None);
+            };
+            let filed = outbox.state().file(file_no)?;
+            let committed = filed.is_some_and(|f| {
+                f.feed == feed_name
+                    && f.sha256 == draft.sha256
+                    && matches!(f.outcome, crate::state::FileOutcome::Queued { .. })
+            });
+            Ok(committed.then_some((draft, file_no)))
+        })
+        .await
     }
 
     /// Delivers what is queued and archives the file with its report: the counts are what
@@ -407,9 +397,8 @@ impl FilePipeline {
             self.redraft(feed, claimed).await;
             return Err(e);
         }
-        let to = FeedFolders::new(&feed.inbox)
-            .archive(&claimed.path, &report)
-            .map_err(folder_error(&claimed.path))?;
+        let folders = FeedFolders::new(&feed.inbox);
+        let to = file_away(&folders, &claimed.path, &report, FeedFolders::archive).await?;
         tracing::info!(feed = %feed.name, file = %Escaped(&report.file), summary = %report.summary(), "file done");
         Ok((report, to))
     }
@@ -483,31 +472,33 @@ impl FilePipeline {
     ) -> Result<(FileReport, PathBuf), DaemonError> {
         let folders = FeedFolders::new(&feed.inbox);
         let name = shown_name(file);
-        let sha256 = crate::diff::FileId::of_path(file)
-            .map_err(folder_error(file))?
-            .sha256;
-        let report = FileReport::new(
-            &feed.name,
-            &name,
-            &sha256,
-            Outcome::Held {
-                reasons: reasons.clone(),
-            },
-        );
-        let (outbox, feed_name, file_name, sha, reason) = (
+        let (outbox, feed_name, path, reason) = (
             self.outbox.clone(),
             feed.name.clone(),
-            file_name(file),
-            sha256.clone(),
+            file.to_owned(),
             reasons.join("; "),
         );
-        tokio::task::spawn_blocking(move || {
-            outbox.record_held(&feed_name, &file_name, &sha, &reason)
+        let held_reasons = reasons.clone();
+        let (report, to) = blocking(move || {
+            let sha256 = crate::diff::FileId::of_path(&path)
+                .map_err(folder_error(&path))?
+                .sha256;
+            let report = FileReport::new(
+                &feed_name,
+                &name,
+                &sha256,
+                Outcome::Held {
+                    reasons: held_reasons,
+                },
+            );
+            outbox
+                .record_held(&feed_name, &file_name(&path), &sha256, &reason)
+                .map_err(UploadError::from)?;
+            let to = folders.hold(&path, &report).map_err(folder_error(&path))?;
+            Ok((report, to))
         })
-        .await
-        .map_err(DaemonError::Task)?
-        .map_err(UploadError::from)?;
-        let to = folders.hold(file, &report).map_err(folder_error(file))?;
+        .await?;
+        let (name, sha256) = (report.file.clone(), report.sha256.clone());
         let reason = Escaped(&reasons.join("; ")).to_string();
         tracing::warn!(feed = %feed.name, file = %name, reason = %reason, "held: {reason}");
         if let Some(notices) = &self.notices {
@@ -530,20 +521,25 @@ impl FilePipeline {
         force: bool,
     ) -> Result<Released, DaemonError> {
         let folders = FeedFolders::new(&feed.inbox);
-        if folders.released_already(file) {
-            return Err(DaemonError::Released {
-                file: file.to_owned(),
-            });
-        }
-        let sha256 = crate::diff::FileId::of_path(file)
-            .map_err(folder_error(file))?
-            .sha256;
-        let in_held = folders.is_held(file);
         let (_, profile, rules) = self.profile_and_rules(feed, true)?;
-        let as_of = crate::diff::as_of(file, &profile).at;
         let full = rules.mode == crate::diff::Mode::Full;
-        let (outbox, feed_name, name) = (self.outbox.clone(), feed.name.clone(), file_name(file));
-        let (was_held, newer) = tokio::task::spawn_blocking(move || {
+        let (outbox, feed_name, name, path, looked_at) = (
+            self.outbox.clone(),
+            feed.name.clone(),
+            file_name(file),
+            file.to_owned(),
+            folders.clone(),
+        );
+        // The file hashed and dated, the state read: off the async threads.
+        let (in_held, as_of, was_held, newer) = blocking(move || {
+            if looked_at.released_already(&path) {
+                return Err(DaemonError::Released { file: path });
+            }
+            let sha256 = crate::diff::FileId::of_path(&path)
+                .map_err(folder_error(&path))?
+                .sha256;
+            let in_held = looked_at.is_held(&path);
+            let as_of = crate::diff::as_of(&path, &profile).at;
             let state = outbox.state();
             let held = state.is_held(&feed_name, &sha256)
                 || (in_held && state.held_by_name(&feed_name, &name).is_some());
@@ -551,10 +547,9 @@ impl FilePipeline {
                 true => state.newer_snapshot(&feed_name, &rules.locations, as_of),
                 false => Ok(None),
             };
-            (held, newer)
+            Ok((in_held, as_of, held, newer))
         })
-        .await
-        .map_err(DaemonError::Task)?;
+        .await?;
         if !was_held {
             return Err(DaemonError::NotHeld {
                 file: file.to_owned(),
@@ -572,7 +567,10 @@ impl FilePipeline {
         }
         // Out of held/ into processing/, where a stopped delivery is resumed from.
         let claimed = match in_held {
-            true => Some(folders.claim(file).map_err(folder_error(file))?),
+            true => {
+                let (folders, file) = (folders.clone(), file.to_owned());
+                Some(blocking(move || folders.claim(&file).map_err(folder_error(&file))).await?)
+            }
             false => None,
         };
         let path = claimed.as_ref().map_or(file, |c| c.path.as_path());
@@ -589,17 +587,20 @@ impl FilePipeline {
             Err(e) => {
                 // Back where it was, held.
                 if let Some(claimed) = &claimed {
-                    std::fs::rename(&claimed.path, file).map_err(folder_error(file))?;
+                    let (from, to) = (claimed.path.clone(), file.to_owned());
+                    blocking(move || std::fs::rename(&from, &to).map_err(folder_error(&to)))
+                        .await?;
                 }
                 return Err(e);
             }
         };
         if in_held {
             // Its held report goes with it: the archive gets the report of what it did.
-            folders.drop_report(file).map_err(folder_error(file))?;
+            let (folders, file) = (folders.clone(), file.to_owned());
+            blocking(move || folders.drop_report(&file).map_err(folder_error(&file))).await?;
         }
-        tracing::info!(feed = %feed.name, file = %crate::text::shown_name(file), path = %crate::text::shown_path(file), operations = planned.plan.ops.len(), forced_older = newer.is_some(), "released past the safety guard");
-        let mut report = FileReport::planned(&planned);
+        let (planned, mut report) = planned;
+        tracing::info!(feed = %feed.name, file = %crate::text::shown_name(file), path = %crate::text::shown_path(file), operations = report.planned.total(), forced_older = newer.is_some(), "released past the safety guard");
         if let Err(e) = self
             .deliver_reported(&mut report, planned.plan.file_no)
             .await
@@ -613,9 +614,9 @@ impl FilePipeline {
             });
         }
         let to = match &claimed {
-            Some(claimed) => folders
-                .archive(&claimed.path, &report)
-                .map_err(folder_error(&claimed.path))?,
+            Some(claimed) => {
+                file_away(&folders, &claimed.path, &report, FeedFolders::archive).await?
+            }
             None => file.to_owned(),
         };
         Ok(Released {
@@ -655,15 +656,18 @@ impl FilePipeline {
         claimed: Option<&Claimed>,
         force: bool,
         older: bool,
-    ) -> Result<Result<crate::diff::FilePlan, Unplanned>, DaemonError> {
+    ) -> Result<Result<(crate::diff::FilePlan, FileReport), Unplanned>, DaemonError> {
         let (config, profile, rules) = self.profile_and_rules(feed, force)?;
         let org = config.api.organization_id;
-        let listed = if self
-            .outbox
-            .state()
-            .knows_organization(org)
-            .map_err(ServiceListError::from)?
-        {
+        let outbox = self.outbox.clone();
+        let known = blocking(move || {
+            outbox
+                .state()
+                .knows_organization(org)
+                .map_err(|e| ServiceListError::from(e).into())
+        })
+        .await?;
+        let listed = if known {
             None
         } else {
             Some(read_service_list(self.uploader.client(), self.uploader.pace(), &config).await?)
@@ -677,7 +681,7 @@ impl FilePipeline {
         let (outbox, path, location_id) = (self.outbox.clone(), path.to_owned(), feed.location_id);
         let drafting = claimed.map(|c| (FeedFolders::new(&feed.inbox), c.clone()));
         let planned = tokio::task::spawn_blocking(move || {
-            diff_file_drafted(
+            let planned = diff_file_drafted(
                 &outbox,
                 rules,
                 &profile,
@@ -694,7 +698,14 @@ impl FilePipeline {
                     }
                     None => Ok(()),
                 },
-            )
+            )?;
+            // The report is made here, and the plan's operations (committed) dropped here: a
+            // large file's are many.
+            let report = FileReport::planned(&planned);
+            let mut planned = planned;
+            planned.plan.ops = Vec::new();
+            planned.plan.changes = Default::default();
+            Ok((planned, report))
         })
         .await
         .map_err(DaemonError::Task)?;
@@ -755,6 +766,55 @@ impl Unplanned {
             Unplanned::Unreadable(e) | Unplanned::Incomplete(e) => e,
         }
     }
+}
+
+/// A file whose name lotsync cannot file: moved to `failed/` under one it can, with a report
+/// naming the original and why. Blocking (a hash, a move, a report).
+fn fail_name(
+    feed: &FeedConfig,
+    file: &Path,
+    reason: String,
+) -> Result<(FileReport, PathBuf), DaemonError> {
+    let folders = FeedFolders::new(&feed.inbox);
+    let shown = shown_name(file);
+    let sha256 = crate::diff::FileId::of_path(file)
+        .map(|f| f.sha256)
+        .unwrap_or_default();
+    let report = FileReport::new(&feed.name, &shown, &sha256, Outcome::Failed { reason });
+    let to = folders
+        .fail_name(file, &report)
+        .map_err(folder_error(file))?;
+    tracing::warn!(
+        feed = %feed.name,
+        file = %shown,
+        moved_to = %shown_path(&to),
+        reason = %report.summary(),
+        "a file lotsync cannot take under its name"
+    );
+    Ok((report, to))
+}
+
+/// Moves a claimed file with its report (`to`: [`FeedFolders::archive`], `hold`, …) off the
+/// async threads; where it went.
+async fn file_away(
+    folders: &FeedFolders,
+    path: &Path,
+    report: &FileReport,
+    to: fn(&FeedFolders, &Path, &FileReport) -> std::io::Result<PathBuf>,
+) -> Result<PathBuf, DaemonError> {
+    let (folders, path, report) = (folders.clone(), path.to_owned(), report.clone());
+    blocking(move || to(&folders, &path, &report).map_err(folder_error(&path))).await
+}
+
+/// Blocking work of a file's way (hashing it, moving it, writing its report, reading the
+/// state) off the async threads: the runtime's threads serve delivery, the control socket and
+/// the watchdog meanwhile.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, DaemonError> + Send + 'static,
+) -> Result<T, DaemonError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(DaemonError::Task)?
 }
 
 /// The reason given for a file held because it is incomplete, with the way out.

@@ -231,12 +231,17 @@ impl Daemon {
         let config = self.pipeline.config();
         let _ = std::fs::remove_file(&config.daemon.socket);
         let outbox = self.pipeline.outbox().clone();
-        let flushed = tokio::task::spawn_blocking(move || outbox.flush_marked()).await;
-        if let Ok(Err(e)) = flushed {
-            tracing::error!(error = %Chain(&e), "cannot flush the state");
-        }
+        let flushed = tokio::task::spawn_blocking(move || (outbox.flush_marked(), outbox.len()));
+        let queued = match flushed.await {
+            Ok((Ok(()), queued)) => Some(queued),
+            Ok((Err(e), queued)) => {
+                tracing::error!(error = %Chain(&e), "cannot flush the state");
+                Some(queued)
+            }
+            Err(_) => None,
+        };
         tracing::info!(
-            queued = self.pipeline.outbox().len(),
+            queued,
             "stopped; queued operations are sent at the next start"
         );
         Ok(())
@@ -285,8 +290,11 @@ impl Daemon {
         mut files: mpsc::Receiver<PathBuf>,
         mut stop: watch::Receiver<bool>,
     ) {
-        let unfinished = FeedFolders::new(&feed.inbox)
-            .unfinished()
+        let folders = FeedFolders::new(&feed.inbox);
+        let unfinished = tokio::task::spawn_blocking(move || folders.unfinished())
+            .await
+            .ok()
+            .and_then(Result::ok)
             .unwrap_or_default();
         for claimed in unfinished {
             tracing::info!(feed = %feed.name, file = %crate::text::shown_name(&claimed.path), path = %crate::text::shown_path(&claimed.path), "resuming a file a previous run left unfinished");
@@ -322,7 +330,7 @@ impl Daemon {
             if *stop.borrow() {
                 return;
             }
-            let Some(file) = self.oldest(&feed, &mut waiting) else {
+            let Some(file) = self.oldest(&feed, &mut waiting).await else {
                 continue;
             };
             let taken = if FeedFolders::new(&feed.inbox).is_processing(&file) {
@@ -345,18 +353,24 @@ impl Daemon {
     /// Takes out of `waiting` the export that is oldest by what it says
     /// ([`crate::diff::as_of`]), the first handed over among equals: a feed's files are
     /// applied in the order they were exported, whatever order they arrived in.
-    fn oldest(&self, feed: &FeedConfig, waiting: &mut Vec<PathBuf>) -> Option<PathBuf> {
+    async fn oldest(&self, feed: &FeedConfig, waiting: &mut Vec<PathBuf>) -> Option<PathBuf> {
         let mut first = 0;
         if waiting.len() > 1 {
             let config = self.pipeline.config();
-            // A profile that cannot be read is said when the file is planned.
-            let profile = Profile::find(&feed.profile, &config.profiles_dir)
-                .unwrap_or_else(|_| Profile::auto());
-            first = waiting
-                .iter()
-                .enumerate()
-                .min_by_key(|(i, path)| (crate::diff::as_of(path, &profile).at, *i))
-                .map_or(0, |(i, _)| i);
+            let (profile_name, paths) = (feed.profile.clone(), waiting.clone());
+            // The profile and each file's date are read off the async threads.
+            first = tokio::task::spawn_blocking(move || {
+                // A profile that cannot be read is said when the file is planned.
+                let profile = Profile::find(&profile_name, &config.profiles_dir)
+                    .unwrap_or_else(|_| Profile::auto());
+                paths
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(i, path)| (crate::diff::as_of(path, &profile).at, *i))
+                    .map_or(0, |(i, _)| i)
+            })
+            .await
+            .unwrap_or(0);
             if first != 0 {
                 tracing::debug!(feed = %feed.name, file = %crate::text::shown_name(&waiting[first]), path = %crate::text::shown_path(&waiting[first]), "taken first: the oldest export waiting");
             }
@@ -383,7 +397,7 @@ impl Daemon {
             false => None,
         };
         if let Some(reason) = cut {
-            let Some(stamp) = FileStamp::of(file) else {
+            let Some(stamp) = stamp_of(file).await else {
                 return true; // gone meanwhile
             };
             let wait = self.pipeline.config().daemon.incomplete_wait();
@@ -413,7 +427,7 @@ impl Daemon {
         if parked.is_empty() {
             self.feed_live(&feed.name, |l| l.waiting_incomplete = None);
         }
-        let claimed = match self.pipeline.claim(feed, file) {
+        let claimed = match self.pipeline.claim(feed, file).await {
             Ok(Taken::Claimed(claimed)) => claimed,
             Ok(Taken::Filed(report, to)) => {
                 self.file_done(feed, &report, &to);
@@ -469,7 +483,7 @@ impl Daemon {
             let Some(p) = parked.remove(&path) else {
                 continue;
             };
-            if FileStamp::of(&path) != Some(p.stamp) {
+            if stamp_of(&path).await != Some(p.stamp) {
                 continue;
             }
             let reason = super::incomplete_reason(&format!(
@@ -621,12 +635,17 @@ impl Daemon {
             report: report.clone(),
             path: to.to_owned(),
         });
-        notify_systemd(&[sd_notify::NotifyState::Status(&format!(
-            "{}: {} {outcome}; {} operations queued",
-            feed.name,
-            report.file,
-            self.pipeline.outbox().len()
-        ))]);
+        // Counted through the whole outbox: off the async threads, told when counted.
+        let (outbox, status) = (
+            self.pipeline.outbox().clone(),
+            format!("{}: {} {outcome}", feed.name, report.file),
+        );
+        tokio::task::spawn_blocking(move || {
+            notify_systemd(&[sd_notify::NotifyState::Status(&format!(
+                "{status}; {} operations queued",
+                outbox.len()
+            ))]);
+        });
     }
 
     /// Delivers what stays queued (operations of a run that stopped, a delivery that gave up,
@@ -635,7 +654,7 @@ impl Daemon {
         let mut wait = RETRY_FIRST;
         let mut refused_token = false;
         loop {
-            if !self.pipeline.outbox().is_empty() {
+            if !self.outbox_empty().await {
                 // As in `take_claimed`: a token rotated during the wait is the one tried.
                 if std::mem::take(&mut refused_token) {
                     self.read_token_again();
@@ -681,7 +700,7 @@ impl Daemon {
                 Some(window) => window
                     .until
                     .saturating_duration_since(std::time::Instant::now()),
-                None if self.pipeline.outbox().is_empty() => RETRY_MAX,
+                None if self.outbox_empty().await => RETRY_MAX,
                 None => wait,
             };
             tokio::select! {
@@ -690,6 +709,15 @@ impl Daemon {
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+
+    /// Whether the outbox is empty, read off the async threads (a plan's commit holds the
+    /// state's lock meanwhile). Not empty when it cannot be read: delivery then says why.
+    async fn outbox_empty(&self) -> bool {
+        let outbox = self.pipeline.outbox().clone();
+        tokio::task::spawn_blocking(move || outbox.is_empty())
+            .await
+            .unwrap_or(false)
     }
 
     /// Tries a failed reconciliation again when its time comes.
@@ -997,7 +1025,21 @@ impl Daemon {
     /// Reads the config again and applies the feeds' changes.
     async fn reload(self: &Arc<Daemon>, path: &Path, feeds: &mut BTreeMap<String, RunningFeed>) {
         notify_systemd(&[sd_notify::NotifyState::Reloading]);
-        let config = match Config::load(path) {
+        // Files read (the config, its token's): off the async threads.
+        let loaded = tokio::task::spawn_blocking({
+            let path = path.to_owned();
+            move || Config::load(&path)
+        })
+        .await;
+        let loaded = match loaded {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                tracing::error!(error = %Chain(&e), "reload: the config could not be read; the running config stays");
+                notify_systemd(&[sd_notify::NotifyState::Ready]);
+                return;
+            }
+        };
+        let config = match loaded {
             Ok(config) => Arc::new(config),
             Err(e) => {
                 tracing::error!(error = %Chain(&e), "reload: the config has problems; the running config stays");
@@ -1150,6 +1192,16 @@ struct Parked {
     since: Instant,
     stamp: FileStamp,
     reason: String,
+}
+
+/// A file's stamp, None when it is gone; read off the async threads (an inbox may be on a
+/// network share).
+async fn stamp_of(path: &Path) -> Option<FileStamp> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || FileStamp::of(&path))
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Sleeps until `at` (for ever without one: the branch is disabled then).

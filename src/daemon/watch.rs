@@ -342,7 +342,29 @@ pub async fn watch_inbox(
     loop {
         let now = Instant::now();
         if now >= next_scan {
-            if let Err(e) = settler.scan(&folders, now) {
+            // A folder read and a stat per file, over the network for a share: off the async
+            // threads, the settler with it.
+            let scanned = tokio::task::spawn_blocking({
+                let folders = folders.clone();
+                move || {
+                    let scanned = settler.scan(&folders, now);
+                    (settler, scanned)
+                }
+            })
+            .await;
+            let scanned = match scanned {
+                Ok((back, scanned)) => {
+                    settler = back;
+                    scanned
+                }
+                Err(e) => {
+                    // The scan panicked (it does not): looked at afresh from a new settler.
+                    tracing::error!(feed = %feed, error = %Chain(&e), "the inbox scan failed");
+                    settler = Settler::new(settings.settle).with_close_wait(settings.close_wait);
+                    Ok(())
+                }
+            };
+            if let Err(e) = scanned {
                 tracing::warn!(feed = %feed, inbox = %shown_path(folders.inbox()), error = %Chain(&e), "cannot read the inbox");
             }
             next_scan = now + every;

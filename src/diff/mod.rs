@@ -34,11 +34,10 @@ pub use crate::plan::{
 
 use crate::api::{Vehicle, VehiclePayload};
 use crate::mapper::{Accepted, Rejected};
-use crate::outbox::{InFlight, Outbox, OutboxError, Queued};
+use crate::outbox::{Outbox, OutboxError, Planning, Queued};
 use crate::state::{Digest, StateError, VehicleRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::MutexGuard;
 
 /// Full snapshot or delta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -170,11 +169,12 @@ fn apply(base: &mut Base, op: &Op) {
     }
 }
 
-/// Diffs one file. It holds the outbox's in-flight lock from creation to
-/// [`Differ::commit`] or [`Differ::finish`], so nothing is taken for sending meanwhile.
+/// Diffs one file. It holds the outbox's [`Planning`] from creation to [`Differ::commit`] or
+/// [`Differ::finish`]: one plan at a time, and the pending operations of the vehicles it read
+/// are not taken for sending meanwhile (the others are).
 pub struct Differ<'o> {
     outbox: &'o Outbox,
-    in_flight: MutexGuard<'o, InFlight>,
+    planning: Planning<'o>,
     rules: Rules,
     file: FileId,
     /// Full mode: the vehicles at the judged locations the file has not listed yet, by VIN
@@ -218,7 +218,7 @@ impl<'o> Differ<'o> {
         file: FileId,
         listed: Option<Listed>,
     ) -> Result<Differ<'o>, DiffError> {
-        let in_flight = outbox.lock();
+        let mut planning = outbox.planning();
         let mut at_locations: HashMap<String, Known> = HashMap::new();
         let mut guard: BTreeMap<u64, GuardCount> = BTreeMap::new();
         if rules.mode == Mode::Full {
@@ -227,16 +227,29 @@ impl<'o> Differ<'o> {
                     .state()
                     .location_vehicles(rules.organization_id, location_id)?;
                 for (vin, record) in records {
-                    let queued = if record.queued > 0 {
-                        outbox.queued_ops(rules.organization_id, &vin, &in_flight)?
+                    let known = if record.queued > 0 {
+                        // Read again with its queue, at one instant: an answer may have
+                        // landed meanwhile.
+                        let read = planning.vehicle(rules.organization_id, &vin)?;
+                        let Some((key, record, queued)) = read else {
+                            continue;
+                        };
+                        if key.location_id != location_id {
+                            continue; // moved to another lot by that answer: not judged here
+                        }
+                        Known {
+                            location_id,
+                            record,
+                            queued,
+                            adopted: false,
+                        }
                     } else {
-                        Vec::new()
-                    };
-                    let known = Known {
-                        location_id,
-                        record,
-                        queued,
-                        adopted: false,
+                        Known {
+                            location_id,
+                            record,
+                            queued: Vec::new(),
+                            adopted: false,
+                        }
                     };
                     let base = known.base();
                     let g = guard.entry(location_id).or_default();
@@ -283,7 +296,7 @@ impl<'o> Differ<'o> {
         }
         Ok(Differ {
             outbox,
-            in_flight,
+            planning,
             rules,
             file,
             at_locations,
@@ -340,14 +353,9 @@ impl<'o> Differ<'o> {
             return Ok(Some(k));
         }
         let org = self.rules.organization_id;
-        let Some((key, record)) = self.outbox.state().find_vin(org, vin)? else {
+        let Some((key, record, queued)) = self.planning.vehicle(org, vin)? else {
             let listed = self.listed.as_ref().and_then(|l| l.vehicles.get(vin));
             return Ok(listed.map(|v| Known::adopted(location_id, v)));
-        };
-        let queued = if record.queued > 0 {
-            self.outbox.queued_ops(org, vin, &self.in_flight)?
-        } else {
-            Vec::new()
         };
         Ok(Some(Known {
             location_id: key.location_id,
@@ -485,15 +493,15 @@ impl<'o> Differ<'o> {
         self.list();
         let Differ {
             outbox,
-            in_flight,
+            planning,
             mut plan,
             ..
         } = self;
-        plan.file_no = Some(outbox.commit(&plan, &in_flight)?);
+        plan.file_no = Some(outbox.commit(&plan, &planning)?);
         // Stored now; a large lot's list is not carried on with the plan.
         plan.listings = Vec::new();
-        // The markers count every vehicle: not while the uploader waits for the lock.
-        drop(in_flight);
+        // The markers count every vehicle: not while the vehicles it read are kept back.
+        drop(planning);
         outbox.state().write_markers();
         Ok(plan)
     }

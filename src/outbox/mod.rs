@@ -16,7 +16,7 @@ use crate::api::VehiclePayload;
 use crate::plan::{payload_digest, Op, Plan, Verdict};
 use crate::state::{
     self, vehicle_key, vin_key, AppliedFile, Counters, Delivered, FeedRecord, FileOutcome,
-    FileRecord, OpCounts, Rejection, State, StateError, VehicleRecord,
+    FileRecord, OpCounts, Rejection, State, StateError, VehicleKey, VehicleRecord,
 };
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
@@ -125,24 +125,118 @@ pub struct FileProgress {
     pub queued: OpCounts,
 }
 
-/// Operations handed out and not yet answered or given back.
+/// What the uploader has in hand, and what the plan in progress keeps back. Its lock is held
+/// for a moment only (one operation taken or given back, one answer, one vehicle's queue
+/// read), never across a plan: the uploader's tasks take it too.
 #[derive(Debug, Default)]
-pub struct InFlight {
-    seqs: HashSet<u64>,
-}
-
-impl InFlight {
-    pub fn contains(&self, seq: u64) -> bool {
-        self.seqs.contains(&seq)
-    }
+struct Sending {
+    /// Operations handed out and not yet answered or given back.
+    in_flight: HashSet<u64>,
+    /// Vehicles (organization, VIN) whose pending operations the plan in progress has read:
+    /// its commit replaces them, so none is handed out until it commits or gives up.
+    kept: HashSet<(u64, String)>,
 }
 
 /// The durable queue over an open [`State`].
+///
+/// Two locks: `planning`, held by one plan (or reconciliation) from its first read to its
+/// commit, and `sending`, held for a moment at a time. Delivery never waits for a plan: while a
+/// file is planned, every operation goes out but the pending ones of the vehicles it has read
+/// (see [`Planning`]).
 #[derive(Debug)]
 pub struct Outbox {
     state: State,
-    in_flight: Mutex<InFlight>,
+    planning: Mutex<()>,
+    sending: Mutex<Sending>,
     answers_since_flush: AtomicU32,
+}
+
+/// One plan's hold on the outbox, from its first read to its commit: plans are made one at a
+/// time (their file numbers and sequences follow each other), and the pending operations of
+/// each vehicle it reads stay unsent until it ends, since its commit replaces them. Dropping
+/// it (committed or not) lets them go.
+#[derive(Debug)]
+pub struct Planning<'o> {
+    outbox: &'o Outbox,
+    _one_at_a_time: MutexGuard<'o, ()>,
+    /// The pending operations seen of each vehicle kept back: those a commit replaces.
+    pending: HashMap<(u64, String), Vec<u64>>,
+}
+
+impl Planning<'_> {
+    /// A vehicle of the organization as the plan sees it: where it is, its record and its
+    /// queued operations (read only when the record says it has some), read at one instant:
+    /// an answer recorded between the reads would be in neither, so they are read again
+    /// then. A vehicle with pending operations is kept back from sending until the plan ends.
+    pub fn vehicle(
+        &mut self,
+        organization_id: u64,
+        vin: &str,
+    ) -> Result<Option<(VehicleKey, VehicleRecord, Vec<Queued>)>, OutboxError> {
+        let state = self.outbox.state();
+        loop {
+            let Some((key, record)) = state.find_vin(organization_id, vin)? else {
+                return Ok(None);
+            };
+            // Only a plan queues, and this is the plan: nothing is queued for it meanwhile.
+            if record.queued == 0 {
+                return Ok(Some((key, record, Vec::new())));
+            }
+            let queued = self.queued_ops(organization_id, vin)?;
+            match state.find_vin(organization_id, vin)? {
+                Some((again, now)) if again == key && now == record => {
+                    return Ok(Some((key, record, queued)))
+                }
+                // An answer landed between the reads.
+                _ => continue,
+            }
+        }
+    }
+
+    /// One vehicle's queued operations, in order, each said in flight or not; when some are
+    /// pending, the vehicle is kept back from sending until the plan ends.
+    fn queued_ops(&mut self, organization_id: u64, vin: &str) -> Result<Vec<Queued>, OutboxError> {
+        let mut sending = self.outbox.sending();
+        let queued = self
+            .outbox
+            .read_queue(organization_id, vin, &sending.in_flight)?;
+        let pending: Vec<u64> = queued
+            .iter()
+            .filter(|q| !q.in_flight)
+            .map(|q| q.seq)
+            .collect();
+        let vehicle = (organization_id, vin.to_owned());
+        if pending.is_empty() {
+            if self.pending.remove(&vehicle).is_some() {
+                sending.kept.remove(&vehicle);
+            }
+        } else {
+            sending.kept.insert(vehicle.clone());
+            self.pending.insert(vehicle, pending);
+        }
+        Ok(queued)
+    }
+
+    /// The pending operations of a vehicle this plan read: those its commit replaces. None
+    /// were taken since (the vehicle was kept back); one handed out before and given back
+    /// since stays, as the plan counted it to land.
+    fn replaced(&self, organization_id: u64, vin: &str) -> &[u64] {
+        self.pending
+            .get(&(organization_id, vin.to_owned()))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+impl Drop for Planning<'_> {
+    fn drop(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut sending = self.outbox.sending();
+        for vehicle in self.pending.keys() {
+            sending.kept.remove(vehicle);
+        }
+    }
 }
 
 /// The `queue` index key: (organization, VIN, seq), the VIN length-prefixed so one VIN's
@@ -165,7 +259,8 @@ impl Outbox {
     pub fn new(state: State) -> Outbox {
         Outbox {
             state,
-            in_flight: Mutex::new(InFlight::default()),
+            planning: Mutex::new(()),
+            sending: Mutex::new(Sending::default()),
             answers_since_flush: AtomicU32::new(0),
         }
     }
@@ -174,11 +269,23 @@ impl Outbox {
         &self.state
     }
 
-    /// The in-flight set; held by the diff while it plans and commits.
-    pub fn lock(&self) -> MutexGuard<'_, InFlight> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// Starts a plan: waits for the one in progress, if any, to end. See [`Planning`].
+    pub fn planning(&self) -> Planning<'_> {
+        Planning {
+            outbox: self,
+            _one_at_a_time: self.planning.lock().unwrap_or_else(PoisonError::into_inner),
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Whether a plan in progress keeps operations back (they go out once it ends).
+    pub fn keeps_back(&self) -> bool {
+        !self.sending().kept.is_empty()
+    }
+
+    /// For a moment: what is in flight and kept back.
+    fn sending(&self) -> MutexGuard<'_, Sending> {
+        self.sending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Operations in the outbox.
@@ -201,11 +308,11 @@ impl Outbox {
     }
 
     /// One vehicle's queued operations, in order.
-    pub fn queued_ops(
+    fn read_queue(
         &self,
         organization_id: u64,
         vin: &str,
-        in_flight: &InFlight,
+        in_flight: &HashSet<u64>,
     ) -> Result<Vec<Queued>, OutboxError> {
         let mut out = Vec::new();
         for item in self
@@ -221,7 +328,7 @@ impl Outbox {
                 out.push(Queued {
                     seq,
                     op: entry.op,
-                    in_flight: in_flight.contains(seq),
+                    in_flight: in_flight.contains(&seq),
                 });
             }
         }
@@ -231,28 +338,23 @@ impl Outbox {
     /// Commits a plan: its operations, the replaced pending ones, the vehicles' records, the
     /// file's record and the feed's last applied file, in one transaction; then flushes.
     /// A held or already applied plan records only the file. Returns the number the file is
-    /// filed under. The caller writes the state's markers once it let go of the in-flight lock
-    /// (they count every vehicle).
-    pub(crate) fn commit(&self, plan: &Plan, in_flight: &InFlight) -> Result<u64, OutboxError> {
+    /// filed under. The pending operations replaced are those `planning` read (the in-flight
+    /// ones stay: they are projected). The caller writes the state's markers once it let go
+    /// of `planning` (they count every vehicle).
+    pub(crate) fn commit(&self, plan: &Plan, planning: &Planning) -> Result<u64, OutboxError> {
         let t = &self.state.trees;
         let org = plan.organization_id;
         let now = state::now();
         let applies = plan.applies();
-        // Pending operations this plan replaces (the in-flight ones stay: they are projected).
-        let mut replaced: Vec<(&str, Vec<u64>)> = Vec::new();
-        if applies {
-            for (vin, _) in plan.changes.iter().filter(|(_, c)| c.supersede) {
-                let mut seqs = Vec::new();
-                for item in t.queue.scan_prefix(queue_prefix(org, vin)) {
-                    let (k, _) = item?;
-                    let seq = state::decode_u64(&k[k.len().saturating_sub(8)..], "queue key")?;
-                    if !in_flight.contains(seq) {
-                        seqs.push(seq);
-                    }
-                }
-                replaced.push((vin.as_str(), seqs));
-            }
-        }
+        let replaced: Vec<(&str, &[u64])> = match applies {
+            true => plan
+                .changes
+                .iter()
+                .filter(|(_, c)| c.supersede)
+                .map(|(vin, _)| (vin.as_str(), planning.replaced(org, vin)))
+                .collect(),
+            false => Vec::new(),
+        };
         let outcome = |first_seq: Option<u64>, last_seq: Option<u64>| match &plan.verdict {
             Verdict::Apply { forced } => FileOutcome::Queued {
                 ops: plan.ops.len() as u64,
@@ -291,7 +393,7 @@ impl Outbox {
                     if applies {
                         let mut removed: HashMap<&str, u32> = HashMap::new();
                         for (vin, seqs) in &replaced {
-                            for &seq in seqs {
+                            for &seq in *seqs {
                                 if outbox.remove(&seq.to_be_bytes())?.is_some() {
                                     queue.remove(queue_key(org, vin, seq))?;
                                     counters.superseded += 1;
@@ -453,9 +555,9 @@ impl Outbox {
             },
         };
         {
-            // Under the lock of every plan's commit: the number a plan will be filed under
-            // can be known before its commit (see `diff::diff_file_drafted`).
-            let _in_flight = self.lock();
+            // Between plans: the number a plan will be filed under can be known before its
+            // commit (see `diff::diff_file_drafted`).
+            let _planning = self.planning();
             (&t.meta, &t.files).transaction(|(meta, files)| {
                 let file_no = read_u64(meta, PLANS_KEY)?.max(1);
                 files.insert(&file_no.to_be_bytes(), state::records::encode(&record))?;
@@ -592,8 +694,25 @@ impl Outbox {
     /// state holding two organizations' queues (an `organization_id` changed, or a state
     /// shared by two configs) never starves the one being delivered.
     pub fn take(&self, organization_id: u64, max: usize) -> Result<Vec<Entry>, OutboxError> {
-        let mut in_flight = self.lock();
         let mut out = Vec::new();
+        match self.take_into(organization_id, max, &mut out) {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                // What was marked goes back: the caller gets none of it.
+                for entry in &out {
+                    self.give_back(entry.seq);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn take_into(
+        &self,
+        organization_id: u64,
+        max: usize,
+        out: &mut Vec<Entry>,
+    ) -> Result<(), OutboxError> {
         let mut waiting: HashSet<String> = HashSet::new();
         for item in self.state.trees.outbox.iter() {
             if out.len() >= max {
@@ -607,18 +726,37 @@ impl Outbox {
             if !waiting.insert(entry.vin.clone()) {
                 continue; // an earlier operation of this vehicle is queued
             }
-            if in_flight.seqs.contains(&entry.seq) {
+            // The lock for this one entry only: a plan reading the vehicle's queue sees the
+            // operation handed out or not, never half-way.
+            {
+                let mut sending = self.sending();
+                if sending.in_flight.contains(&entry.seq)
+                    || sending.kept.contains(&(organization_id, entry.vin.clone()))
+                {
+                    continue;
+                }
+                sending.in_flight.insert(entry.seq);
+            }
+            // Read before it was marked: answered, or replaced by a plan, since. Looked at
+            // again once marked (no answer or plan removes it any more), out of the lock.
+            let still_queued = self
+                .state
+                .trees
+                .outbox
+                .contains_key(entry.seq.to_be_bytes());
+            if !matches!(still_queued, Ok(true)) {
+                self.give_back(entry.seq);
+                still_queued?;
                 continue;
             }
-            in_flight.seqs.insert(entry.seq);
             out.push(entry);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// An operation handed out goes back to the queue, unanswered (to be retried).
     pub fn give_back(&self, seq: u64) {
-        self.lock().seqs.remove(&seq);
+        self.sending().in_flight.remove(&seq);
     }
 
     /// Records the service's answer to an operation: removes it from the outbox and updates
@@ -730,7 +868,7 @@ impl Outbox {
                     Ok(())
                 },
             );
-        self.lock().seqs.remove(&seq);
+        self.sending().in_flight.remove(&seq);
         result?;
         if self.answers_since_flush.fetch_add(1, Ordering::AcqRel) + 1 >= FLUSH_EVERY {
             self.flush()?;
@@ -795,6 +933,115 @@ mod tests {
         let tmp = crate::testing::temp_dir(&format!("outbox-{name}"));
         let dir = tmp.path().join("state");
         (Outbox::new(State::open(&dir).unwrap()), dir, tmp)
+    }
+
+    /// Plans `cars` (VIN, stock number's digits) of a delta feed into the outbox; the differ is handed back
+    /// uncommitted, holding its [`Planning`].
+    fn delta_plan<'o>(
+        outbox: &'o Outbox,
+        name: &str,
+        cars: &[(&str, u64)],
+    ) -> crate::diff::Differ<'o> {
+        let rules = crate::diff::Rules {
+            organization_id: 100,
+            feed: "main".into(),
+            mode: crate::diff::Mode::Delta,
+            sold_after_absent: 1,
+            max_sold_fraction: 1.0,
+            locations: [10].into(),
+            force: false,
+        };
+        let file = crate::diff::FileId {
+            name: name.into(),
+            sha256: name.into(),
+        };
+        let mut differ = crate::diff::Differ::new(outbox, rules, file).unwrap();
+        for (line, (vin, price)) in cars.iter().enumerate() {
+            let payload = VehiclePayload::new(10, format!("S{price}"), *vin);
+            differ
+                .accepted(&crate::mapper::Accepted {
+                    line: line as u64 + 2,
+                    payload,
+                    sold: None,
+                    warnings: Vec::new(),
+                })
+                .unwrap();
+        }
+        differ
+    }
+
+    /// `take` from another thread, within 2 s (a take that waits for the plan fails here).
+    fn take_beside(outbox: &std::sync::Arc<Outbox>) -> Vec<String> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let outbox = outbox.clone();
+        std::thread::spawn(move || {
+            let taken = outbox.take(100, 10).unwrap();
+            let _ = tx.send(taken.into_iter().map(|e| e.vin).collect::<Vec<_>>());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(2))
+            .expect("take does not wait for the plan in progress")
+    }
+
+    /// A plan in progress holds back only the vehicles whose pending operations it read (its
+    /// commit replaces them); the others are taken and answered meanwhile, and what it kept
+    /// back goes out once it commits, replaced.
+    #[test]
+    fn a_plan_in_progress_keeps_back_only_the_vehicles_it_read() {
+        let (outbox, dir, _tmp) = outbox("planning");
+        let outbox = std::sync::Arc::new(outbox);
+        delta_plan(
+            &outbox,
+            "day1.csv",
+            &[("VINA", 1), ("VINB", 1), ("VINC", 1)],
+        )
+        .commit()
+        .unwrap();
+        let first = outbox.take(100, 1).unwrap();
+        assert_eq!(first[0].vin, "VINA", "in flight before the plan");
+
+        // The plan reads VINA (in flight: kept as it is) and VINB (pending: kept back).
+        let differ = delta_plan(&outbox, "day2.csv", &[("VINA", 2), ("VINB", 2)]);
+        let mut taken = take_beside(&outbox);
+        taken.sort();
+        assert_eq!(taken, ["VINC"], "VINB waits for the plan, VINC goes");
+        let seq_c = outbox.entries().find_map(|e| {
+            let e = e.unwrap();
+            (e.vin == "VINC").then_some(e.seq)
+        });
+        outbox
+            .acknowledge(
+                seq_c.unwrap(),
+                &Answer::Applied {
+                    service_id: Some(3),
+                    sold: None,
+                },
+            )
+            .unwrap();
+        outbox.give_back(first[0].seq);
+        differ.commit().unwrap();
+
+        // VINA's first create was in flight when read: it stays, before its update. VINB's
+        // pending create was replaced by the new one.
+        let ops: Vec<(String, &str)> = outbox
+            .entries()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.vin, e.op.name())
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("VINA".to_owned(), "create"),
+                ("VINA".to_owned(), "update"),
+                ("VINB".to_owned(), "create"),
+            ],
+        );
+        let mut taken = take_beside(&outbox);
+        taken.sort();
+        assert_eq!(taken, ["VINA", "VINB"]);
+        drop(outbox);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Findings are written as acknowledged facts: restored records with the payload's digest,

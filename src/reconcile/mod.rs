@@ -144,18 +144,19 @@ pub async fn reconcile(
         };
         let archive = archive.listings;
         move || -> Result<(Comparison, usize), ReconcileError> {
-            // Held from the first read to the commit, as the diff does: nothing is taken for
-            // sending meanwhile, so what is settled stays settled.
-            let in_flight = outbox.lock();
+            // Held from the first read to the commit, as the diff does: no plan queues
+            // anything meanwhile, so a vehicle with nothing queued (the only ones repaired)
+            // stays so; answers to what is queued go on.
+            let planning = outbox.planning();
             let known = known_vehicles(&outbox, org)?;
             let state_vehicles = known.len();
             let comparison = compare(org, &listed, known, &before, &archive);
             outbox.record_findings(org, &comparison.findings, &archive_feeds)?;
             if !comparison.ops().is_empty() {
                 let plan = comparison.plan(plan_file);
-                outbox.commit(&plan, &in_flight)?;
+                outbox.commit(&plan, &planning)?;
             }
-            drop(in_flight);
+            drop(planning);
             outbox.state().write_markers();
             Ok((comparison, state_vehicles))
         }

@@ -148,6 +148,10 @@ pub struct UploadStats {
 /// The kinds of operation, as [`crate::plan::Op::name`] says them.
 const OP_KINDS: [&str; 4] = ["create", "update", "sold", "in_stock"];
 
+/// With nothing in flight and only operations a plan in progress keeps back, the outbox is
+/// looked at again this often.
+const KEPT_BACK_LOOK: Duration = Duration::from_millis(100);
+
 /// How one operation's delivery ended, as the metrics count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpAnswer {
@@ -442,14 +446,10 @@ impl Uploader {
         self.shared.pace.settled()
     }
 
-    /// Operations of this organization in the outbox.
+    /// Operations of this organization in the outbox (read through the whole outbox: a
+    /// blocking call).
     pub fn queued(&self) -> Result<usize, UploadError> {
-        let org = self.shared.client.organization_id();
-        let mut n = 0;
-        for entry in self.outbox.entries() {
-            n += usize::from(entry?.organization_id == org);
-        }
-        Ok(n)
+        queued_of(&self.outbox, self.shared.client.organization_id())
     }
 
     /// Delivers until the outbox holds nothing more to send, delivery stalls, or a fatal
@@ -494,6 +494,16 @@ impl Uploader {
                 }
             }
             if tasks.is_empty() {
+                if self.outbox.keeps_back() {
+                    // Kept back by a plan in progress (its commit may replace them): they go
+                    // out once it ends. Waiting for it is not delivery stalling.
+                    last_answer = Instant::now();
+                    tokio::select! {
+                        () = tokio::time::sleep(KEPT_BACK_LOOK) => {}
+                        _ = windows.changed() => {}
+                    }
+                    continue;
+                }
                 break; // nothing in flight and nothing more to take
             }
             let joined = tokio::select! {
@@ -569,9 +579,14 @@ impl Uploader {
                     // again until a restart.
                     self.outbox.give_back(seq);
                     drop(taken); // every operation taken goes back
-                    self.outbox.flush()?;
-                    self.remember_rate()?;
-                    let queued = self.queued()?;
+                    let (org, rate) = (org, self.settled_rate());
+                    let queued = self
+                        .on_outbox(move |outbox| {
+                            outbox.flush()?;
+                            remember_rate(outbox, rate)?;
+                            queued_of(outbox, org)
+                        })
+                        .await?;
                     // The cause in the message too (the journal's readers show only the message).
                     tracing::error!(%error, queued, "delivery stopped: {error}");
                     self.stopped_by(&error);
@@ -586,16 +601,34 @@ impl Uploader {
             }
         }
         drop(taken);
-        self.outbox.flush_marked()?;
-        self.remember_rate()?;
+        let rate = self.settled_rate();
+        report.undelivered = self
+            .on_outbox(move |outbox| {
+                outbox.flush_marked()?;
+                remember_rate(outbox, rate)?;
+                queued_of(outbox, org)
+            })
+            .await?;
         if answered_any {
             *self.lock_stopped() = None;
             if let Some(notices) = &self.notices {
                 notices.incident_over();
             }
         }
-        report.undelivered = self.queued()?;
         Ok(report)
+    }
+
+    /// Outbox and state work (sled, fsync) off the async threads: a large plan's commit holds
+    /// sled's lock for seconds, and the runtime's threads serve everything else meanwhile
+    /// (the watchdog among them).
+    async fn on_outbox<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Outbox) -> Result<T, UploadError> + Send + 'static,
+    ) -> Result<T, UploadError> {
+        let outbox = self.outbox.clone();
+        tokio::task::spawn_blocking(move || work(&outbox))
+            .await
+            .map_err(UploadError::Task)?
     }
 
     /// Why delivery must stop now, if it must: nothing answered since `last_answer` until
@@ -676,16 +709,25 @@ impl Uploader {
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
+}
 
-    fn remember_rate(&self) -> Result<(), UploadError> {
-        let rate = self.settled_rate();
-        self.outbox.state().set_upload_rate(rate)?;
-        tracing::info!(
-            rate = (rate * 10.0).round() / 10.0,
-            "request rate settled (requests/s)"
-        );
-        Ok(())
+/// Operations of `org` in the outbox.
+fn queued_of(outbox: &Outbox, org: u64) -> Result<usize, UploadError> {
+    let mut n = 0;
+    for entry in outbox.entries() {
+        n += usize::from(entry?.organization_id == org);
     }
+    Ok(n)
+}
+
+/// The rate delivery settled on, remembered for the next run.
+fn remember_rate(outbox: &Outbox, rate: f64) -> Result<(), UploadError> {
+    outbox.state().set_upload_rate(rate)?;
+    tracing::info!(
+        rate = (rate * 10.0).round() / 10.0,
+        "request rate settled (requests/s)"
+    );
+    Ok(())
 }
 
 /// The operations taken and not yet answered; dropping it gives them back to the outbox.

@@ -117,9 +117,22 @@ impl Notices {
     /// Delivery works again: the next fatal error is told again.
     pub fn incident_over(&self) {
         self.token_refused.store(false, Ordering::Relaxed);
-        if let Err(e) = self.outbox.state().forget_notices(FATAL_PREFIX) {
-            tracing::warn!(error = %Chain(&e), "cannot clear the notification record");
-        }
+        // The state is written off the async threads.
+        let outbox = self.outbox.clone();
+        lock(&self.sending).spawn(async move {
+            let forgot =
+                tokio::task::spawn_blocking(move || outbox.state().forget_notices(FATAL_PREFIX))
+                    .await;
+            match forgot {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %Chain(&e), "cannot clear the notification record");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %Chain(&e), "cannot clear the notification record");
+                }
+            }
+        });
     }
 
     /// Waits up to `wait` for the notifications still being sent.
@@ -136,17 +149,6 @@ impl Notices {
             tracing::info!(%key, "notification not sent: the service refused the token (401)");
             return;
         }
-        match self.outbox.state().claim_notice(&key) {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::debug!(%key, "notification already sent");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %Chain(&e), "cannot record the notification; not sending it");
-                return;
-            }
-        }
         let notification = NewNotification {
             title,
             message,
@@ -154,7 +156,28 @@ impl Notices {
         };
         let client = self.client.clone();
         let application = self.application.clone();
+        let outbox = self.outbox.clone();
         lock(&self.sending).spawn(async move {
+            // Recorded first (off the async threads), so that it is sent once.
+            let claimed = {
+                let key = key.clone();
+                tokio::task::spawn_blocking(move || outbox.state().claim_notice(&key)).await
+            };
+            match claimed {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => {
+                    tracing::debug!(%key, "notification already sent");
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %Chain(&e), "cannot record the notification; not sending it");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %Chain(&e), "cannot record the notification; not sending it");
+                    return;
+                }
+            }
             let backoff = backon::ExponentialBuilder::default()
                 .with_jitter()
                 .with_min_delay(Duration::from_secs(1))
