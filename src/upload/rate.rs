@@ -93,7 +93,7 @@ const SUSPECT_SHARE: f64 = 0.005;
 const SUSPECT_REQUESTS: u32 = 40;
 /// How long a trial of answering them with pauses alone lasts (and the least time of cuts it
 /// is compared with).
-const TRIAL: Duration = Duration::from_secs(10);
+const TRIAL: Duration = Duration::from_secs(5);
 /// A trial is kept when it delivered at least this share of what the cuts did: more than
 /// chance (answers per second hardly depend on the rate when pauses bound them), less than a
 /// limit shows (a trial far above one delivers about half).
