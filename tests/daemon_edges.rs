@@ -533,8 +533,9 @@ async fn after_a_401_the_next_try_reads_the_token_file_first() {
     let mut daemon = site.start();
     site.wait_listening(&mut daemon).await;
     drop_file(&inbox, "a.csv", export(&[Car::new(1)]).as_bytes());
+    // The refusal's own words: a bare "401" also turns up in the log's timestamps.
     site.wait_until(Duration::from_secs(20), "a 401", || {
-        daemon_log_has(&site, "401")
+        daemon_log_has(&site, "(401)")
     })
     .await;
     // Every route's 401s: an empty state reads the service's list first.
