@@ -78,9 +78,10 @@ enum StateCommand {
 fn main() -> ExitCode {
     let args = Args::parse();
     // The demo tells its own story on stdout; its log keeps to warnings unless RUST_LOG asks.
-    // The daemon takes its level from its config.
+    // The daemon takes its level from its config; it allocates in two glibc heaps, set before
+    // its threads start (issue 25 item 7).
     match args.command {
-        Command::Run(_) => {}
+        Command::Run(_) => lotsync::state::memory::limit_arenas(),
         #[cfg(feature = "sandbox")]
         Command::Demo(_) => cli::init_logging("warn"),
         _ => cli::init_logging("info"),

@@ -216,6 +216,8 @@ impl FilePipeline {
         // report) are not kept for ever.
         let excess = carried.len().saturating_sub(10_000);
         carried.drain(..excess);
+        // What the plan's transaction and the answers freed goes back to the system.
+        let _ = tokio::task::spawn_blocking(crate::state::memory::return_free_memory).await;
         Ok(report)
     }
 

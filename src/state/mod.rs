@@ -26,6 +26,7 @@
 pub mod identity;
 mod keys;
 mod lock;
+pub mod memory;
 pub(crate) mod records;
 
 pub use identity::{MarkedInbox, Marker};
@@ -305,6 +306,7 @@ impl State {
     /// Makes every write so far durable (sled writes are durable only once flushed).
     pub fn flush(&self) -> Result<(), StateError> {
         self.db.flush()?;
+        memory::collect_garbage();
         Ok(())
     }
 
