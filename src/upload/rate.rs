@@ -233,6 +233,10 @@ struct Payoff {
     trial_again: Duration,
     /// Requests answered during a trial, and how many were 429s.
     trial_share: Share,
+    /// The counted answers of the last [`TRIAL`] (whether each was a 429): the share of 429s
+    /// the cuts have lately, which a trial is weighed against (not the share since the cuts
+    /// began, which the descent from far above a limit fills with 429s).
+    recent: VecDeque<(Instant, bool)>,
 }
 
 impl Default for Payoff {
@@ -246,6 +250,7 @@ impl Default for Payoff {
             next_trial: None,
             trial_again: TRIAL_AGAIN,
             trial_share: Share::default(),
+            recent: VecDeque::new(),
         }
     }
 }
@@ -293,16 +298,32 @@ enum Verdict {
 impl Payoff {
     /// An answer to a request sent at `rate` (`ok`: 2xx; `counted`: sent after the last
     /// pause, so that its outcome says something of the rate).
-    fn answered(&mut self, rate: f64, throttled: bool, ok: bool, counted: bool) {
+    fn answered(&mut self, now: Instant, rate: f64, throttled: bool, ok: bool, counted: bool) {
         self.good += u64::from(ok);
         if counted && self.mode != Answering::Cuts {
             self.trial_share.add(throttled);
+        }
+        if counted {
+            self.recent.push_back((now, throttled));
+            while self
+                .recent
+                .front()
+                .is_some_and(|(at, _)| now.duration_since(*at) > TRIAL)
+            {
+                self.recent.pop_front();
+            }
         }
         if let Some(c) = self.chain.as_mut() {
             if counted && rate <= SUSPECT_BELOW * c.from {
                 c.low.add(throttled);
             }
         }
+    }
+
+    /// The share of 429s among the counted answers of the last [`TRIAL`].
+    fn recent_share(&self) -> f64 {
+        let throttled = self.recent.iter().filter(|(_, t)| *t).count();
+        throttled as f64 / self.recent.len().max(1) as f64
     }
 
     /// Ends a trial whose time is up, and pauses-only whose time is up: the rate to go to
@@ -414,16 +435,17 @@ impl Payoff {
         // What the cuts delivered over the last TRIAL (the chain is at least that old, and so
         // is its first mark).
         let (at, good_at) = self.marks.front().copied().unwrap_or((chain.began, good));
+        let from = chain.from;
         let span = now.duration_since(at).as_secs_f64().max(1.0);
         self.mode = Answering::Trial {
             since: now,
             good_at: good,
             baseline: (good - good_at) as f64 / span,
             back_to: rate,
-            baseline_share: chain.low.share(),
+            baseline_share: self.recent_share(),
         };
         self.trial_share = Share::default();
-        Verdict::SetRate(chain.from)
+        Verdict::SetRate(from)
     }
 }
 
@@ -621,7 +643,7 @@ impl RateControl {
         if echo {
             return None;
         }
-        self.payoff.answered(self.rate, true, false, true);
+        self.payoff.answered(now, self.rate, true, false, true);
         if let Some(rate) = self.payoff.tick(now) {
             return Some(self.set_rate(rate, now));
         }
@@ -702,7 +724,7 @@ impl RateControl {
             self.round_not_full = true;
         }
         self.payoff
-            .answered(self.rate, false, ok, self.after_resume(sent_at));
+            .answered(now, self.rate, false, ok, self.after_resume(sent_at));
         if let Some(rate) = self.payoff.tick(now) {
             return Some(self.set_rate(rate, now));
         }
