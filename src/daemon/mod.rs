@@ -13,10 +13,8 @@ mod service_list;
 pub mod status;
 mod watch;
 
-pub use crate::diff::field_drift;
-pub use run::{held_feed, Daemon, Filed, Signal, StartError, STOP_GRACE};
+pub use run::{held_feed, Daemon, Filed, Signal, StartError};
 pub use service_list::{read_service_list, ServiceListError};
-pub use watch::{describe_notify_error, watch_inbox, Settler, WatchSettings};
 
 use crate::config::{Config, FeedConfig};
 use crate::diff::{diff_file_drafted, DiffError, DiffOptions, FileDiffError, Verdict};

@@ -21,7 +21,7 @@ mod as_of;
 mod drift;
 mod export;
 
-pub use as_of::{as_of, AsOf, AsOfSource};
+pub use as_of::{as_of, AsOf};
 pub use drift::field_drift;
 pub use export::{
     diff_file, diff_file_drafted, DiffOptions, FileDiffError, FilePlan, SMALLER_SNAPSHOT,

@@ -10,5 +10,5 @@
 mod folders;
 mod report;
 
-pub use folders::{ArchiveEntry, Arrival, Claimed, FeedFolders, NAME_LIMIT};
+pub use folders::{ArchiveEntry, Arrival, Claimed, FeedFolders};
 pub use report::{FileReport, Outcome, RecordProblem};

@@ -23,7 +23,8 @@ mod vocabulary;
 
 pub use export::{Disagreement, ExportError, ExportFile};
 pub use infer::KeptColumns;
-pub use profile::{Binding, Profile, ProfileError, Twin};
+use profile::Twin;
+pub use profile::{Binding, Profile, ProfileError};
 pub use target::Target;
 pub use vin::{check_digit, check_vin, VinCheck};
 

@@ -39,13 +39,12 @@ mod known;
 mod report;
 mod service;
 
-pub use crate::plan::RECONCILE_FEED;
 pub use report::{
     last_succeeded, FieldDrift, ForeignVehicle, ReconcileReport, RepairCounts, RestoredFeed,
     Skipped,
 };
 pub(crate) use service::{listed_vin, organization_vehicles};
-pub use service::{ListError, ServiceList, MAX_PASSES};
+pub use service::{ListError, ServiceList};
 
 use crate::api::ApiClient;
 use crate::config::Config;
