@@ -102,6 +102,9 @@ const TRIAL_KEPT_AT: f64 = 0.85;
 /// [`SHARE_SLACK`]: a throttle that refuses whatever the pace refuses as often either way.
 const SHARE_KEPT_FACTOR: f64 = 1.25;
 const SHARE_SLACK: f64 = 0.01;
+/// Cuts are suspected of not paying while the share of 429s they leave is at least this share of
+/// the one before (it does not fall).
+const PAYS_NOT: f64 = 0.8;
 /// Pauses alone are weighed again over each run of this many requests.
 const WEIGH_REQUESTS: u32 = 100;
 /// How long pauses alone answer them once a trial has shown it delivers as much.
@@ -308,7 +311,7 @@ impl Payoff {
             while self
                 .recent
                 .front()
-                .is_some_and(|(at, _)| now.duration_since(*at) > TRIAL)
+                .is_some_and(|(at, _)| now.duration_since(*at) > 2 * TRIAL)
             {
                 self.recent.pop_front();
             }
@@ -320,10 +323,30 @@ impl Payoff {
         }
     }
 
-    /// The share of 429s among the counted answers of the last [`TRIAL`].
-    fn recent_share(&self) -> f64 {
-        let throttled = self.recent.iter().filter(|(_, t)| *t).count();
-        throttled as f64 / self.recent.len().max(1) as f64
+    /// The share of 429s among the counted answers of the last [`TRIAL`] before `now`.
+    fn recent_share(&self, now: Instant) -> f64 {
+        self.share_between(now, Duration::ZERO, TRIAL).share()
+    }
+
+    /// The counted answers from `to` before `now` back to `from` before it.
+    fn share_between(&self, now: Instant, to: Duration, from: Duration) -> Share {
+        let mut share = Share::default();
+        for (at, throttled) in &self.recent {
+            let age = now.duration_since(*at);
+            if age >= to && age < from {
+                share.add(*throttled);
+            }
+        }
+        share
+    }
+
+    /// The cuts have not made 429s rarer: their share over the last [`TRIAL`] is at least
+    /// [`PAYS_NOT`] of the share over the one before. Near a real limit the share falls as the
+    /// cuts bring the rate down to it; 429s that come whatever the pace stay as common.
+    fn cuts_do_not_pay(&self, now: Instant) -> bool {
+        let before = self.share_between(now, TRIAL, 2 * TRIAL);
+        let lately = self.share_between(now, Duration::ZERO, TRIAL);
+        lately.requests > 0 && lately.share() >= PAYS_NOT * before.share()
     }
 
     /// Ends a trial whose time is up, and pauses-only whose time is up: the rate to go to
@@ -418,6 +441,7 @@ impl Payoff {
         if self.mode != Answering::Cuts {
             return Verdict::OnlyPause;
         }
+        let do_not_pay = self.cuts_do_not_pay(now);
         let chain = self.chain.get_or_insert(Chain {
             from: rate,
             began: now,
@@ -428,7 +452,8 @@ impl Payoff {
             && chain.low.requests >= SUSPECT_REQUESTS
             && chain.low.share() >= SUSPECT_SHARE
             && lasted >= TRIAL
-            && self.next_trial.is_none_or(|at| now >= at);
+            && self.next_trial.is_none_or(|at| now >= at)
+            && do_not_pay;
         if !suspect {
             return Verdict::Cut;
         }
@@ -442,7 +467,7 @@ impl Payoff {
             good_at: good,
             baseline: (good - good_at) as f64 / span,
             back_to: rate,
-            baseline_share: self.recent_share(),
+            baseline_share: self.recent_share(now),
         };
         self.trial_share = Share::default();
         Verdict::SetRate(from)
