@@ -1161,26 +1161,43 @@ mod tests {
         assert_eq!(c.settled(), 50.0);
     }
 
-    /// `count` requests at the control's own rate, each answered 200 or, for the numbers
-    /// `throttle` picks, 429 without headers; the lowest rate reached and the last.
-    fn header_less(
+    /// `count` requests at the control's own rate, each answered 200 without headers or, for
+    /// the numbers `throttle` picks, a 429 carrying `limits`, whose Retry-After of `pause_ms`
+    /// (none: 0) pauses every sender; the lowest rate reached and the last.
+    fn refused_at(
         c: &mut RateControl,
         t0: Instant,
         count: u64,
+        (limits, pause_ms): (Option<RateLimit>, f64),
         mut throttle: impl FnMut(u64, f64) -> bool,
     ) -> (f64, f64) {
         let (mut at, mut lowest) = (0.0_f64, c.rate());
         for k in 0..count {
             at += 1000.0 / c.rate();
             let now = t0 + Duration::from_secs_f64(at / 1000.0);
+            c.sent(now);
             if throttle(k, c.rate()) {
-                c.throttled(now, now, None);
+                c.throttled(now, now, limits);
+                if pause_ms > 0.0 {
+                    at += pause_ms;
+                    c.resumes_at(t0 + Duration::from_secs_f64(at / 1000.0));
+                }
             } else {
                 c.answered(now, now, true, None);
             }
             lowest = lowest.min(c.rate());
         }
         (lowest, c.rate())
+    }
+
+    /// [`refused_at`] with 429s that carry no header and no pause.
+    fn header_less(
+        c: &mut RateControl,
+        t0: Instant,
+        count: u64,
+        throttle: impl FnMut(u64, f64) -> bool,
+    ) -> (f64, f64) {
+        refused_at(c, t0, count, (None, 0.0), throttle)
     }
 
     #[test]
@@ -1284,30 +1301,14 @@ mod tests {
             .is_some());
     }
 
-    /// `count` requests at the control's own rate, each answered 200 without headers or, for
-    /// the numbers `throttle` picks, a 429 claiming an empty bucket whose Retry-After of a
-    /// second pauses every sender; the lowest rate reached and the last.
+    /// [`refused_at`] with 429s claiming an empty bucket, each pausing every sender a second.
     fn claimed_empty(
         c: &mut RateControl,
         t0: Instant,
         count: u64,
-        mut throttle: impl FnMut(u64, f64) -> bool,
+        throttle: impl FnMut(u64, f64) -> bool,
     ) -> (f64, f64) {
-        let (mut at, mut lowest) = (0.0_f64, c.rate());
-        for k in 0..count {
-            at += 1000.0 / c.rate();
-            let now = t0 + Duration::from_secs_f64(at / 1000.0);
-            c.sent(now);
-            if throttle(k, c.rate()) {
-                c.throttled(now, now, empty_claim());
-                at += 1000.0;
-                c.resumes_at(t0 + Duration::from_secs_f64(at / 1000.0));
-            } else {
-                c.answered(now, now, true, None);
-            }
-            lowest = lowest.min(c.rate());
-        }
-        (lowest, c.rate())
+        refused_at(c, t0, count, (empty_claim(), 1000.0), throttle)
     }
 
     #[test]
