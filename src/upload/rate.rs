@@ -422,9 +422,17 @@ impl Payoff {
 
     /// A 429 that may cut, not an echo, at `rate` (already counted with [`Self::answered`]).
     fn verdict(&mut self, now: Instant, rate: f64) -> Verdict {
-        if self
-            .last_429
-            .is_some_and(|at| now.duration_since(at) >= CHAIN_QUIET)
+        // A quiet spell ends a run of cuts only once the rate is back near where it began: cut
+        // down to a few requests a second, rare 429s come more than CHAIN_QUIET apart, and each
+        // would start a run of its own that is never weighed.
+        let recovered = self
+            .chain
+            .as_ref()
+            .is_none_or(|c| rate > SUSPECT_BELOW * c.from);
+        if recovered
+            && self
+                .last_429
+                .is_some_and(|at| now.duration_since(at) >= CHAIN_QUIET)
         {
             self.chain = None;
         }
@@ -1247,6 +1255,17 @@ mod tests {
         let (delivered, share) = quiet_limit(&mut c, later, 600.0, (5.0, 5.0), 0.02);
         assert!(delivered >= 4.0, "{delivered}");
         assert!(share < 0.1, "429s: {share}");
+    }
+
+    #[test]
+    fn rare_429s_that_leave_long_quiet_spells_at_a_cut_rate_still_stop_cutting_it() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(1000.0, None, t0);
+        // One request in fifty refused whatever the rate, each pausing every sender a second:
+        // once cut to a few per second, 429s come more than 10 s apart, which must not end
+        // the run of cuts they belong to (it would never be weighed).
+        let (_, last) = refused_at(&mut c, t0, 20_000, (None, 1000.0), |k, _| k % 50 == 49);
+        assert!(last >= 500.0, "back: {last}");
     }
 
     #[test]
