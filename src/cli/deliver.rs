@@ -20,7 +20,7 @@ pub(super) async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadEr
     }
     tracing::info!(
         operations = total,
-        rate = (uploader.rate() * 10.0).round() / 10.0,
+        rate = lotsync::upload::rate::round1(uploader.rate()),
         "delivering"
     );
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -75,7 +75,7 @@ pub(super) async fn deliver(uploader: &Uploader) -> Result<DrainReport, UploadEr
                         requests = s.requests,
                         retries = s.retries,
                         throttled = s.throttled,
-                        rate = (uploader.rate() * 10.0).round() / 10.0,
+                        rate = lotsync::upload::rate::round1(uploader.rate()),
                         "delivering"
                     ),
                 }

@@ -724,7 +724,7 @@ fn queued_of(outbox: &Outbox, org: u64) -> Result<usize, UploadError> {
 fn remember_rate(outbox: &Outbox, rate: f64) -> Result<(), UploadError> {
     outbox.state().set_upload_rate(rate)?;
     tracing::info!(
-        rate = (rate * 10.0).round() / 10.0,
+        rate = rate::round1(rate),
         "request rate settled (requests/s)"
     );
     Ok(())

@@ -193,9 +193,11 @@ impl Pace {
             if !Arc::ptr_eq(&limiter, &lock(&self.limiter)) || self.wait.window().is_some() {
                 continue; // the rate changed or the service asked to wait meanwhile
             }
-            let sent_at = Instant::now();
-            self.lock().rate.sent(sent_at);
-            return Turn { sent_at, ..turn };
+            self.lock().rate.sent();
+            return Turn {
+                sent_at: Instant::now(),
+                ..turn
+            };
         }
     }
 
