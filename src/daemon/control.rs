@@ -278,6 +278,31 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// An answer carries how the work ended, by name; an answer of a daemon started before
+    /// that (its `exit` code: 0, 2 or 3) is still read as the same outcome.
+    #[test]
+    fn an_answer_carries_its_outcome_and_an_older_daemons_exit_is_read() {
+        let reply = Reply {
+            outcome: CommandOutcome::Incomplete,
+            text: "2 refused".into(),
+            ..Reply::default()
+        };
+        let wire = serde_json::to_string(&reply).unwrap();
+        assert_eq!(wire, r#"{"outcome":"incomplete","text":"2 refused"}"#);
+        assert_eq!(serde_json::from_str::<Reply>(&wire).unwrap(), reply);
+        for (exit, outcome) in [
+            (0, CommandOutcome::Done),
+            (3, CommandOutcome::Incomplete),
+            (2, CommandOutcome::Failed),
+        ] {
+            let older: Reply =
+                serde_json::from_str(&format!(r#"{{"exit":{exit},"text":"t"}}"#)).unwrap();
+            assert_eq!(older.outcome, outcome, "exit {exit}");
+            assert_eq!(older.text, "t");
+        }
+        assert!(serde_json::from_str::<Reply>(r#"{"text":"t"}"#).is_err());
+    }
+
     /// A config naming a file that is no socket (a typo, the state's own files) never loses
     /// that file.
     #[test]

@@ -151,7 +151,7 @@ pub fn profile_and_rules(
 
 /// The service's list when `outbox`'s state knows no vehicle of the organization (the state
 /// read off the async threads; the list read without holding it).
-pub async fn service_list_if_needed(
+async fn service_list_if_needed(
     outbox: &Arc<Outbox>,
     client: &ApiClient,
     pace: &Pace,
@@ -373,5 +373,253 @@ pub fn settle(
         if let Err(e) = folders.rewrite_report(to, &report) {
             tracing::warn!(file = %Escaped(&plan.file.name), error = %Chain(&e), "the archived report keeps the plan's counts");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outbox::Answer;
+    use std::time::{Duration, SystemTime};
+
+    /// A site in a fresh folder: a config of organization 100 with the one full feed `main`
+    /// (location 10), its state opened, and where exports are written.
+    struct Site {
+        config: Config,
+        outbox: Arc<Outbox>,
+        dir: PathBuf,
+        _tmp: tempfile::TempDir,
+    }
+
+    fn open_site(name: &str, feed: &str) -> Site {
+        let tmp = crate::testing::temp_dir(&format!("lifecycle-{name}"));
+        let dir = tmp.path().to_owned();
+        let path = dir.join("lotsync.toml");
+        std::fs::create_dir_all(dir.join("inbox")).unwrap();
+        std::fs::write(
+            &path,
+            format!(
+                "[api]\nbase_url = \"http://127.0.0.1:9\"\norganization_id = 100\n\
+                 token_env = \"LOTSYNC_UNIT_TOKEN\"\n[state]\ndir = \"state\"\n\
+                 [[feed]]\nname = \"main\"\ninbox = \"inbox\"\nlocation_id = 10\n{feed}"
+            ),
+        )
+        .unwrap();
+        let config = Config::load(&path).unwrap();
+        let outbox = Arc::new(Outbox::new(
+            crate::state::State::open(&config.state.dir).unwrap(),
+        ));
+        Site {
+            config,
+            outbox,
+            dir,
+            _tmp: tmp,
+        }
+    }
+
+    /// A 17-character VIN with a correct check digit, one per `n` (below 33).
+    fn vin(n: u8) -> String {
+        const ALPHABET: &[u8] = b"0123456789ABCDEFGHJKLMNPRSTUVWXYZ";
+        let mut chars = b"1HGCM82600A000000".to_vec();
+        chars[16] = ALPHABET[usize::from(n)];
+        chars[8] = crate::mapper::check_digit(&chars) as u8;
+        String::from_utf8(chars).unwrap()
+    }
+
+    impl Site {
+        /// An export of these rows (after the header), modified `age` ago.
+        fn export(&self, name: &str, rows: &[String], age: Duration) -> PathBuf {
+            let mut body = String::from("VIN,Stock,Year,Make,Model\n");
+            for row in rows {
+                body.push_str(row);
+                body.push('\n');
+            }
+            let path = self.dir.join(name);
+            std::fs::write(&path, body).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(SystemTime::now() - age)
+                .unwrap();
+            path
+        }
+
+        fn cars(&self, name: &str, cars: std::ops::Range<u8>, age: Duration) -> PathBuf {
+            let rows: Vec<String> = cars
+                .map(|n| format!("{},S{n},2020,Honda,Accord", vin(n)))
+                .collect();
+            self.export(name, &rows, age)
+        }
+
+        async fn plan(&self, path: &Path, past: Past, commit: bool, keep_ops: bool) -> Planned {
+            let file = FileToPlan {
+                config: &self.config,
+                feed: &self.config.feeds[0],
+                path,
+                past,
+                commit,
+                keep_ops,
+                claimed: None,
+            };
+            // The state knows no vehicle of organization 100 yet: the service holds none.
+            let listing = Listing::Given(Some(Listed::default()));
+            plan_file(&self.outbox, file, listing).await.unwrap()
+        }
+
+        async fn planned(&self, path: &Path, commit: bool) -> PlannedFile {
+            match self.plan(path, Past::Nothing, commit, false).await {
+                Planned::File(planned) => planned,
+                other => panic!("not planned: {other:?}"),
+            }
+        }
+
+        /// Every queued operation answered as applied (the vehicles are then in stock).
+        fn deliver_all(&self) {
+            let taken = self.outbox.take(100, 1000).unwrap();
+            for (n, entry) in taken.iter().enumerate() {
+                let answer = Answer::Applied {
+                    service_id: Some(n as u64 + 1),
+                    sold: Some(false),
+                };
+                self.outbox.acknowledge(entry.seq, &answer).unwrap();
+            }
+        }
+    }
+
+    /// A file planned to be shown keeps its operations; committed, they are queued and
+    /// dropped from what comes back, counted in its report first.
+    #[tokio::test]
+    async fn a_plan_keeps_its_operations_only_when_asked() {
+        let site = open_site("ops", "");
+        let day1 = site.cars("day1.csv", 0..4, Duration::ZERO);
+        let shown = match site.plan(&day1, Past::Nothing, false, true).await {
+            Planned::File(planned) => planned,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(shown.verdict(), &Verdict::Apply { forced: false });
+        assert_eq!(shown.planned.plan.ops.len(), 4);
+        assert!(!shown.stopped());
+        assert!(site.outbox.is_empty(), "shown, not queued");
+
+        let committed = site.planned(&day1, true).await;
+        assert_eq!(committed.verdict(), &Verdict::Apply { forced: false });
+        assert!(
+            committed.planned.plan.ops.is_empty(),
+            "dropped once counted"
+        );
+        assert_eq!(committed.report.planned.create, 4);
+        assert_eq!(committed.report.outcome, Outcome::Applied);
+        assert_eq!(site.outbox.len(), 4, "queued");
+    }
+
+    /// Every verdict comes back as such: applied, then the same content again (unchanged),
+    /// a snapshot that would sell most of the lot (held, stopped), an older snapshot
+    /// (superseded, stopped); and the held one released past the guard applies.
+    #[tokio::test]
+    async fn each_verdict_is_the_outcome_and_held_and_superseded_stop_the_file() {
+        let site = open_site("verdicts", "");
+        let day1 = site.cars("day1.csv", 0..4, Duration::from_secs(7200));
+        assert!(matches!(
+            site.planned(&day1, true).await.verdict(),
+            Verdict::Apply { .. }
+        ));
+        site.deliver_all();
+
+        let again = site.planned(&day1, true).await;
+        assert!(
+            matches!(again.verdict(), Verdict::AlreadyApplied { same_as, .. } if same_as == "day1.csv"),
+            "{:?}",
+            again.verdict()
+        );
+        assert!(!again.stopped());
+
+        let day2 = site.cars("day2.csv", 0..1, Duration::ZERO);
+        let held = site.planned(&day2, true).await;
+        assert!(
+            matches!(held.verdict(), Verdict::Held { reasons } if reasons[0].contains("would mark 3 of 4")),
+            "{:?}",
+            held.verdict()
+        );
+        assert!(held.stopped());
+        assert!(matches!(held.report.outcome, Outcome::Held { .. }));
+        assert!(site.outbox.is_empty(), "nothing of a held file is queued");
+
+        let older = site.cars("day0.csv", 0..3, Duration::from_secs(3 * 3600));
+        let superseded = site.planned(&older, true).await;
+        assert!(
+            matches!(superseded.verdict(), Verdict::Superseded { newer, .. } if newer == "day1.csv"),
+            "{:?}",
+            superseded.verdict()
+        );
+        assert!(superseded.stopped());
+
+        let released = match site.plan(&day2, Past::Guard, true, false).await {
+            Planned::File(planned) => planned,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(released.verdict(), &Verdict::Apply { forced: true });
+        assert_eq!(released.report.planned.sold, 3);
+    }
+
+    /// Records the mapper rejects are in the plan and its report, by line; the rest is
+    /// planned.
+    #[tokio::test]
+    async fn rejected_records_are_in_the_report_by_line() {
+        let site = open_site("rejected", "");
+        let rows = vec![
+            format!("{},S1,2020,Honda,Accord", vin(1)),
+            "NOT-A-VIN,S2,2020,Honda,Accord".to_owned(),
+        ];
+        let file = site.export("mixed.csv", &rows, Duration::ZERO);
+        let planned = site.planned(&file, true).await;
+        assert_eq!(planned.planned.plan.counts.rejected_records, 1);
+        assert_eq!(planned.report.rejected_records.len(), 1);
+        assert_eq!(planned.report.rejected_records[0].line, 3);
+        assert_eq!(planned.report.planned.create, 1);
+    }
+
+    /// A file cut in its last record is incomplete (a release takes it as it is), a file
+    /// that is not there unreadable: outcomes, not errors. A profile that cannot be found is
+    /// the error, naming the feed.
+    #[tokio::test]
+    async fn a_cut_file_is_incomplete_a_missing_one_unreadable_and_a_bad_profile_an_error() {
+        let site = open_site("unplanned", "");
+        let cut = site.dir.join("cut.csv");
+        std::fs::write(
+            &cut,
+            format!("VIN,Stock,Year,Make,Model\n{},S1,2020,Hon", vin(1)),
+        )
+        .unwrap();
+        assert!(matches!(
+            site.plan(&cut, Past::Nothing, false, false).await,
+            Planned::Incomplete(_)
+        ));
+        assert!(matches!(
+            site.plan(&cut, Past::Guard, false, false).await,
+            Planned::File(_)
+        ));
+        let missing = site.dir.join("missing.csv");
+        assert!(matches!(
+            site.plan(&missing, Past::Nothing, false, false).await,
+            Planned::Unreadable(_)
+        ));
+
+        let elsewhere = open_site("no-profile", "profile = \"nowhere\"\n");
+        let file = elsewhere.cars("day1.csv", 0..1, Duration::ZERO);
+        let file = FileToPlan {
+            config: &elsewhere.config,
+            feed: &elsewhere.config.feeds[0],
+            path: &file,
+            past: Past::Nothing,
+            commit: false,
+            keep_ops: false,
+            claimed: None,
+        };
+        let planned = plan_file(&elsewhere.outbox, file, Listing::Given(None)).await;
+        assert!(
+            matches!(&planned, Err(PlanError::Profile { feed, .. }) if feed == "main"),
+            "{planned:?}"
+        );
     }
 }
