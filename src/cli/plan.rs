@@ -72,7 +72,7 @@ pub(super) fn plan_file(
 ) -> anyhow::Result<PlannedFile> {
     let shown = || shown_path(file.path);
     match runtime.block_on(lifecycle::plan_file(outbox, file, listing)) {
-        Ok(Planned::File(planned)) => Ok(planned),
+        Ok(Planned::File(planned)) => Ok(*planned),
         Ok(Planned::Incomplete(e) | Planned::Unreadable(e)) => {
             Err(anyhow::Error::new(e).context(shown()))
         }

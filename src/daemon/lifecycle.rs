@@ -72,7 +72,7 @@ pub struct FileToPlan<'a> {
 pub enum Planned {
     /// Planned: its verdict says applied, held, superseded or already applied (unchanged);
     /// its report, the counts and the records rejected.
-    File(PlannedFile),
+    File(Box<PlannedFile>),
     /// Its last record is cut: it waits for a person to release it as it is.
     Incomplete(FileDiffError),
     /// It cannot be read.
@@ -241,7 +241,7 @@ pub async fn plan_file(
             planned.plan.ops = Vec::new();
             planned.plan.changes = Default::default();
         }
-        Ok(PlannedFile { planned, report })
+        Ok(Box::new(PlannedFile { planned, report }))
     })
     .await
     .map_err(PlanError::Task)?;
@@ -469,7 +469,7 @@ mod tests {
 
         async fn planned(&self, path: &Path, commit: bool) -> PlannedFile {
             match self.plan(path, Past::Nothing, commit, false).await {
-                Planned::File(planned) => planned,
+                Planned::File(planned) => *planned,
                 other => panic!("not planned: {other:?}"),
             }
         }
@@ -494,7 +494,7 @@ mod tests {
         let site = open_site("ops", "");
         let day1 = site.cars("day1.csv", 0..4, Duration::ZERO);
         let shown = match site.plan(&day1, Past::Nothing, false, true).await {
-            Planned::File(planned) => planned,
+            Planned::File(planned) => *planned,
             other => panic!("{other:?}"),
         };
         assert_eq!(shown.verdict(), &Verdict::Apply { forced: false });
@@ -555,7 +555,7 @@ mod tests {
         assert!(superseded.stopped());
 
         let released = match site.plan(&day2, Past::Guard, true, false).await {
-            Planned::File(planned) => planned,
+            Planned::File(planned) => *planned,
             other => panic!("{other:?}"),
         };
         assert_eq!(released.verdict(), &Verdict::Apply { forced: true });

@@ -281,7 +281,7 @@ impl FilePipeline {
             .plan(feed, &claimed.path, Some(claimed), Past::Nothing)
             .await?;
         let lifecycle::PlannedFile { planned, report } = match planned {
-            Planned::File(planned) => planned,
+            Planned::File(planned) => *planned,
             Planned::Incomplete(e) => {
                 let reason = unplanned_reason(&e);
                 // Taken before it was whole (a resumed file, or one cut after it was checked):
@@ -573,7 +573,7 @@ impl FilePipeline {
             false => Past::Guard,
         };
         let planned = match self.plan(feed, path, claimed.as_ref(), past).await {
-            Ok(Planned::File(planned)) => Ok(planned),
+            Ok(Planned::File(planned)) => Ok(*planned),
             Ok(Planned::Incomplete(e) | Planned::Unreadable(e)) => Err(DaemonError::Unplannable {
                 file: file.to_owned(),
                 source: Box::new(e),
