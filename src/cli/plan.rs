@@ -62,23 +62,27 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
-/// A file planned ([`lifecycle::plan_file`], on `runtime`), or why not as the command says it:
-/// a file that cannot be read or is cut is an error naming it.
+/// A file planned ([`lifecycle::plan_file`], on `runtime`), or why not as a command says it:
+/// the inner error is this file's (it cannot be read, is cut, its feed's profile is not
+/// there: an error naming the file), the outer one stops every file (the service's list
+/// cannot be read: nothing is planned blind).
 pub(super) fn plan_file(
     runtime: &tokio::runtime::Runtime,
     outbox: &Arc<Outbox>,
     file: FileToPlan<'_>,
     listing: Listing<'_>,
-) -> anyhow::Result<PlannedFile> {
+) -> anyhow::Result<anyhow::Result<PlannedFile>> {
     let shown = || shown_path(file.path);
-    match runtime.block_on(lifecycle::plan_file(outbox, file, listing)) {
-        Ok(Planned::File(planned)) => Ok(*planned),
-        Ok(Planned::Incomplete(e) | Planned::Unreadable(e)) => {
-            Err(anyhow::Error::new(e).context(shown()))
-        }
-        Err(e @ PlanError::ServiceList(_)) => Err(e.into()),
-        Err(e) => Err(anyhow::Error::new(e).context(shown())),
-    }
+    Ok(
+        match runtime.block_on(lifecycle::plan_file(outbox, file, listing)) {
+            Ok(Planned::File(planned)) => Ok(*planned),
+            Ok(Planned::Incomplete(e) | Planned::Unreadable(e)) => {
+                Err(anyhow::Error::new(e).context(shown()))
+            }
+            Err(e @ (PlanError::ServiceList(_) | PlanError::Client(_))) => return Err(e.into()),
+            Err(e) => Err(anyhow::Error::new(e).context(shown())),
+        },
+    )
 }
 
 /// A runtime for the one-shot commands' async steps (the service's list, planning off this
@@ -122,7 +126,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
             keep_ops: true,
             claimed: None,
         };
-        let planned = plan_file(&runtime, &outbox, file, Listing::Given(listed.clone()))?;
+        let planned = plan_file(&runtime, &outbox, file, Listing::Given(listed.clone()))??;
         held |= planned.stopped();
         let shown = shown_path(path);
         match args.format {
@@ -229,7 +233,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<CommandOutcome> {
         keep_ops: true,
         claimed: None,
     };
-    let planned = plan_file(&runtime, &outbox, file_to_plan, Listing::Configured)?;
+    let planned = plan_file(&runtime, &outbox, file_to_plan, Listing::Configured)??;
     write_text(&mut out, &shown_path(&args.file), &planned.planned)?;
     if in_held {
         // Out of held/ with its report: filed in the archive as the daemon files it, with

@@ -5,7 +5,7 @@ use super::deliver::deliver;
 use super::plan::plan_file;
 use super::setup::{client_of, open, ConfigArg};
 use lotsync::config::Config;
-use lotsync::daemon::lifecycle::{self, FileToPlan, Listing, Past, PlanError, PlannedFile};
+use lotsync::daemon::lifecycle::{self, FileToPlan, Listing, Past, PlannedFile};
 use lotsync::diff::Verdict;
 use lotsync::inbox::FeedFolders;
 use lotsync::outcome::CommandOutcome;
@@ -80,21 +80,16 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<CommandOutcome> {
             client: uploader.client(),
             pace: uploader.pace(),
         };
-        match plan_file(&runtime, &outbox, file, listing) {
+        // Nothing is planned blind: without the service's list, no file is (`?`).
+        match plan_file(&runtime, &outbox, file, listing)? {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
                 log_verdict(feed, path, &planned);
-                let _told = runtime.enter();
+                // Notices are sent by tasks of the runtime.
+                let _in_runtime = runtime.enter();
                 planned.tell_held(notices.as_ref(), path);
                 let archived = lifecycle::file_copy(&outbox, feed, path, &planned);
                 synced.push(Synced { planned, archived });
-            }
-            // Nothing is planned blind: without the list, no file is.
-            Err(e)
-                if e.downcast_ref::<PlanError>()
-                    .is_some_and(|e| matches!(e, PlanError::ServiceList(_))) =>
-            {
-                return Err(e)
             }
             Err(e) => {
                 unreadable = true;

@@ -2,6 +2,9 @@
 //! ([`crate::inbox`]) with the report it leaves behind, and [`FilePipeline`], which takes one
 //! complete export from its inbox to the service.
 //!
+//! A file's plan (profile, rules, the service's list when needed, the diff, the notices it
+//! calls for) is [`lifecycle`]'s, the same for the one-shot commands.
+//!
 //! `lotsync demo` drives the pipeline file by file; the watchers, control socket, nightly
 //! reconciliation and sd_notify of `lotsync run` build on it. It owns the files' lifecycle, not
 //! what to send (the diff) nor how (the uploader).
@@ -66,7 +69,9 @@ pub enum DaemonError {
     Upload(#[from] UploadError),
     #[error(transparent)]
     ServiceList(#[from] ServiceListError),
-    /// The config's service client cannot be made (the daemon plans with its own: not met).
+    /// The config's service client cannot be made. Only a plan that reads the service's list
+    /// with the config's own client meets it ([`lifecycle::Listing::Configured`], a one-shot
+    /// command's); the daemon plans with its uploader's.
     #[error(transparent)]
     Client(crate::config::ConfigError),
     #[error(
