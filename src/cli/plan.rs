@@ -1,7 +1,7 @@
 //! `lotsync plan`, `lotsync release` and `lotsync state export`: the diff against the stored
 //! state, shown (plan), committed past the safety guard (release), and the state itself.
 
-use super::setup::{ask_daemon, client_of, open, print_reply, ConfigArg};
+use super::setup::{ask_daemon, open, print_reply, ConfigArg};
 use super::{OutputFormat, ProblemLine};
 use anyhow::Context;
 use lotsync::config::Config;
@@ -13,7 +13,6 @@ use lotsync::outbox::Outbox;
 use lotsync::outcome::CommandOutcome;
 use lotsync::state::Holder;
 use lotsync::text::{shown_path, Escaped};
-use lotsync::upload::pace::Pace;
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -145,11 +144,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
 /// list when it can be read; otherwise the plan says loudly that it could not be.
 fn plan_listed(runtime: &tokio::runtime::Runtime, config: &Config) -> Option<Listed> {
     let org = config.api.organization_id;
-    let listed = client_of(config).and_then(|client| {
-        let pace = Pace::configured(&config.api, client.service_wait().clone());
-        Ok(runtime.block_on(lotsync::daemon::read_service_list(&client, &pace, config))?)
-    });
-    match listed {
+    match runtime.block_on(lifecycle::read_configured_service_list(config)) {
         Ok(listed) => Some(listed),
         Err(e) => {
             eprintln!(

@@ -163,6 +163,14 @@ async fn service_list_if_needed(
     Ok(Some(read_service_list(client, pace, config).await?))
 }
 
+/// The service's list read with the client the config names (its token read now) at the
+/// config's pace: for a one-shot command, which has no uploader to share them with.
+pub async fn read_configured_service_list(config: &Config) -> Result<Listed, PlanError> {
+    let client = config.api.client()?;
+    let pace = Pace::configured(&config.api, client.service_wait().clone());
+    Ok(read_service_list(&client, &pace, config).await?)
+}
+
 /// Whether the state knows a vehicle of the config's organization (else the service's list is
 /// read before the file is planned), read off the async threads.
 async fn knows_organization(outbox: &Arc<Outbox>, config: &Config) -> Result<bool, PlanError> {
@@ -192,11 +200,7 @@ pub async fn plan_file(
         }
         Listing::Configured => match knows_organization(outbox, file.config).await? {
             true => None,
-            false => {
-                let client = file.config.api.client()?;
-                let pace = Pace::configured(&file.config.api, client.service_wait().clone());
-                Some(read_service_list(&client, &pace, file.config).await?)
-            }
+            false => Some(read_configured_service_list(file.config).await?),
         },
         Listing::Given(listed) => listed,
     };
