@@ -29,6 +29,7 @@
 //! - [`daemon`]: `lotsync run`: watchers, a file's way through the pipeline, the control
 //!   socket, status and metrics.
 //! - [`config`]: lotsync's config file.
+//! - [`outcome`]: how a command's work ended, which the binary maps to its exit code.
 //! - [`text`]: names and values from outside, escaped for logs and reports.
 //!
 //! The binary (`lotsync --help`, `src/main.rs` and `src/cli/`) wires these together; the library
@@ -44,6 +45,7 @@ pub mod feed;
 pub mod inbox;
 pub mod mapper;
 pub mod outbox;
+pub mod outcome;
 pub mod plan;
 pub mod reconcile;
 #[cfg(feature = "sandbox")]

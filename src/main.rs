@@ -4,6 +4,7 @@
 mod cli;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use lotsync::outcome::CommandOutcome;
 use std::process::ExitCode;
 
 /// Keeps a dealership's vehicles on the Vehicle Inventory Service in step with its DMS exports.
@@ -86,11 +87,15 @@ fn main() -> ExitCode {
         Command::Demo(_) => cli::init_logging("warn"),
         _ => cli::init_logging("info"),
     }
-    let result = match args.command {
+    let outcome = match args.command {
         #[cfg(feature = "sandbox")]
         Command::Demo(a) => cli::demo(a),
         Command::Run(a) => cli::run(a),
-        Command::Status(a) => cli::status(a),
+        // The Nagios plugin's codes, its own (see `lotsync status --help`).
+        Command::Status(a) => match cli::status(a) {
+            Ok(code) => return ExitCode::from(code),
+            Err(e) => Err(e),
+        },
         Command::Validate(a) => cli::validate(a),
         Command::Check(a) => cli::check(a),
         Command::Plan(a) => cli::plan(a),
@@ -99,22 +104,20 @@ fn main() -> ExitCode {
         Command::Release(a) => cli::release(a),
         Command::State(StateCommand::Export(a)) => cli::state_export(a),
         #[cfg(feature = "sandbox")]
-        Command::Sandbox(a) => {
-            tokio_runtime().and_then(|rt| rt.block_on(cli::sandbox(a)).map(|()| 0))
-        }
+        Command::Sandbox(a) => tokio_runtime()
+            .and_then(|rt| rt.block_on(cli::sandbox(a)))
+            .map(|()| CommandOutcome::Done),
         Command::GenerateAssets(a) => cli::generate_assets(a, Args::command()),
         #[cfg(not(feature = "sandbox"))]
         Command::Demo(_) => cli::without_sandbox("demo"),
         #[cfg(not(feature = "sandbox"))]
         Command::Sandbox(_) => cli::without_sandbox("sandbox"),
     };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            cli::last_error(&format!("{e:#}"));
-            ExitCode::from(cli::EXIT_BAD_INPUT)
-        }
-    }
+    let outcome = outcome.unwrap_or_else(|e| {
+        cli::last_error(&format!("{e:#}"));
+        CommandOutcome::Failed
+    });
+    ExitCode::from(cli::exit_code(outcome))
 }
 
 #[cfg(feature = "sandbox")]

@@ -416,6 +416,33 @@ async fn a_held_file_is_told_and_delivered_after_release() {
     assert_eq!(sold(&state(&sb).await), 10);
 }
 
+/// A held file is told as held, and only so: its rejected records are told once it is
+/// released and delivered, as the daemon does (a 'problems' notification saying "the rest of
+/// the file synced" would be untrue of a file nothing of which was sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_file_with_rejected_records_is_told_only_as_held() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = site("sync-held-rejected", &sb.base_url());
+    let cars: Vec<Car> = (0..20).map(Car::new).collect();
+    let day1 = site.export("day1.csv", &cars);
+    assert_eq!(code(&sync(&site, "sandbox-token", &[&day1]).await), 0);
+    let day2 = site.export("day2.csv", &cars[..10]);
+    let bad = cars[10].line().replace(&feedgen::vin(10), "NOT-A-VIN");
+    let mut body = std::fs::read_to_string(&day2).unwrap();
+    body.push_str(&bad);
+    std::fs::write(&day2, body).unwrap();
+
+    let out = sync(&site, "sandbox-token", &[&day2]).await;
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 3, "{stdout}");
+    assert!(stdout.contains("HELD by the safety guard"), "{stdout}");
+    assert!(stdout.contains("rejected: 1 records"), "{stdout}");
+    let notes = state(&sb).await["notifications"].clone();
+    let notes = notes.as_array().unwrap();
+    assert_eq!(notes.len(), 1, "the held notification only: {notes:#?}");
+    assert!(notes[0].to_string().contains("lotsync held"), "{notes:#?}");
+}
+
 /// A cron-driven setup: `lotsync sync` of files from outside the inbox files a copy of each
 /// applied export in the feed's archive with its report (as the daemon does), and leaves the
 /// file where it was; so a lost state is rebuilt from the archive. A file already applied is

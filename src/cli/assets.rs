@@ -26,7 +26,10 @@ pub struct AssetsArgs {
 const CONFIG_PAGE: &str = include_str!("../../packaging/man/lotsync.toml.5");
 
 /// Writes the man pages and completions of `cmd` (the whole `lotsync` command line).
-pub fn generate_assets(args: AssetsArgs, cmd: clap::Command) -> anyhow::Result<u8> {
+pub fn generate_assets(
+    args: AssetsArgs,
+    cmd: clap::Command,
+) -> anyhow::Result<lotsync::outcome::CommandOutcome> {
     let man = args.dir.join("man");
     let completions = args.dir.join("completions");
     for dir in [&man, &completions] {
@@ -44,7 +47,7 @@ pub fn generate_assets(args: AssetsArgs, cmd: clap::Command) -> anyhow::Result<u
             )
         })?;
     }
-    Ok(0)
+    Ok(lotsync::outcome::CommandOutcome::Done)
 }
 
 /// One page for lotsync and one per visible subcommand (lotsync-run.1, lotsync-state-export.1),

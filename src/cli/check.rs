@@ -46,8 +46,8 @@ pub enum OutputFormat {
 /// The location used when none is given: no real location has id 0.
 const PLACEHOLDER_LOCATION: u64 = 0;
 
-/// Runs the check; the exit code is 0 when every file could be read, 2 when one could not.
-pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
+/// Runs the check: done when every file could be read, failed when one could not.
+pub fn check(args: CheckArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome> {
     let profiles_dir = profiles_dir(&args)?;
     let profile = Profile::find(&args.profile, &profiles_dir)?;
     let location_id = args.location_id.unwrap_or(PLACEHOLDER_LOCATION);
@@ -96,7 +96,10 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
     err.flush()?;
-    Ok(if failed { 2 } else { 0 })
+    Ok(match failed {
+        true => lotsync::outcome::CommandOutcome::Failed,
+        false => lotsync::outcome::CommandOutcome::Done,
+    })
 }
 
 /// Where `--profile NAME` is looked for: given, or the config's, or the checkout's, or the

@@ -2,11 +2,11 @@
 //! control commands reach a running daemon (or work on the state when none runs).
 
 use super::setup::{ask_daemon, open, ConfigArg};
-use super::EXIT_BAD_INPUT;
 use anyhow::Context;
 use lotsync::config::Config;
 use lotsync::daemon::control::{Reply, Request};
 use lotsync::daemon::{status, Daemon, Signal};
+use lotsync::outcome::CommandOutcome;
 use lotsync::text::shown_path;
 use std::io::Write;
 use std::sync::Arc;
@@ -75,7 +75,7 @@ pub enum StatusFormat {
 
 /// `validate --online`: one list request with the config's token; exit 2 when refused or
 /// unreachable, with the service's reason and what to check.
-fn online(config: &Config, out: &mut impl Write) -> anyhow::Result<u8> {
+fn online(config: &Config, out: &mut impl Write) -> anyhow::Result<CommandOutcome> {
     let client = config.api.client()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -94,14 +94,14 @@ fn online(config: &Config, out: &mut impl Write) -> anyhow::Result<u8> {
                     "it has no vehicle yet"
                 }
             )?;
-            Ok(0)
+            Ok(CommandOutcome::Done)
         }
         Err(e) => {
             out.flush()?;
             std::io::stderr()
                 .lock()
                 .write_all(super::logging::problem_line(&format!("online: {e}")).as_bytes())?;
-            Ok(EXIT_BAD_INPUT)
+            Ok(CommandOutcome::Failed)
         }
     }
 }
@@ -139,7 +139,7 @@ fn inboxes_exist(config: &Config, create: bool) -> anyhow::Result<()> {
 
 /// `lotsync run`: until SIGTERM or Ctrl-C (exit 0); SIGHUP reloads the config. Exit 2 when
 /// it cannot start (the message says why).
-pub fn run(args: RunArgs) -> anyhow::Result<u8> {
+pub fn run(args: RunArgs) -> anyhow::Result<CommandOutcome> {
     let path = args.config.config;
     let config = Config::load(&path);
     // The config's log level, unless RUST_LOG says otherwise; a config that cannot be read is
@@ -163,7 +163,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     });
     // Work still on the blocking pool (a plan being committed) is atomic: it may be left.
     runtime.shutdown_timeout(Duration::from_secs(1));
-    result.map(|()| 0)
+    result.map(|()| CommandOutcome::Done)
 }
 
 /// SIGTERM and SIGINT stop, SIGHUP reloads.
@@ -323,8 +323,8 @@ fn starting_daemon(error: &anyhow::Error) -> bool {
     )
 }
 
-/// `lotsync validate`: every problem of the config at once; exit 0 or 2.
-pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
+/// `lotsync validate`: every problem of the config at once; done or failed.
+pub fn validate(args: ValidateArgs) -> anyhow::Result<CommandOutcome> {
     let path = &args.config.config;
     let problems = lotsync::config::validate(path);
     let mut out = super::stdout();
@@ -342,7 +342,7 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
         if args.online {
             return online(&config, &mut out);
         }
-        return Ok(0);
+        return Ok(CommandOutcome::Done);
     }
     out.flush()?;
     // At priority err under systemd (ExecStartPre, ExecReload): `journalctl -p err` shows them.
@@ -360,7 +360,7 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<u8> {
     for p in &problems {
         err.write_all(line(&format!("  {p}")).as_bytes())?;
     }
-    Ok(EXIT_BAD_INPUT)
+    Ok(CommandOutcome::Failed)
 }
 
 #[cfg(test)]

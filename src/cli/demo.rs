@@ -48,12 +48,12 @@ const EXPORTS: [(&str, &str, &[u8]); 4] = [
     ),
 ];
 
-pub fn demo(args: DemoArgs) -> anyhow::Result<u8> {
+pub fn demo(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome> {
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(run(args))
 }
 
-async fn run(args: DemoArgs) -> anyhow::Result<u8> {
+async fn run(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome> {
     let started = Instant::now();
     // A service that fails now and then: 5% 503s and 3% answers lost after the write.
     let behaviour = Behaviour {
@@ -215,5 +215,5 @@ async fn run(args: DemoArgs) -> anyhow::Result<u8> {
             "(`lotsync demo --keep` keeps the folder with the archive and the reports.)"
         )?;
     }
-    Ok(0)
+    Ok(lotsync::outcome::CommandOutcome::Done)
 }

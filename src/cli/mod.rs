@@ -1,7 +1,10 @@
 //! The command line: one thin function per subcommand, each wiring library stages together.
 //!
-//! `anyhow` lives here and only here; exit codes follow `docs/design.md` (0 done, 2 bad input or
-//! config, 3 done with rejected or undelivered vehicles).
+//! `anyhow` lives here and only here; the library says how a command's work ended
+//! ([`CommandOutcome`]) and [`exit_code`] alone makes it the process's exit code, as
+//! `docs/design.md` lists them (`lotsync status` keeps the Nagios plugin's codes of its own).
+
+use lotsync::outcome::CommandOutcome;
 
 mod assets;
 mod check;
@@ -33,7 +36,7 @@ pub use plan::{plan, release, state_export, PlanArgs, ReleaseArgs, StateExportAr
 pub use reconcile::{reconcile, ReconcileArgs};
 #[cfg(feature = "sandbox")]
 pub use sandbox::{sandbox, SandboxArgs};
-pub use sync::{sync, SyncArgs, EXIT_INCOMPLETE};
+pub use sync::{sync, SyncArgs};
 
 /// One problem of one record, as a JSON line (ndjson output of `check` and `plan`).
 #[derive(serde::Serialize)]
@@ -45,8 +48,16 @@ struct ProblemLine<'a> {
     problem: &'a lotsync::mapper::Problem,
 }
 
-/// Exit code for bad input or config.
-pub const EXIT_BAD_INPUT: u8 = 2;
+/// The process's exit code for how a command's work ended: 0 done; 2 bad input or config, a
+/// refused state or a fatal answer; 3 done with rejected, refused, held or undelivered
+/// vehicles.
+pub fn exit_code(outcome: CommandOutcome) -> u8 {
+    match outcome {
+        CommandOutcome::Done => 0,
+        CommandOutcome::Failed => 2,
+        CommandOutcome::Incomplete => 3,
+    }
+}
 
 /// Logs as `LOTSYNC_LOG_FORMAT` says, else to the journal under systemd and as text
 /// elsewhere; level from `RUST_LOG`, else `default` (such as `info`).

@@ -2,7 +2,6 @@
 //! instead of clap's bare "unrecognized subcommand", they say why they are missing and how to
 //! get them. It owns nothing else; the real subcommands are `demo.rs` and `sandbox.rs`.
 
-use super::EXIT_BAD_INPUT;
 use std::ffi::OsString;
 
 /// Whatever follows `demo` or `sandbox` (options included): taken and left unread, so that
@@ -16,12 +15,12 @@ pub struct WithoutSandboxArgs {
 
 /// Says on stderr that `subcommand` (`demo` or `sandbox`) is not in this build and how to run
 /// it; exit 2, as for any command line lotsync cannot run.
-pub fn without_sandbox(subcommand: &str) -> anyhow::Result<u8> {
+pub fn without_sandbox(subcommand: &str) -> anyhow::Result<lotsync::outcome::CommandOutcome> {
     eprintln!(
         "lotsync: `lotsync {subcommand}` is not in this build: it runs lotsync's imitation of \
          the Vehicle Inventory Service (the sandbox), which the Debian package leaves out.\n\
          To try it, build lotsync from its source with the sandbox (the default) and run it \
          there: `cargo run --release -- {subcommand}` in a checkout of lotsync."
     );
-    Ok(EXIT_BAD_INPUT)
+    Ok(lotsync::outcome::CommandOutcome::Failed)
 }

@@ -1,22 +1,22 @@
 //! `lotsync plan`, `lotsync release` and `lotsync state export`: the diff against the stored
 //! state, shown (plan), committed past the safety guard (release), and the state itself.
 
-use super::setup::{ask_daemon, client_of, open, print_reply, ConfigArg};
+use super::setup::{ask_daemon, open, print_reply, ConfigArg};
 use super::{OutputFormat, ProblemLine};
 use anyhow::Context;
-use lotsync::api::ApiClient;
-use lotsync::config::{Config, FeedConfig};
-use lotsync::diff::{diff_file, DiffOptions, FilePlan, Listed, Plan, PlannedOp, Verdict};
-use lotsync::mapper::Profile;
+use lotsync::config::Config;
+use lotsync::daemon::lifecycle::{
+    self, FileToPlan, Listing, Past, PlanError, Planned, PlannedFile,
+};
+use lotsync::diff::{FilePlan, Listed, Plan, PlannedOp, Verdict};
 use lotsync::outbox::Outbox;
+use lotsync::outcome::CommandOutcome;
 use lotsync::state::Holder;
 use lotsync::text::{shown_path, Escaped};
 use serde::Serialize;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-
-/// Exit code when a plan is held by the safety guard.
-pub const EXIT_HELD: u8 = 3;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Arguments of `lotsync plan`.
 #[derive(Debug, clap::Args)]
@@ -61,74 +61,44 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
-/// What a plan may go past.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Past {
-    /// Nothing: the safety guard holds, a cut file is incomplete, an older full snapshot is
-    /// superseded (`plan`, `sync`).
-    Nothing,
-    /// The safety guard, and a cut last record: the file as it is (`release`).
-    Guard,
-    /// Also a newer full snapshot applied since (`release --force`).
-    GuardAndNewer,
+/// A file planned ([`lifecycle::plan_file`], on `runtime`), or why not as a command says it:
+/// the inner error is this file's (it cannot be read, is cut, its feed's profile is not
+/// there: an error naming the file), the outer one stops every file (the service's list
+/// cannot be read: nothing is planned blind).
+pub(super) fn plan_file(
+    runtime: &tokio::runtime::Runtime,
+    outbox: &Arc<Outbox>,
+    file: FileToPlan<'_>,
+    listing: Listing<'_>,
+) -> anyhow::Result<anyhow::Result<PlannedFile>> {
+    let shown = || shown_path(file.path);
+    Ok(
+        match runtime.block_on(lifecycle::plan_file(outbox, file, listing)) {
+            Ok(Planned::File(planned)) => Ok(*planned),
+            Ok(Planned::Incomplete(e) | Planned::Unreadable(e)) => {
+                Err(anyhow::Error::new(e).context(shown()))
+            }
+            Err(e @ (PlanError::ServiceList(_) | PlanError::Client(_))) => return Err(e.into()),
+            Err(e) => Err(anyhow::Error::new(e).context(shown())),
+        },
+    )
 }
 
-/// Diffs one file for its feed; `commit` queues the plan. `listed`: the service's list, for
-/// the first file of an empty state ([`service_list`]).
-pub(super) fn plan_one(
-    outbox: &Outbox,
-    config: &Config,
-    feed: &FeedConfig,
-    path: &Path,
-    past: Past,
-    commit: bool,
-    listed: Option<Listed>,
-) -> anyhow::Result<FilePlan> {
-    let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
-    let lots: Vec<u64> = profile.locations.values().copied().collect();
-    let force = past != Past::Nothing;
-    let rules = feed.rules(config.api.organization_id, &lots, force);
-    let options = DiffOptions {
-        commit,
-        listed,
-        // A release takes the file as it is, even cut in its last record.
-        accept_incomplete: force,
-        accept_older: past == Past::GuardAndNewer,
-    };
-    diff_file(outbox, rules, &profile, feed.location_id, path, options)
-        .with_context(|| shown_path(path))
-}
-
-/// The service's list, for the first file of an organization the state knows no vehicle of
-/// (see [`lotsync::diff::Listed`]); the caller checks that.
-pub(super) fn service_list(config: &Config, client: &ApiClient) -> anyhow::Result<Listed> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+/// A runtime for the one-shot commands' async steps (the service's list, planning off this
+/// thread).
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("cannot start the async runtime")?;
-    let pace = lotsync::upload::pace::Pace::configured(&config.api, client.service_wait().clone());
-    Ok(runtime.block_on(lotsync::daemon::read_service_list(client, &pace, config))?)
+        .context("cannot start the async runtime")
 }
 
-/// The service's list when `outbox`'s state knows no vehicle of the organization.
-pub(super) fn service_list_if_needed(
-    config: &Config,
-    outbox: &Outbox,
-    client: impl FnOnce() -> anyhow::Result<ApiClient>,
-) -> anyhow::Result<Option<Listed>> {
-    if outbox
-        .state()
-        .knows_organization(config.api.organization_id)?
-    {
-        return Ok(None);
-    }
-    Ok(Some(service_list(config, &client()?)?))
-}
-
-/// `lotsync plan`: exit 0, or 3 when a file would be held by the safety guard.
-pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
+/// `lotsync plan`: done, or incomplete when a file would be held by the safety guard (or is
+/// superseded).
+pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
     let config = Config::load(&args.config.config)?;
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
+    let runtime = runtime()?;
     let mut outbox = open(&config, Holder::Reader("plan"))?;
     let mut listed = None;
     if !outbox
@@ -138,41 +108,43 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<u8> {
         // Reading the list takes a while: not while holding the state, which a daemon
         // starting meanwhile would wait for.
         drop(outbox);
-        listed = plan_listed(&config);
+        listed = plan_listed(&runtime, &config);
         outbox = open(&config, Holder::Reader("plan"))?;
     }
+    let outbox = Arc::new(outbox);
     let mut out = std::io::BufWriter::new(super::stdout());
     let mut err = std::io::stderr().lock();
     let mut held = false;
     for (path, feed) in args.files.iter().zip(feeds) {
-        let planned = plan_one(
-            &outbox,
-            &config,
+        let file = FileToPlan {
+            config: &config,
             feed,
             path,
-            Past::Nothing,
-            false,
-            listed.clone(),
-        )?;
-        held |= matches!(
-            planned.plan.verdict,
-            Verdict::Held { .. } | Verdict::Superseded { .. }
-        );
+            past: Past::Nothing,
+            commit: false,
+            keep_ops: true,
+            claimed: None,
+        };
+        let planned = plan_file(&runtime, &outbox, file, Listing::Given(listed.clone()))??;
+        held |= planned.stopped();
         let shown = shown_path(path);
         match args.format {
-            OutputFormat::Text => write_text(&mut out, &shown, &planned)?,
-            OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned)?,
+            OutputFormat::Text => write_text(&mut out, &shown, &planned.planned)?,
+            OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned.planned)?,
         }
     }
     out.flush()?;
-    Ok(if held { EXIT_HELD } else { 0 })
+    Ok(match held {
+        true => CommandOutcome::Incomplete,
+        false => CommandOutcome::Done,
+    })
 }
 
 /// For `plan` of an empty state, which may run without a token or the service: the service's
 /// list when it can be read; otherwise the plan says loudly that it could not be.
-fn plan_listed(config: &Config) -> Option<Listed> {
+fn plan_listed(runtime: &tokio::runtime::Runtime, config: &Config) -> Option<Listed> {
     let org = config.api.organization_id;
-    match client_of(config).and_then(|client| service_list(config, &client)) {
+    match runtime.block_on(lifecycle::read_configured_service_list(config)) {
         Ok(listed) => Some(listed),
         Err(e) => {
             eprintln!(
@@ -186,7 +158,7 @@ fn plan_listed(config: &Config) -> Option<Listed> {
 }
 
 /// `lotsync release FILE`: queues a held file's plan past the safety guard.
-pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
+pub fn release(args: ReleaseArgs) -> anyhow::Result<CommandOutcome> {
     let config = Config::load(&args.config.config)?;
     // A running daemon owns the state: it releases, delivers and archives the file.
     let file = std::path::absolute(&args.file).unwrap_or_else(|_| args.file.clone());
@@ -198,11 +170,12 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     if let Some(reply) = ask_daemon(&config, &request, None)? {
         return print_reply(&reply);
     }
+    let runtime = runtime()?;
     let feed = lotsync::daemon::held_feed(&config, &args.file, args.feed.as_deref())?;
     if lotsync::inbox::FeedFolders::new(&feed.inbox).released_already(&file) {
         return Err(lotsync::daemon::DaemonError::Released { file }.into());
     }
-    let outbox = open(&config, Holder::Writer("release"))?;
+    let outbox = Arc::new(open(&config, Holder::Writer("release"))?);
     let id = lotsync::diff::FileId::of_path(&args.file).with_context(|| shown_path(&args.file))?;
     let folders = lotsync::inbox::FeedFolders::new(&feed.inbox);
     let in_held = folders.is_held(&file);
@@ -216,9 +189,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
             feed.name
         );
     }
-    let profile = Profile::find(&feed.profile, &config.profiles_dir)?;
-    let lots: Vec<u64> = profile.locations.values().copied().collect();
-    let rules = feed.rules(config.api.organization_id, &lots, true);
+    let (profile, rules) = lifecycle::profile_and_rules(&config, feed, Past::Guard)?;
     let as_of = lotsync::diff::as_of(&args.file, &profile).at;
     let newer = match rules.mode {
         lotsync::diff::Mode::Full => {
@@ -245,25 +216,25 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
             Escaped(&reason)
         )?;
     }
-    let listed = service_list_if_needed(&config, &outbox, || client_of(&config))?;
-    let planned = plan_one(
-        &outbox,
-        &config,
+    let file_to_plan = FileToPlan {
+        config: &config,
         feed,
-        &args.file,
-        match args.force {
+        path: &args.file,
+        past: match args.force {
             true => Past::GuardAndNewer,
             false => Past::Guard,
         },
-        true,
-        listed,
-    )?;
-    write_text(&mut out, &shown_path(&args.file), &planned)?;
+        commit: true,
+        keep_ops: true,
+        claimed: None,
+    };
+    let planned = plan_file(&runtime, &outbox, file_to_plan, Listing::Configured)??;
+    write_text(&mut out, &shown_path(&args.file), &planned.planned)?;
     if in_held {
         // Out of held/ with its report: filed in the archive as the daemon files it, with
         // what is queued (nothing is delivered yet).
-        let mut report = lotsync::inbox::FileReport::planned(&planned);
-        if let Some(n) = planned.plan.file_no {
+        let mut report = planned.report.clone();
+        if let Some(n) = planned.planned.plan.file_no {
             report.delivered(&outbox.progress(n)?, Vec::new());
         }
         let to = folders
@@ -273,7 +244,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
             .drop_report(&file)
             .with_context(|| shown_path(&args.file))?;
         writeln!(out, "archived as {}, with its report", shown_path(&to))?;
-    } else if let Some((_, to)) = super::sync::file_copy(&outbox, feed, &args.file, &planned) {
+    } else if let Some((_, to)) = lifecycle::file_copy(&outbox, feed, &args.file, &planned) {
         // As the daemon files a file it releases (with what is queued: nothing is delivered yet).
         writeln!(
             out,
@@ -284,13 +255,13 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<u8> {
     writeln!(
         out,
         "released: {} operations queued (nothing sent yet); `lotsync sync` or the daemon delivers them",
-        planned.plan.ops.len()
+        planned.planned.plan.ops.len()
     )?;
-    Ok(0)
+    Ok(CommandOutcome::Done)
 }
 
 /// `lotsync state export`.
-pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
+pub fn state_export(args: StateExportArgs) -> anyhow::Result<CommandOutcome> {
     let config = Config::load(&args.config.config)?;
     let outbox = open(&config, Holder::Reader("state-export"))?;
     let mut out = std::io::BufWriter::new(super::stdout());
@@ -339,7 +310,7 @@ pub fn state_export(args: StateExportArgs) -> anyhow::Result<u8> {
         }
     }
     out.flush()?;
-    Ok(0)
+    Ok(CommandOutcome::Done)
 }
 
 fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {

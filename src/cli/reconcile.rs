@@ -3,10 +3,10 @@
 
 use super::deliver::deliver;
 use super::setup::{ask_daemon, client_of, print_reply, ConfigArg};
-use super::{EXIT_BAD_INPUT, EXIT_INCOMPLETE};
 use anyhow::Context;
 use lotsync::config::Config;
 use lotsync::outbox::Outbox;
+use lotsync::outcome::CommandOutcome;
 use lotsync::reconcile::ReconcileReport;
 use lotsync::state::{Holder, State};
 use lotsync::text::Chain;
@@ -36,7 +36,7 @@ pub enum ReconcileFormat {
 }
 
 /// `lotsync reconcile`: through the running daemon (which owns the state), else directly.
-pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
+pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<CommandOutcome> {
     let config = Config::load(&args.config.config)?;
     let request = lotsync::daemon::control::Request::Reconcile {
         rebuild: args.rebuild,
@@ -46,7 +46,7 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
         if args.format == ReconcileFormat::Json {
             if let Some(report) = &reply.report {
                 writeln!(super::stdout(), "{}", serde_json::to_string_pretty(report)?)?;
-                return Ok(reply.exit);
+                return Ok(reply.outcome);
             }
         }
         return print_reply(&reply);
@@ -55,9 +55,9 @@ pub fn reconcile(args: ReconcileArgs) -> anyhow::Result<u8> {
 }
 
 /// Reconciles with the state opened here (no daemon holds it): compares, queues the repairs,
-/// delivers them, prints the summary. Exit 0 when every repair was delivered, 3 when some were
-/// refused or stay queued, 2 on a bad config or a fatal answer.
-pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
+/// delivers them, prints the summary. Done when every repair was delivered, incomplete when
+/// some were refused or stay queued, failed on a bad config or a fatal answer.
+pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<CommandOutcome> {
     let started = Instant::now();
     let config = Config::load(&args.config.config)?;
     let client = client_of(&config)?;
@@ -97,9 +97,9 @@ pub fn reconcile_direct(args: &ReconcileArgs) -> anyhow::Result<u8> {
         other => other,
     };
     let code = match &delivered {
-        Ok(d) if !d.rejected.is_empty() || d.undelivered > 0 => EXIT_INCOMPLETE,
-        Ok(_) => 0,
-        Err(_) => EXIT_BAD_INPUT,
+        Ok(d) if !d.rejected.is_empty() || d.undelivered > 0 => CommandOutcome::Incomplete,
+        Ok(_) => CommandOutcome::Done,
+        Err(_) => CommandOutcome::Failed,
     };
     let mut out = super::stdout();
     match args.format {

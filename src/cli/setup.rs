@@ -2,11 +2,11 @@
 //! state, the service client, and the way to a running daemon (which owns the state while it
 //! runs). It owns no subcommand.
 
-use super::EXIT_BAD_INPUT;
 use lotsync::api::ApiClient;
 use lotsync::config::Config;
 use lotsync::daemon::control::{self, Reply, Request};
 use lotsync::outbox::Outbox;
+use lotsync::outcome::CommandOutcome;
 use lotsync::state::{Holder, State};
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,10 +47,10 @@ pub(super) fn ask_daemon(
     Ok(control::ask(&config.daemon.socket, request, timeout)?)
 }
 
-/// Prints a daemon's answer and returns its exit code.
-pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
+/// Prints a daemon's answer and returns how the asked work ended.
+pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<CommandOutcome> {
     let mut out = super::stdout();
-    if reply.exit == EXIT_BAD_INPUT {
+    if reply.outcome == CommandOutcome::Failed {
         out.flush()?;
         super::last_error(reply.text.trim_end());
     } else {
@@ -59,5 +59,5 @@ pub(super) fn print_reply(reply: &Reply) -> anyhow::Result<u8> {
             writeln!(out, "{}", lotsync::text::Escaped(line))?;
         }
     }
-    Ok(reply.exit)
+    Ok(reply.outcome)
 }

@@ -2,22 +2,19 @@
 //! the outbox is drained, with a summary.
 
 use super::deliver::deliver;
-use super::plan::{plan_one, service_list_if_needed, Past};
+use super::plan::plan_file;
 use super::setup::{client_of, open, ConfigArg};
-use super::EXIT_BAD_INPUT;
 use lotsync::config::Config;
-use lotsync::diff::{FilePlan, Verdict};
-use lotsync::inbox::{FeedFolders, FileReport, Outcome};
-use lotsync::outbox::Outbox;
-use lotsync::text::{shown_name, shown_path, Chain, Escaped};
-use lotsync::upload::{DrainReport, UploadError, Uploader, NOTICE_WAIT};
+use lotsync::daemon::lifecycle::{self, FileToPlan, Listing, Past, PlannedFile};
+use lotsync::diff::Verdict;
+use lotsync::inbox::FeedFolders;
+use lotsync::outcome::CommandOutcome;
+use lotsync::text::{shown_name, shown_path, Escaped};
+use lotsync::upload::{UploadError, Uploader, NOTICE_WAIT};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Exit code when some vehicles were rejected, held or could not be delivered.
-pub const EXIT_INCOMPLETE: u8 = 3;
 
 /// Arguments of `lotsync sync`.
 #[derive(Debug, clap::Args)]
@@ -37,49 +34,62 @@ pub struct SyncArgs {
 
 /// One file's part in the run.
 struct Synced {
-    shown: String,
-    planned: FilePlan,
+    planned: PlannedFile,
     /// Its copy in the feed's archive (a file from outside the inbox, applied), with the
     /// folders it is filed in; its report is written again once delivery is known.
     archived: Option<(FeedFolders, PathBuf)>,
 }
 
-/// `lotsync sync`: exit 0 when everything was delivered, 3 when some records or operations
-/// were rejected, a file was held or operations stay queued, 2 on bad input or config.
-pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
+/// `lotsync sync`: done when everything was delivered; incomplete when some records or
+/// operations were rejected, a file was held or superseded, or operations stay queued;
+/// failed on bad input or config, or a fatal answer.
+pub fn sync(args: SyncArgs) -> anyhow::Result<CommandOutcome> {
     let started = Instant::now();
     let config = Config::load(&args.config.config)?;
     let feeds = config.feeds_for(&args.files, args.feed.as_deref())?;
     let client = client_of(&config)?;
     let outbox = Arc::new(open(&config, lotsync::state::Holder::Writer("sync"))?);
+    let runtime = tokio::runtime::Runtime::new()?;
+    // Built first: the service's list is read at its pace, and a held file is told at once.
+    let (uploader, notices) =
+        runtime.block_on(async { Uploader::configured(client, outbox.clone(), &config) })?;
 
     // The hints repeat the config the user gave, so that they can be run as they are.
     let config_flag = if args.config.config == Path::new(lotsync::config::DEFAULT_PATH) {
         String::new()
     } else {
-        format!(
-            " --config {}",
-            lotsync::text::shown_path(&args.config.config)
-        )
+        format!(" --config {}", shown_path(&args.config.config))
     };
     let mut out = super::stdout();
     let mut unreadable = false;
     let mut synced = Vec::new();
     for (path, feed) in oldest_first(&config, args.files.iter().zip(feeds).collect()) {
-        let shown = lotsync::text::shown_path(path);
+        let shown = shown_path(path);
+        let file = FileToPlan {
+            config: &config,
+            feed,
+            path,
+            past: Past::Nothing,
+            commit: true,
+            keep_ops: false,
+            claimed: None,
+        };
         // Read again for each file until the state knows the organization (the first file
         // taken makes it known).
-        let listed = service_list_if_needed(&config, &outbox, || Ok(client.clone()))?;
-        match plan_one(&outbox, &config, feed, path, Past::Nothing, true, listed) {
+        let listing = Listing::Read {
+            client: uploader.client(),
+            pace: uploader.pace(),
+        };
+        // Nothing is planned blind: without the service's list, no file is (`?`).
+        match plan_file(&runtime, &outbox, file, listing)? {
             Ok(planned) => {
                 write_file(&mut out, &shown, &planned, &config_flag)?;
                 log_verdict(feed, path, &planned);
-                let archived = file_copy(&outbox, feed, path, &planned);
-                synced.push(Synced {
-                    shown,
-                    planned,
-                    archived,
-                });
+                // Notices are sent by tasks of the runtime.
+                let _in_runtime = runtime.enter();
+                planned.tell_held(notices.as_ref(), path);
+                let archived = lifecycle::file_copy(&outbox, feed, path, &planned);
+                synced.push(Synced { planned, archived });
             }
             Err(e) => {
                 unreadable = true;
@@ -91,51 +101,40 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
     }
     out.flush()?;
 
-    let runtime = tokio::runtime::Runtime::new()?;
     let delivered = runtime.block_on(async {
-        let (uploader, notices) = Uploader::configured(client, outbox.clone(), &config)?;
-        if let Some(notices) = &notices {
-            for s in &synced {
-                if let Verdict::Held { reasons } = &s.planned.plan.verdict {
-                    notices.held(&s.shown, &s.planned.plan.file.sha256, reasons);
-                }
-            }
-        }
         let delivered = deliver(&uploader).await;
-        if let (Some(notices), Ok(report)) = (&notices, &delivered) {
-            for s in &synced {
-                notices.rejected(
-                    &s.planned.plan.file.name,
-                    &s.planned.plan.file.sha256,
-                    &problems_of(s, report),
-                );
-            }
+        let refused = delivered.as_ref().ok().map(|d| d.rejected.as_slice());
+        for s in &synced {
+            lifecycle::settle(
+                &outbox,
+                &s.planned,
+                s.archived.as_ref(),
+                refused,
+                notices.as_ref(),
+            );
         }
         if let Some(notices) = &notices {
             notices.finish(NOTICE_WAIT).await;
         }
-        Ok::<_, UploadError>((
+        (
             delivered,
             uploader.stats().snapshot(),
             uploader.settled_rate(),
-        ))
+        )
     });
-    let (delivered, stats, rate) = delivered?;
-    let archived = rewrite_reports(&outbox, &synced, &delivered);
+    let (delivered, stats, rate) = delivered;
+    let archived = synced.iter().filter(|s| s.archived.is_some()).count();
 
     let mut out = super::stdout();
-    let unchanged: u64 = synced.iter().map(|s| s.planned.plan.counts.unchanged).sum();
-    let refused_records: u64 = synced
-        .iter()
-        .map(|s| s.planned.plan.counts.rejected_records)
-        .sum();
-    let held = synced
-        .iter()
-        .filter(|s| matches!(s.planned.plan.verdict, Verdict::Held { .. }))
+    let verdicts = synced.iter().map(|s| &s.planned.planned.plan);
+    let unchanged: u64 = verdicts.clone().map(|p| p.counts.unchanged).sum();
+    let refused_records: u64 = verdicts.clone().map(|p| p.counts.rejected_records).sum();
+    let held = verdicts
+        .clone()
+        .filter(|p| matches!(p.verdict, Verdict::Held { .. }))
         .count();
-    let superseded = synced
-        .iter()
-        .filter(|s| matches!(s.planned.plan.verdict, Verdict::Superseded { .. }))
+    let superseded = verdicts
+        .filter(|p| matches!(p.verdict, Verdict::Superseded { .. }))
         .count();
     writeln!(
         out,
@@ -159,7 +158,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
         "  requests {}, retries {}, 429s {}, settled rate {rate:.1} requests/s",
         stats.requests, stats.retries, stats.throttled
     )?;
-    let code = match delivered {
+    let outcome = match delivered {
         Ok(report) => {
             if held > 0 {
                 writeln!(out, "  held: {held} file(s); see above")?;
@@ -186,11 +185,11 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
                 || superseded > 0
                 || report.undelivered > 0;
             if unreadable {
-                EXIT_BAD_INPUT
+                CommandOutcome::Failed
             } else if incomplete {
-                EXIT_INCOMPLETE
+                CommandOutcome::Incomplete
             } else {
-                0
+                CommandOutcome::Done
             }
         }
         Err(UploadError::Fatal { error, queued }) => {
@@ -200,12 +199,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<u8> {
                 "delivery stopped: {error}; {queued} operations stay queued; run `lotsync sync` \
                  again once fixed"
             ));
-            EXIT_BAD_INPUT
+            CommandOutcome::Failed
         }
         Err(e) => return Err(e.into()),
     };
     out.flush()?;
-    Ok(code)
+    Ok(outcome)
 }
 
 /// The files in the order they were exported ([`lotsync::diff::as_of`]), the order given
@@ -222,128 +221,13 @@ fn oldest_first<'a>(
     files
 }
 
-/// Files a copy of an applied export in the feed's archive with its report, as the daemon
-/// files what it takes, so that `lotsync reconcile --rebuild` reads it too (`sync` and
-/// `release` run without a daemon: a running one holds the state). The report says what is
-/// queued, delivered so far (nothing yet), and is written again once delivery is known. A
-/// file already applied is filed when the archive lacks it (a sync stopped between queuing
-/// the file's plan and filing its copy). A copy that cannot be made is said, and the command
-/// goes on.
-pub(super) fn file_copy(
-    outbox: &Outbox,
-    feed: &lotsync::config::FeedConfig,
-    path: &Path,
-    planned: &FilePlan,
-) -> Option<(FeedFolders, PathBuf)> {
-    let folders = FeedFolders::new(&feed.inbox);
-    let mut report = FileReport::planned(planned);
-    let shown = lotsync::text::shown_path(path);
-    match planned.plan.verdict {
-        Verdict::Apply { .. } => {
-            if let Some(n) = planned.plan.file_no {
-                match outbox.progress(n) {
-                    Ok(progress) => report.delivered(&progress, Vec::new()),
-                    Err(e) => {
-                        tracing::warn!(file = %shown_name(path), path = %shown, error = %Chain(&e), "the archived report keeps the plan's counts")
-                    }
-                }
-            }
-        }
-        Verdict::AlreadyApplied { .. } => {
-            if folders.archive_holds(&planned.plan.file.sha256) {
-                return None;
-            }
-            report.outcome = Outcome::Applied;
-            report.notes.push(
-                "filed by a later `lotsync sync` of the same content: the sync that applied it \
-                 stopped before filing its copy; its counts are in that sync's summary"
-                    .into(),
-            );
-        }
-        // Filed, as the daemon files it: its report names the newer file.
-        Verdict::Superseded { .. } => {}
-        Verdict::Held { .. } => return None,
-    }
-    match folders.archive_copy(path, &report) {
-        Ok(to) => {
-            tracing::info!(feed = %feed.name, file = %shown_name(path), path = %shown, archived = %shown_path(&to), "copy archived");
-            Some((folders, to))
-        }
-        Err(e) => {
-            tracing::warn!(feed = %feed.name, file = %shown_name(path), path = %shown, error = %Chain(&e), "no copy archived (`lotsync reconcile --rebuild` will not read it)");
-            None
-        }
-    }
-}
-
-/// The archived copies' reports say what the service acknowledged, as the daemon's do (what is
-/// still queued when delivery stopped, too). Returns how many copies were archived.
-fn rewrite_reports(
-    outbox: &lotsync::outbox::Outbox,
-    synced: &[Synced],
-    delivered: &Result<DrainReport, UploadError>,
-) -> usize {
-    let refused = match delivered {
-        Ok(report) => report.rejected.as_slice(),
-        Err(_) => &[],
-    };
-    let mut archived = 0;
-    for s in synced {
-        let Some((folders, to)) = &s.archived else {
-            continue;
-        };
-        archived += 1;
-        if !matches!(s.planned.plan.verdict, Verdict::Apply { .. }) {
-            continue; // filed late, as already applied: nothing of it was delivered now
-        }
-        let mut report = FileReport::planned(&s.planned);
-        let progress = match s.planned.plan.file_no.map(|n| outbox.progress(n)) {
-            Some(Ok(progress)) => progress,
-            Some(Err(e)) => {
-                tracing::warn!(file = %Escaped(&s.planned.plan.file.name), path = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
-                continue;
-            }
-            None => Default::default(),
-        };
-        let mine = refused
-            .iter()
-            .filter(|r| r.file_no == s.planned.plan.file_no)
-            .cloned()
-            .collect();
-        report.delivered(&progress, mine);
-        if let Err(e) = folders.rewrite_report(to, &report) {
-            tracing::warn!(file = %Escaped(&s.planned.plan.file.name), path = %s.shown, error = %Chain(&e), "the archived report keeps the plan's counts");
-        }
-    }
-    archived
-}
-
-/// One file's problems for its notification: records the mapper rejected and operations the
-/// service refused.
-fn problems_of(s: &Synced, report: &DrainReport) -> Vec<String> {
-    let name = &s.planned.plan.file.name;
-    let mut problems: Vec<String> = s
-        .planned
-        .rejected
-        .iter()
-        .map(|(line, p)| format!("line {line}: {p}"))
-        .collect();
-    problems.extend(
-        report
-            .rejected
-            .iter()
-            .filter(|r| &r.file == name)
-            .map(ToString::to_string),
-    );
-    problems
-}
-
 fn write_file(
     out: &mut impl Write,
     shown: &str,
-    planned: &FilePlan,
+    planned: &PlannedFile,
     config_flag: &str,
 ) -> std::io::Result<()> {
+    let planned = &planned.planned;
     write_verdict(out, shown, planned, config_flag)?;
     for note in &planned.notes {
         writeln!(out, "  note: {}", Escaped(note))?;
@@ -353,7 +237,8 @@ fn write_file(
 
 /// A file held, superseded or with rejected records is a warning event too, as the daemon
 /// logs it: a log store (`LOTSYNC_LOG_FORMAT=json`) sees what the summary on stdout says.
-fn log_verdict(feed: &lotsync::config::FeedConfig, path: &Path, planned: &FilePlan) {
+fn log_verdict(feed: &lotsync::config::FeedConfig, path: &Path, planned: &PlannedFile) {
+    let planned = &planned.planned;
     let file = shown_name(path);
     let plan = &planned.plan;
     match &plan.verdict {
@@ -389,7 +274,7 @@ fn log_verdict(feed: &lotsync::config::FeedConfig, path: &Path, planned: &FilePl
 fn write_verdict(
     out: &mut impl Write,
     shown: &str,
-    planned: &FilePlan,
+    planned: &lotsync::diff::FilePlan,
     config_flag: &str,
 ) -> std::io::Result<()> {
     let plan = &planned.plan;

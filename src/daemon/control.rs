@@ -3,6 +3,7 @@
 //! answers. It owns the wire and the socket file, not what the answers say (the daemon).
 
 use super::status::DaemonStatus;
+use crate::outcome::CommandOutcome;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -28,25 +29,64 @@ pub enum Request {
     },
 }
 
-/// The daemon's answer: an exit code for the command, text for a person, and the data.
+/// The daemon's answer: how the asked work ended (the command's exit code is the binary's
+/// to choose), text for a person, and the data.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "WireReply")]
 pub struct Reply {
-    pub exit: u8,
-    #[serde(default)]
+    pub outcome: CommandOutcome,
     pub text: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<DaemonStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub report: Option<serde_json::Value>,
 }
 
 impl Reply {
-    pub fn error(exit: u8, text: impl Into<String>) -> Reply {
+    /// The asked work failed, and why.
+    pub fn failed(text: impl Into<String>) -> Reply {
         Reply {
-            exit,
+            outcome: CommandOutcome::Failed,
             text: text.into(),
             ..Reply::default()
         }
+    }
+}
+
+/// An answer as read: a daemon started before the outcome was on the wire (one still running
+/// after an upgrade) sends `exit` instead, the command's exit code of its time.
+#[derive(Deserialize)]
+struct WireReply {
+    #[serde(default)]
+    outcome: Option<CommandOutcome>,
+    #[serde(default)]
+    exit: Option<u8>,
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    status: Option<DaemonStatus>,
+    #[serde(default)]
+    report: Option<serde_json::Value>,
+}
+
+impl TryFrom<WireReply> for Reply {
+    type Error = &'static str;
+
+    fn try_from(wire: WireReply) -> Result<Reply, Self::Error> {
+        let outcome = match (wire.outcome, wire.exit) {
+            (Some(outcome), _) => outcome,
+            // Those daemons' codes: 0 done, 3 done with refusals or queued, 2 failed.
+            (None, Some(0)) => CommandOutcome::Done,
+            (None, Some(3)) => CommandOutcome::Incomplete,
+            (None, Some(_)) => CommandOutcome::Failed,
+            (None, None) => return Err("an answer without an outcome"),
+        };
+        Ok(Reply {
+            outcome,
+            text: wire.text,
+            status: wire.status,
+            report: wire.report,
+        })
     }
 }
 
@@ -174,7 +214,7 @@ where
     }
     let reply = match serde_json::from_str::<Request>(&line) {
         Ok(request) => answer(request).await,
-        Err(e) => Reply::error(2, format!("not a request: {e}")),
+        Err(e) => Reply::failed(format!("not a request: {e}")),
     };
     let mut out = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
     out.push(b'\n');
@@ -206,7 +246,10 @@ mod tests {
             for _ in 0..2 {
                 let (stream, _) = listener.accept().await.unwrap();
                 converse(stream, |request| async move {
-                    Reply::error(0, format!("{request:?}"))
+                    Reply {
+                        text: format!("{request:?}"),
+                        ..Reply::default()
+                    }
                 })
                 .await
                 .unwrap();
@@ -233,6 +276,31 @@ mod tests {
         // The listener is gone; the socket file stays, as after a crash: bound again.
         drop(bind(&path).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An answer carries how the work ended, by name; an answer of a daemon started before
+    /// that (its `exit` code: 0, 2 or 3) is still read as the same outcome.
+    #[test]
+    fn an_answer_carries_its_outcome_and_an_older_daemons_exit_is_read() {
+        let reply = Reply {
+            outcome: CommandOutcome::Incomplete,
+            text: "2 refused".into(),
+            ..Reply::default()
+        };
+        let wire = serde_json::to_string(&reply).unwrap();
+        assert_eq!(wire, r#"{"outcome":"incomplete","text":"2 refused"}"#);
+        assert_eq!(serde_json::from_str::<Reply>(&wire).unwrap(), reply);
+        for (exit, outcome) in [
+            (0, CommandOutcome::Done),
+            (3, CommandOutcome::Incomplete),
+            (2, CommandOutcome::Failed),
+        ] {
+            let older: Reply =
+                serde_json::from_str(&format!(r#"{{"exit":{exit},"text":"t"}}"#)).unwrap();
+            assert_eq!(older.outcome, outcome, "exit {exit}");
+            assert_eq!(older.text, "t");
+        }
+        assert!(serde_json::from_str::<Reply>(r#"{"text":"t"}"#).is_err());
     }
 
     /// A config naming a file that is no socket (a typo, the state's own files) never loses

@@ -2,11 +2,15 @@
 //! ([`crate::inbox`]) with the report it leaves behind, and [`FilePipeline`], which takes one
 //! complete export from its inbox to the service.
 //!
+//! A file's plan (profile, rules, the service's list when needed, the diff, the notices it
+//! calls for) is [`lifecycle`]'s, the same for the one-shot commands.
+//!
 //! `lotsync demo` drives the pipeline file by file; the watchers, control socket, nightly
 //! reconciliation and sd_notify of `lotsync run` build on it. It owns the files' lifecycle, not
 //! what to send (the diff) nor how (the uploader).
 
 pub mod control;
+pub mod lifecycle;
 pub mod metrics;
 mod run;
 mod service_list;
@@ -17,13 +21,14 @@ pub use run::{held_feed, Daemon, Filed, Signal, StartError};
 pub use service_list::{read_service_list, ServiceListError};
 
 use crate::config::{Config, FeedConfig};
-use crate::diff::{diff_file_drafted, DiffError, DiffOptions, FileDiffError, Verdict};
+use crate::diff::{DiffError, FileDiffError, Verdict};
 use crate::inbox::{Claimed, FeedFolders, FileReport, Outcome};
-use crate::mapper::{Profile, ProfileError};
+use crate::mapper::ProfileError;
 use crate::outbox::{FileProgress, Outbox};
 use crate::state::StateError;
 use crate::text::{Chain, Escaped};
 use crate::upload::{DrainReport, Notices, RejectedOp, UploadError, Uploader};
+use lifecycle::{FileToPlan, Listing, Past, PlanError, Planned};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -64,6 +69,11 @@ pub enum DaemonError {
     Upload(#[from] UploadError),
     #[error(transparent)]
     ServiceList(#[from] ServiceListError),
+    /// The config's service client cannot be made. Only a plan that reads the service's list
+    /// with the config's own client meets it ([`lifecycle::Listing::Configured`], a one-shot
+    /// command's); the daemon plans with its uploader's.
+    #[error(transparent)]
+    Client(crate::config::ConfigError),
     #[error(
         "{file}: not held for feed {feed:?} (no held file has this content); nothing to release"
     )]
@@ -101,6 +111,18 @@ pub enum DaemonError {
         #[source]
         source: Box<DaemonError>,
     },
+}
+
+impl From<PlanError> for DaemonError {
+    fn from(e: PlanError) -> DaemonError {
+        match e {
+            PlanError::Profile { feed, source } => DaemonError::Profile { feed, source },
+            PlanError::ServiceList(e) => DaemonError::ServiceList(e),
+            PlanError::Client(e) => DaemonError::Client(e),
+            PlanError::Diff(e) => DaemonError::Diff(e),
+            PlanError::Task(e) => DaemonError::Task(e),
+        }
+    }
 }
 
 impl DaemonError {
@@ -160,25 +182,6 @@ impl FilePipeline {
 
     pub fn notices(&self) -> Option<&Notices> {
         self.notices.as_ref()
-    }
-
-    /// The running config, a feed's profile and the rules its files are diffed by (the
-    /// profile's lots included).
-    fn profile_and_rules(
-        &self,
-        feed: &FeedConfig,
-        force: bool,
-    ) -> Result<(Arc<Config>, Profile, crate::diff::Rules), DaemonError> {
-        let config = self.config();
-        let profile = Profile::find(&feed.profile, &config.profiles_dir).map_err(|source| {
-            DaemonError::Profile {
-                feed: feed.name.clone(),
-                source,
-            }
-        })?;
-        let lots: Vec<u64> = profile.locations.values().copied().collect();
-        let rules = feed.rules(config.api.organization_id, &lots, force);
-        Ok((config, profile, rules))
     }
 
     /// The config files are planned with now.
@@ -279,20 +282,20 @@ impl FilePipeline {
         }
         let name = shown_name(&claimed.path);
         let planning = std::time::Instant::now();
-        let (planned, report) = match self
-            .plan(feed, &claimed.path, Some(claimed), false, false)
-            .await?
-        {
-            Ok(planned) => planned,
-            Err(unplanned @ Unplanned::Incomplete(_)) => {
-                let reason = unplanned.reason();
+        let planned = self
+            .plan(feed, &claimed.path, Some(claimed), Past::Nothing)
+            .await?;
+        let lifecycle::PlannedFile { planned, report } = match planned {
+            Planned::File(planned) => *planned,
+            Planned::Incomplete(e) => {
+                let reason = unplanned_reason(&e);
                 // Taken before it was whole (a resumed file, or one cut after it was checked):
                 // held, for a person to release once it is known to be right.
                 let reasons = vec![incomplete_reason(&reason)];
                 return self.hold_unplanned(feed, &claimed.path, reasons).await;
             }
-            Err(unplanned @ Unplanned::Unreadable(_)) => {
-                let reason = unplanned.reason();
+            Planned::Unreadable(e) => {
+                let reason = unplanned_reason(&e);
                 tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reason), "file cannot be read");
                 let (feed_name, path) = (feed.name.clone(), claimed.path.clone());
                 return blocking(move || {
@@ -324,9 +327,7 @@ impl FilePipeline {
                 // The reason in the message too: `journalctl` and `systemctl status` show
                 // only the message.
                 tracing::warn!(feed = %feed.name, file = %name, reason = %reason, "held by the safety guard: {reason}");
-                if let Some(notices) = &self.notices {
-                    notices.held(&shown_path(&to), &plan.file.sha256, reasons);
-                }
+                lifecycle::tell_held(self.notices(), &to, &plan.file.sha256, reasons);
                 Ok((report, to))
             }
             Verdict::AlreadyApplied { .. } => {
@@ -458,7 +459,7 @@ impl FilePipeline {
             None => FileProgress::default(),
         };
         report.delivered(&progress, drained.rejected);
-        self.tell_rejected(report);
+        lifecycle::tell_rejected(self.notices(), report);
         Ok(())
     }
 
@@ -501,9 +502,7 @@ impl FilePipeline {
         let (name, sha256) = (report.file.clone(), report.sha256.clone());
         let reason = Escaped(&reasons.join("; ")).to_string();
         tracing::warn!(feed = %feed.name, file = %name, reason = %reason, "held: {reason}");
-        if let Some(notices) = &self.notices {
-            notices.held(&shown_path(&to), &sha256, &reasons);
-        }
+        lifecycle::tell_held(self.notices(), &to, &sha256, &reasons);
         Ok((report, to))
     }
 
@@ -521,7 +520,7 @@ impl FilePipeline {
         force: bool,
     ) -> Result<Released, DaemonError> {
         let folders = FeedFolders::new(&feed.inbox);
-        let (_, profile, rules) = self.profile_and_rules(feed, true)?;
+        let (profile, rules) = lifecycle::profile_and_rules(&self.config(), feed, Past::Guard)?;
         let full = rules.mode == crate::diff::Mode::Full;
         let (outbox, feed_name, name, path, looked_at) = (
             self.outbox.clone(),
@@ -574,11 +573,15 @@ impl FilePipeline {
             false => None,
         };
         let path = claimed.as_ref().map_or(file, |c| c.path.as_path());
-        let planned = match self.plan(feed, path, claimed.as_ref(), true, force).await {
-            Ok(Ok(planned)) => Ok(planned),
-            Ok(Err(unplanned)) => Err(DaemonError::Unplannable {
+        let past = match force {
+            true => Past::GuardAndNewer,
+            false => Past::Guard,
+        };
+        let planned = match self.plan(feed, path, claimed.as_ref(), past).await {
+            Ok(Planned::File(planned)) => Ok(*planned),
+            Ok(Planned::Incomplete(e) | Planned::Unreadable(e)) => Err(DaemonError::Unplannable {
                 file: file.to_owned(),
-                source: Box::new(unplanned.into_error()),
+                source: Box::new(e),
             }),
             Err(e) => Err(e),
         };
@@ -599,7 +602,10 @@ impl FilePipeline {
             let (folders, file) = (folders.clone(), file.to_owned());
             blocking(move || folders.drop_report(&file).map_err(folder_error(&file))).await?;
         }
-        let (planned, mut report) = planned;
+        let lifecycle::PlannedFile {
+            planned,
+            mut report,
+        } = planned;
         tracing::info!(feed = %feed.name, file = %crate::text::shown_name(file), path = %crate::text::shown_path(file), operations = report.planned.total(), forced_older = newer.is_some(), "released past the safety guard");
         if let Err(e) = self
             .deliver_reported(&mut report, planned.plan.file_no)
@@ -626,18 +632,6 @@ impl FilePipeline {
         })
     }
 
-    fn tell_rejected(&self, report: &FileReport) {
-        if let Some(notices) = &self.notices {
-            let mut problems: Vec<String> = report
-                .rejected_records
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            problems.extend(report.refused.iter().map(ToString::to_string));
-            notices.rejected(&report.file, &report.sha256, &problems);
-        }
-    }
-
     /// What is worth a person's attention about a file as a whole, one event each.
     fn log_notes(&self, feed: &FeedConfig, file: &str, notes: &[String]) {
         for note in notes {
@@ -645,80 +639,32 @@ impl FilePipeline {
         }
     }
 
-    /// Maps, diffs and commits a file off the async threads (a claimed one with its report's
-    /// draft written just before the commit). `force`: a release, past the guard and as it
-    /// is; `older`: even when a newer snapshot was applied since. The inner error is a file
-    /// that cannot be planned, and why.
+    /// Plans and commits a file ([`lifecycle::plan_file`]; a claimed one with its report's
+    /// draft written just before the commit), reading the service's list first when the
+    /// state needs it. `past`: a release goes past the guard, and with `--force` past a newer
+    /// snapshot.
     async fn plan(
         &self,
         feed: &FeedConfig,
         path: &Path,
         claimed: Option<&Claimed>,
-        force: bool,
-        older: bool,
-    ) -> Result<Result<(crate::diff::FilePlan, FileReport), Unplanned>, DaemonError> {
-        let (config, profile, rules) = self.profile_and_rules(feed, force)?;
-        let org = config.api.organization_id;
-        let outbox = self.outbox.clone();
-        let known = blocking(move || {
-            outbox
-                .state()
-                .knows_organization(org)
-                .map_err(|e| ServiceListError::from(e).into())
-        })
-        .await?;
-        let listed = if known {
-            None
-        } else {
-            Some(read_service_list(self.uploader.client(), self.uploader.pace(), &config).await?)
-        };
-        let options = DiffOptions {
+        past: Past,
+    ) -> Result<Planned, DaemonError> {
+        let config = self.config();
+        let file = FileToPlan {
+            config: &config,
+            feed,
+            path,
+            past,
             commit: true,
-            listed,
-            accept_incomplete: force,
-            accept_older: older,
+            keep_ops: false,
+            claimed,
         };
-        let (outbox, path, location_id) = (self.outbox.clone(), path.to_owned(), feed.location_id);
-        let drafting = claimed.map(|c| (FeedFolders::new(&feed.inbox), c.clone()));
-        let planned = tokio::task::spawn_blocking(move || {
-            let planned = diff_file_drafted(
-                &outbox,
-                rules,
-                &profile,
-                location_id,
-                &path,
-                options,
-                |plan, found, file_no| match &drafting {
-                    Some((folders, claimed)) => {
-                        let mut draft = FileReport::from_parts(plan, found);
-                        draft.file_no = Some(file_no);
-                        // True when written: nothing delivered yet, everything queued.
-                        draft.in_hand(&draft.just_committed());
-                        folders.write_draft(claimed, &draft)
-                    }
-                    None => Ok(()),
-                },
-            )?;
-            // The report is made here, and the plan's operations (committed) dropped here: a
-            // large file's are many.
-            let report = FileReport::planned(&planned);
-            let mut planned = planned;
-            planned.plan.ops = Vec::new();
-            planned.plan.changes = Default::default();
-            Ok((planned, report))
-        })
-        .await
-        .map_err(DaemonError::Task)?;
-        match planned {
-            Ok(planned) => Ok(Ok(planned)),
-            Err(FileDiffError::Export(e)) if e.is_incomplete() => {
-                Ok(Err(Unplanned::Incomplete(FileDiffError::Export(e))))
-            }
-            Err(e @ (FileDiffError::Io(_) | FileDiffError::Export(_))) => {
-                Ok(Err(Unplanned::Unreadable(e)))
-            }
-            Err(FileDiffError::Diff(e)) => Err(DaemonError::Diff(e)),
-        }
+        let listing = Listing::Read {
+            client: self.uploader.client(),
+            pace: self.uploader.pace(),
+        };
+        Ok(lifecycle::plan_file(&self.outbox, file, listing).await?)
     }
 }
 
@@ -740,31 +686,13 @@ pub enum Taken {
     Filed(Box<FileReport>, PathBuf),
 }
 
-/// Why a file was not planned: what reading it found (a [`FileDiffError::Io`] or
-/// [`FileDiffError::Export`]).
-#[derive(Debug)]
-enum Unplanned {
-    /// It cannot be read (it goes to `failed/`).
-    Unreadable(FileDiffError),
-    /// Its last record is cut.
-    Incomplete(FileDiffError),
-}
-
-impl Unplanned {
-    /// Why, as a file's report and the log say it: the reading error's own text.
-    fn reason(&self) -> String {
-        let (Unplanned::Unreadable(e) | Unplanned::Incomplete(e)) = self;
-        match e {
-            FileDiffError::Io(e) => e.to_string(),
-            FileDiffError::Export(e) => e.to_string(),
-            FileDiffError::Diff(e) => Chain(e).to_string(),
-        }
-    }
-
-    fn into_error(self) -> FileDiffError {
-        match self {
-            Unplanned::Unreadable(e) | Unplanned::Incomplete(e) => e,
-        }
+/// Why a file was not planned ([`Planned::Unreadable`], [`Planned::Incomplete`]), as a
+/// file's report and the log say it: the reading error's own text.
+fn unplanned_reason(e: &FileDiffError) -> String {
+    match e {
+        FileDiffError::Io(e) => e.to_string(),
+        FileDiffError::Export(e) => e.to_string(),
+        FileDiffError::Diff(e) => Chain(e).to_string(),
     }
 }
 

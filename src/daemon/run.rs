@@ -18,6 +18,7 @@ use crate::inbox::FileReport;
 use crate::inbox::{Claimed, FeedFolders};
 use crate::mapper::{ExportFile, Profile};
 use crate::outbox::Outbox;
+use crate::outcome::CommandOutcome;
 use crate::text::{shown_path, Chain, Escaped};
 use crate::upload::{UploadError, Uploader};
 use std::collections::{BTreeMap, HashMap};
@@ -44,11 +45,6 @@ const RECONCILE_TRIES: u32 = 5;
 
 /// Archives are pruned at start and then this often.
 const PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
-
-/// Exit code of a command that found bad input or config (as the CLI's).
-const EXIT_BAD_INPUT: u8 = 2;
-/// Exit code of a command that finished with refusals or operations still queued.
-const EXIT_INCOMPLETE: u8 = 3;
 
 /// What the daemon's tasks share.
 pub struct Daemon {
@@ -739,8 +735,8 @@ impl Daemon {
                     if let Some((_, tries)) = due {
                         tracing::info!(tries, "trying the failed reconciliation again");
                         let reply = self.reconcile_try(tries).await;
-                        if reply.exit != EXIT_BAD_INPUT {
-                            tracing::info!(exit = reply.exit, "the reconciliation tried again succeeded");
+                        if reply.outcome != CommandOutcome::Failed {
+                            tracing::info!(outcome = ?reply.outcome, "the reconciliation tried again succeeded");
                         }
                     }
                 }
@@ -825,12 +821,12 @@ impl Daemon {
         match request {
             Request::Status => match self.status().await {
                 Ok(status) => Reply {
-                    exit: 0,
+                    outcome: CommandOutcome::Done,
                     text: status.render(),
                     status: Some(status),
                     report: None,
                 },
-                Err(e) => Reply::error(EXIT_BAD_INPUT, e),
+                Err(e) => Reply::failed(e),
             },
             Request::Release { file, feed, force } => {
                 self.release(&file, feed.as_deref(), force).await
@@ -862,16 +858,16 @@ impl Daemon {
         let config = self.pipeline.config();
         let feed = match held_feed(&config, file, feed) {
             Ok(feed) => feed.clone(),
-            Err(e) => return Reply::error(EXIT_BAD_INPUT, Chain(&e).to_string()),
+            Err(e) => return Reply::failed(Chain(&e).to_string()),
         };
         match self.pipeline.release(&feed, file, force).await {
             Ok(released) => {
                 let report = &released.report;
                 self.file_done(&feed, report, &released.to);
-                let exit = if report.refused.is_empty() && report.undelivered == 0 {
-                    0
+                let outcome = if report.refused.is_empty() && report.undelivered == 0 {
+                    CommandOutcome::Done
                 } else {
-                    EXIT_INCOMPLETE
+                    CommandOutcome::Incomplete
                 };
                 let mut text = String::new();
                 if let Some(newer) = &released.older_than {
@@ -895,7 +891,7 @@ impl Daemon {
                     shown_path(&released.to)
                 ));
                 Reply {
-                    exit,
+                    outcome,
                     text,
                     status: None,
                     report: serde_json::to_value(report).ok(),
@@ -905,7 +901,7 @@ impl Daemon {
                 if let DaemonError::Stopped { file: waiting, .. } = &e {
                     self.hand_over(&feed, waiting.clone()).await;
                 }
-                Reply::error(EXIT_BAD_INPUT, Chain(&e).to_string())
+                Reply::failed(Chain(&e).to_string())
             }
         }
     }
@@ -929,8 +925,7 @@ impl Daemon {
 
     async fn reconcile(&self, rebuild: bool) -> Reply {
         if rebuild {
-            return Reply::error(
-                EXIT_BAD_INPUT,
+            return Reply::failed(
                 "--rebuild works on a stopped daemon's state: stop lotsync first \
                  (systemctl stop lotsync), then run `lotsync reconcile --rebuild`",
             );
@@ -983,30 +978,30 @@ impl Daemon {
                     tries,
                     next_try,
                 });
-                return Reply::error(EXIT_BAD_INPUT, format!("reconciliation failed: {error}"));
+                return Reply::failed(format!("reconciliation failed: {error}"));
             }
         };
         let delivered = self.pipeline.deliver(None).await;
         let mut text = report.summary();
-        let exit = match &delivered {
-            Ok(d) if d.undelivered == 0 && d.rejected.is_empty() => 0,
+        let outcome = match &delivered {
+            Ok(d) if d.undelivered == 0 && d.rejected.is_empty() => CommandOutcome::Done,
             Ok(d) => {
                 text.push_str(&format!(
                     "\n{} repairs refused by the service, {} operations still queued",
                     d.rejected.len(),
                     d.undelivered
                 ));
-                EXIT_INCOMPLETE
+                CommandOutcome::Incomplete
             }
             Err(e) => {
                 text.push_str(&format!("\ndelivery stopped: {}", Chain(e)));
-                EXIT_BAD_INPUT
+                CommandOutcome::Failed
             }
         };
-        self.metrics.reconciled(match exit {
-            0 => "ok",
-            EXIT_INCOMPLETE => "incomplete",
-            _ => "failed",
+        self.metrics.reconciled(match outcome {
+            CommandOutcome::Done => "ok",
+            CommandOutcome::Incomplete => "incomplete",
+            CommandOutcome::Failed => "failed",
         });
         {
             let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1015,7 +1010,7 @@ impl Daemon {
             live.reconcile_failed = None;
         }
         Reply {
-            exit,
+            outcome,
             text,
             status: None,
             report: serde_json::to_value(&report).ok(),
