@@ -40,7 +40,10 @@ fn open(config: &Arc<Config>) -> Arc<Daemon> {
 fn export(dir: &Path, name: &str, secs_ago: u64) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, "vin,stock\n").expect("export");
-    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .expect("the export opens");
     file.set_modified(std::time::SystemTime::now() - Duration::from_secs(secs_ago))
         .expect("mtime");
     path
@@ -60,7 +63,10 @@ async fn the_oldest_export_waiting_is_taken_first() {
     let mut waiting = vec![newest.clone(), older.clone(), as_old.clone()];
     assert_eq!(daemon.oldest(&feed, &mut waiting).await, Some(older));
     assert_eq!(daemon.oldest(&feed, &mut waiting).await, Some(as_old));
-    assert_eq!(daemon.oldest(&feed, &mut waiting).await, Some(newest.clone()));
+    assert_eq!(
+        daemon.oldest(&feed, &mut waiting).await,
+        Some(newest.clone())
+    );
     assert_eq!(daemon.oldest(&feed, &mut waiting).await, None);
 
     let gone = inbox.join("gone.csv");
@@ -77,7 +83,10 @@ fn a_file_to_release_belongs_to_the_feed_named_or_holding_it() {
     let dir = tmp.path();
     let held = export(&dir.join("north").join("held"), "day1.csv", 0);
     assert_eq!(held_feed(&config, &held, None).unwrap().name, "north");
-    assert_eq!(held_feed(&config, &held, Some("main")).unwrap().name, "main");
+    assert_eq!(
+        held_feed(&config, &held, Some("main")).unwrap().name,
+        "main"
+    );
     let dropped = export(&dir.join("main"), "day2.csv", 0);
     assert_eq!(held_feed(&config, &dropped, None).unwrap().name, "main");
     let elsewhere = export(dir, "stray.csv", 0);
@@ -113,7 +122,11 @@ async fn a_failed_reconciliation_is_tried_again_with_doubling_waits_five_times()
         let before = Instant::now();
         let reply = daemon.reconcile_try(tries).await;
         assert_eq!(reply.exit, EXIT_BAD_INPUT, "{}", reply.text);
-        assert!(reply.text.starts_with("reconciliation failed"), "{}", reply.text);
+        assert!(
+            reply.text.starts_with("reconciliation failed"),
+            "{}",
+            reply.text
+        );
         let next = *daemon.reconcile_retry.lock().unwrap();
         match wait {
             Some(secs) => {
@@ -121,8 +134,7 @@ async fn a_failed_reconciliation_is_tried_again_with_doubling_waits_five_times()
                 assert_eq!(next_tries, tries + 1);
                 let waited = at.duration_since(before);
                 assert!(
-                    waited >= Duration::from_secs(secs)
-                        && waited < Duration::from_secs(secs + 5),
+                    waited >= Duration::from_secs(secs) && waited < Duration::from_secs(secs + 5),
                     "try {tries}: {waited:?}"
                 );
             }

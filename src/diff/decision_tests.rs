@@ -119,12 +119,12 @@ fn each_record_becomes_create_update_sold_in_stock_or_nothing() {
         rules(Mode::Delta),
         "day1.csv",
         &[
-            on_lot("VIN0", 1000.0),                   // unchanged
-            on_lot("VIN1", 1500.0),                   // repriced
-            Line(car("VIN2", 1000.0), Some(true)),    // sold by the export
-            Line(car("VIN3", 1200.0), Some(true)),    // repriced and sold
-            on_lot("NEWVIN", 900.0),                  // new
-            Line(car("GONEVIN", 900.0), Some(true)),  // new, but already sold
+            on_lot("VIN0", 1000.0),                  // unchanged
+            on_lot("VIN1", 1500.0),                  // repriced
+            Line(car("VIN2", 1000.0), Some(true)),   // sold by the export
+            Line(car("VIN3", 1200.0), Some(true)),   // repriced and sold
+            on_lot("NEWVIN", 900.0),                 // new
+            Line(car("GONEVIN", 900.0), Some(true)), // new, but already sold
         ],
     );
     assert_eq!(plan.verdict, Verdict::Apply { forced: false });
@@ -140,7 +140,14 @@ fn each_record_becomes_create_update_sold_in_stock_or_nothing() {
     );
     let c = &plan.counts;
     assert_eq!(
-        (c.create, c.update, c.sold, c.in_stock, c.unchanged, c.skipped_sold),
+        (
+            c.create,
+            c.update,
+            c.sold,
+            c.in_stock,
+            c.unchanged,
+            c.skipped_sold
+        ),
         (1, 2, 2, 0, 1, 1)
     );
     answer_all(&outbox);
@@ -150,7 +157,10 @@ fn each_record_becomes_create_update_sold_in_stock_or_nothing() {
         &outbox,
         rules(Mode::Delta),
         "day2.csv",
-        &[Line(car("VIN2", 1000.0), Some(false)), on_lot("VIN3", 1200.0)],
+        &[
+            Line(car("VIN2", 1000.0), Some(false)),
+            on_lot("VIN3", 1200.0),
+        ],
     );
     assert_eq!(ops(&plan), [("VIN2", "in_stock"), ("VIN3", "in_stock")]);
     assert_eq!(plan.counts.in_stock, 2);
@@ -221,8 +231,10 @@ fn the_guard_holds_a_snapshot_that_sells_too_much_and_force_overrides_it() {
     };
     assert_eq!(
         reasons,
-        &["location 10: would mark 2 of 4 in-stock vehicles sold (50%, more than \
-           max_sold_fraction 25%)"]
+        &[
+            "location 10: would mark 2 of 4 in-stock vehicles sold (50%, more than \
+           max_sold_fraction 25%)"
+        ]
     );
     assert!(outbox.is_empty(), "a held plan queues nothing");
     // An empty file for the lot: held whatever the fraction.
@@ -289,7 +301,12 @@ fn operations_in_flight_are_projected_and_pending_ones_replaced() {
 #[test]
 fn a_refused_payload_is_not_sent_again_until_it_changes() {
     let (outbox, _tmp) = outbox("refused");
-    file(&outbox, rules(Mode::Delta), "day1.csv", &[on_lot("VINA", 1.0)]);
+    file(
+        &outbox,
+        rules(Mode::Delta),
+        "day1.csv",
+        &[on_lot("VINA", 1.0)],
+    );
     let taken = outbox.take(ORG, 1).unwrap();
     outbox
         .acknowledge(
@@ -300,7 +317,12 @@ fn a_refused_payload_is_not_sent_again_until_it_changes() {
             },
         )
         .unwrap();
-    let same = file(&outbox, rules(Mode::Delta), "day2.csv", &[on_lot("VINA", 1.0)]);
+    let same = file(
+        &outbox,
+        rules(Mode::Delta),
+        "day2.csv",
+        &[on_lot("VINA", 1.0)],
+    );
     assert!(same.ops.is_empty(), "{:?}", ops(&same));
     assert_eq!(same.counts.still_rejected, 1);
     let changed = file(

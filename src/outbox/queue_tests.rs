@@ -195,7 +195,10 @@ fn an_applied_answer_is_recorded_on_the_vehicle_the_counters_and_the_file() {
         &outbox,
         ORG,
         "day1.csv",
-        vec![(10, "VINA", Op::Create(p.clone())), (10, "VINA", Op::MarkSold)],
+        vec![
+            (10, "VINA", Op::Create(p.clone())),
+            (10, "VINA", Op::MarkSold),
+        ],
     );
     assert_eq!(
         outbox.progress(file_no).unwrap(),
@@ -291,7 +294,10 @@ fn a_refusal_is_recorded_and_cleared_by_a_later_success_of_the_same_kind() {
     assert_eq!(second.op, Op::Create(good.clone()));
     outbox.acknowledge(second.seq, &applied(7)).unwrap();
     let (_, rec) = record(&outbox, "VINA");
-    assert_eq!(rec.rejected, None, "cleared by the create that went through");
+    assert_eq!(
+        rec.rejected, None,
+        "cleared by the create that went through"
+    );
     assert_eq!(rec.digest, Some(payload_digest(&good)));
     let c = outbox.counters().unwrap();
     assert_eq!((c.acknowledged, c.rejected), (1, 1));
@@ -342,7 +348,10 @@ fn an_applied_update_to_another_location_moves_the_vehicle() {
         vec![(11, "VINA", Op::Update(moved.clone()))],
     );
     let (key, _) = record(&outbox, "VINA");
-    assert_eq!(key.location_id, 10, "moved only once the service applied it");
+    assert_eq!(
+        key.location_id, 10,
+        "moved only once the service applied it"
+    );
     let update = outbox.take(ORG, 10).unwrap().remove(0);
     outbox.acknowledge(update.seq, &applied(5)).unwrap();
     let (key, rec) = record(&outbox, "VINA");
@@ -437,7 +446,11 @@ fn a_held_plan_files_the_file_and_queues_nothing() {
     );
     assert!(outbox.state().is_held("main", "abc"));
     assert_eq!(
-        outbox.state().feed("main").unwrap().and_then(|f| f.last_applied),
+        outbox
+            .state()
+            .feed("main")
+            .unwrap()
+            .and_then(|f| f.last_applied),
         None,
         "a held file is not the feed's last applied"
     );

@@ -76,7 +76,8 @@ impl Site {
             name: "day1.csv".into(),
             sha256: "day1".into(),
         };
-        let mut differ = crate::diff::Differ::new(&self.outbox, rules, file).unwrap();
+        let mut differ = crate::diff::Differ::new(&self.outbox, rules, file)
+            .expect("the differ reads the state");
         for (n, p) in cars.iter().enumerate() {
             differ
                 .accepted(&crate::mapper::Accepted {
@@ -85,9 +86,9 @@ impl Site {
                     sold: None,
                     warnings: Vec::new(),
                 })
-                .unwrap();
+                .expect("the record is diffed");
         }
-        differ.commit().unwrap();
+        differ.commit().expect("the plan commits");
         let drained = self.uploader.drain().await.expect("delivered");
         assert_eq!(drained.undelivered, 0, "{drained:?}");
         assert!(self.outbox.is_empty());
@@ -97,14 +98,19 @@ impl Site {
         self.outbox
             .entries()
             .map(|e| {
-                let e = e.unwrap();
+                let e = e.expect("the outbox reads");
                 (e.file, e.vin, e.op.name())
             })
             .collect()
     }
 
     fn service_id(&self, vin: &str) -> u64 {
-        let (_, record) = self.outbox.state().find_vin(100, vin).unwrap().unwrap();
+        let (_, record) = self
+            .outbox
+            .state()
+            .find_vin(100, vin)
+            .expect("the state reads")
+            .expect("the vehicle is known");
         record.service_id.expect("an id from the answer")
     }
 }
@@ -153,7 +159,11 @@ async fn each_drift_is_queued_as_its_repair_and_the_rest_left_alone() {
     )
     .await;
     let foreign = VehiclePayload::new(10, "OTHER-TOOL", "FOREIGNVIN0000001");
-    site.uploader.client().upsert_vehicle(&foreign).await.unwrap();
+    site.uploader
+        .client()
+        .upsert_vehicle(&foreign)
+        .await
+        .unwrap();
 
     let report = site.reconcile(false).await.expect("reconciled");
     let c = &report.counts;
@@ -191,7 +201,9 @@ async fn each_drift_is_queued_as_its_repair_and_the_rest_left_alone() {
         .find(|f| f.name == plan)
         .expect("the plan is filed");
     assert_eq!(filed.feed, RECONCILE_FEED);
-    assert!(report.path.starts_with(site.config.state.dir.join("reports")));
+    assert!(report
+        .path
+        .starts_with(site.config.state.dir.join("reports")));
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report.path).expect("the report is written"))
             .expect("JSON");
