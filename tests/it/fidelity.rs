@@ -3,7 +3,7 @@
 //! Goals: at least 98% of unambiguous fields right, no wrong value (issue 24: a field is right or
 //! left out), no value outside the spec's lists, every record that must be refused refused. `cargo run --example fidelity` prints the table.
 
-#[path = "fidelity/score.rs"]
+#[path = "../fidelity/score.rs"]
 mod score;
 
 #[test]

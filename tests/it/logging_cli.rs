@@ -3,7 +3,7 @@
 //! its priority, also for the error that stops the process (a config error used to spread over
 //! several journal lines, none of them at priority `err`).
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, reports, text, Site};

@@ -9,7 +9,7 @@
 //! resident size is printed but the bound is on the anonymous part; the release figure is
 //! `examples/soak_bench`'s.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, reports, Site};

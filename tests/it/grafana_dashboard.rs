@@ -4,7 +4,7 @@
 //! Every metric its queries name must be in the scrape, with every label they match on or
 //! group by; a renamed metric or label leaves a panel empty without any other warning.
 
-mod common;
+use crate::common;
 
 use common::site::{drop_file, reports, Site};
 use common::{free_loopback_port, sandbox_with};

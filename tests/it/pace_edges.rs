@@ -16,7 +16,7 @@
 //!
 //! Throughput figures are the benchmark's (`examples/sync_bench.rs`), not these tests'.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{code, drop_file, reports, text, Site};

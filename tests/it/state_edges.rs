@@ -6,7 +6,7 @@
 //!   twice and sells exactly the vehicles gone;
 //! - `lotsync status` run over and over never keeps the daemon from starting.
 
-mod common;
+use crate::common;
 
 use common::fleet::{Car, Expected};
 use common::site::{drop_file, reports, text, Site};

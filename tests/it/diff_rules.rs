@@ -2,7 +2,7 @@
 //! sales by absence or by the export's word, returns, full vs delta, multi-location, re-drops,
 //! the safety guard, and a newer file replacing pending operations.
 
-mod common;
+use crate::common;
 
 use common::{answer_all, TempDir};
 use lotsync::api::{Amount, Price, PriceSet, VehiclePayload};

@@ -3,7 +3,7 @@
 //! for a VIN typo keeps the vehicle it stands for on the lot, and a car moved between two lots
 //! of one organization is moved, not sold and back in stock, whichever lot's export comes first.
 
-mod common;
+use crate::common;
 
 use common::feedgen;
 use common::fleet::{export, Car};

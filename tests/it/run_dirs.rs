@@ -2,7 +2,7 @@
 //! path and the way out, created only when asked with `--create-dirs`), and `lotsync validate
 //! --online` proving the URL, token and organization with one request.
 
-mod common;
+use crate::common;
 
 use common::site::{text, Site};
 use common::{sandbox_with, MAIN_FEED};

@@ -1,6 +1,6 @@
 //! Contract tests: the real client against the real sandbox over loopback HTTP.
 
-mod common;
+use crate::common;
 
 use common::{
     client, client_for, count, payload, sandbox, sandbox_with, set_behaviour, set_faults, state,

@@ -8,7 +8,7 @@
 //! no vehicle that the latest applied snapshot of some lot lists, validly or by a rejected
 //! record that stands for it, is ever sold.
 
-mod common;
+use crate::common;
 
 use common::{answer_all, feedgen, TempDir};
 use lotsync::diff::{diff_file, DiffOptions, Mode, Op, Rules, Verdict};

@@ -5,7 +5,7 @@
 //! another VIN stops delivery. An id the state holds for another VIN is never bound to a
 //! second one.
 
-mod common;
+use crate::common;
 
 use common::{client, lot, sandbox_with, state, TempDir};
 use lotsync::api::VehiclePayload;

@@ -1,6 +1,6 @@
 //! `lotsync plan`, `release` and `state export` through the real binary, on a real state.
 
-mod common;
+use crate::common;
 
 use common::{answer_all, TempDir};
 use lotsync::config::Config;

@@ -2,7 +2,7 @@
 //! exactness under faults, an undisclosed rate limit, fatal answers, a repeated file, and a
 //! vehicle the service refuses.
 
-mod common;
+use crate::common;
 
 use common::fleet::{Car, Expected};
 use common::site::{code, reports, text, Site};

@@ -3,7 +3,7 @@
 //! closed, and one hostile file name (a line break, a forged verdict, an escape sequence) fed
 //! through every command and log that shows names.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{code, drop_file, reports, text, Site};

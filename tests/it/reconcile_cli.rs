@@ -3,7 +3,7 @@
 //! a lost state is rebuilt from the service and the archive without creating anything twice or
 //! sending anything again.
 
-mod common;
+use crate::common;
 
 use common::site::{code, text};
 use common::{

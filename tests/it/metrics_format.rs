@@ -5,7 +5,7 @@
 //! `prometheus` package (.ci/run installs it and sets `LOTSYNC_REQUIRE_PROMTOOL=1`); without it
 //! and without that variable, that check is skipped with a note.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, reports, Site};

@@ -3,7 +3,7 @@
 //! several vehicles keeps them all, and a vehicle another lot lists is moved, not sold, even
 //! when the service refused its move.
 
-mod common;
+use crate::common;
 
 use common::{answer_all, TempDir};
 use lotsync::api::VehiclePayload;

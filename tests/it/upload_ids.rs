@@ -2,7 +2,7 @@
 //! real state on disk, when the state has no service id for a vehicle a sold or in-stock call
 //! needs.
 
-mod common;
+use crate::common;
 
 use common::{client, lot, sandbox_with, state, TempDir};
 use lotsync::diff::Mode;

@@ -9,7 +9,7 @@
 //! - (9) during a fatal stop (a 401 mid-delivery) the draft report in `processing/` says what
 //!   the service acknowledged and what stays queued.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{code, drop_file, reports, text, Site};

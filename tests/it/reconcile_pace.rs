@@ -3,7 +3,7 @@
 //! holds a large lot go at the pace writes obey, a failed page is read again alone, a list that
 //! shifts while it is read is still read whole, and giving up follows `give_up_after_secs`.
 
-mod common;
+use crate::common;
 
 use common::fleet::Car;
 use common::site::{code, text, Site};

@@ -3,7 +3,7 @@
 //! and systemd's watchdog is pinged on time (a `NOTIFY_SOCKET` the test binds, with
 //! `WATCHDOG_USEC` set as systemd sets it).
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, Daemon, Site};

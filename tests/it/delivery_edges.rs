@@ -2,7 +2,7 @@
 //! real state on disk: after a fatal stop, every operation is delivered once the service
 //! answers again (none stays marked in flight).
 
-mod common;
+use crate::common;
 
 use common::{client, client_for, lot, sandbox_with, state, vehicles, TempDir};
 use lotsync::diff::Mode;

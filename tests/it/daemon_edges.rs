@@ -11,7 +11,7 @@
 //!   resumed after SIGKILL keeps what its first attempt found, and during an outage the
 //!   counts are what the service acknowledged with the rest said to be queued.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{drop_file, reports, text, Site};

@@ -3,7 +3,7 @@
 //! configs) never starve this one's. The uploader as a library against the sandbox over
 //! loopback, with a real state on disk.
 
-mod common;
+use crate::common;
 
 use common::{client, lot, sandbox_with, state, vehicles, TempDir};
 use lotsync::diff::Mode;

@@ -2,7 +2,7 @@
 //! out and the CLI prints the chain (an io error used to be printed twice: "Is a directory
 //! (os error 21): Is a directory (os error 21)").
 
-mod common;
+use crate::common;
 
 use common::site::{text, Site};
 use common::{sandbox_with, TempDir};

@@ -3,7 +3,7 @@
 //! and a reconciliation, `/health` 200 while delivery works and 503 once the service refuses the token, a Unix
 //! socket, and a port already taken failing the start with the key named.
 
-mod common;
+use crate::common;
 
 use common::site::{drop_file, reports, Daemon, Site};
 use common::{free_loopback_port, sandbox_with, state, vehicles};

@@ -10,7 +10,7 @@
 //! - a file held as incomplete that its writer finishes inside `held/` is said to be held as
 //!   incomplete, and is released as it now is.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car};
 use common::site::{code, drop_file, reports, text, Daemon, Site};

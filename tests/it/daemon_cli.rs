@@ -4,7 +4,7 @@
 //! truncated snapshot is held and released through the control socket, a burst of 200 files,
 //! and a reload that adds a feed.
 
-mod common;
+use crate::common;
 
 use common::fleet::{export, Car, Expected};
 use common::site::{drop_file, reports, text, Daemon, Site};
