@@ -1,6 +1,6 @@
 //! `lotsync check` on every sample export, compared with the outputs in `tests/golden/`.
-//! After a deliberate change, `LOTSYNC_UPDATE_GOLDEN=1 cargo test --test check_golden` rewrites
-//! them; review the diff before committing it.
+//! After a deliberate change, `LOTSYNC_UPDATE_GOLDEN=1 cargo test --test it check_golden::`
+//! rewrites them; review the diff before committing it.
 
 use std::path::Path;
 use std::process::Command;

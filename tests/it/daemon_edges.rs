@@ -74,7 +74,7 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
     let cut_at = body.find(&line).unwrap() + line.len() - model.len() + 3;
     let cut_vin = common::feedgen::vin(37);
     // The writer closes the file during its pause (a file still open is not taken at all,
-    // see tests/trust_edges.rs): its bytes alone say it is cut.
+    // see tests/it/trust_edges.rs): its bytes alone say it is cut.
     let path = inbox.join("day2.csv");
     std::fs::write(&path, &body.as_bytes()[..cut_at]).unwrap();
     let before = state(&sb).await;

@@ -48,7 +48,7 @@ fn faults(seed: u64) -> Faults {
         http_503: 0.05,
         http_504: 0.05,
         // Each 429 holds every sender for its Retry-After (1 s): 10% of them, as in
-        // tests/pace_edges.rs, would make this a quarter-hour test of waiting.
+        // tests/it/pace_edges.rs, would make this a quarter-hour test of waiting.
         http_429: 0.005,
         drop: 0.03,
         ack_lost: 0.02,
