@@ -1206,3 +1206,7 @@ async fn sleep_until(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(all(test, feature = "sandbox"))]
+#[path = "run_tests.rs"]
+mod tests;

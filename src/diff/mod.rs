@@ -926,6 +926,9 @@ fn near_vins(text: &str, is_known: impl Fn(&str) -> bool) -> BTreeSet<String> {
 }
 
 #[cfg(test)]
+mod decision_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashSet;

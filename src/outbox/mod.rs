@@ -924,6 +924,9 @@ struct ListingOf<'a> {
 }
 
 #[cfg(test)]
+mod queue_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::state::VehicleKey;

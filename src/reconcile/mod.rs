@@ -260,3 +260,7 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(ReconcileError::Task)?
 }
+
+// Against the sandbox, so with its feature (on by default).
+#[cfg(all(test, feature = "sandbox"))]
+mod tests;

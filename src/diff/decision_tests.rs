@@ -1,0 +1,400 @@
+//! The diff's decisions on a real sled state in a temporary folder: create, update, sold,
+//! back in stock and unchanged against what the service acknowledged (projected through what
+//! is in flight), absence in full and delta snapshots, the safety guard, a refusal not sent
+//! again, a re-dropped file, and a vehicle kept by a rejected record.
+
+use super::*;
+use crate::mapper::{Accepted, Rejected};
+use crate::outbox::{Answer, Outbox};
+use crate::state::State;
+
+const ORG: u64 = 100;
+const LOT: u64 = 10;
+
+fn outbox(name: &str) -> (Outbox, tempfile::TempDir) {
+    let tmp = crate::testing::temp_dir(&format!("diff-{name}"));
+    let outbox = Outbox::new(State::open(&tmp.path().join("state")).expect("the state opens"));
+    (outbox, tmp)
+}
+
+fn rules(mode: Mode) -> Rules {
+    Rules {
+        organization_id: ORG,
+        feed: "main".into(),
+        mode,
+        sold_after_absent: 1,
+        max_sold_fraction: 1.0,
+        locations: [LOT].into(),
+        force: false,
+    }
+}
+
+/// A car of the lot: `VIN`, its stock number and price (what a file changes).
+fn car(vin: &str, price: f64) -> VehiclePayload {
+    let mut p = VehiclePayload::new(LOT, format!("S-{vin}"), vin);
+    p.price = Some(crate::api::Price::Selling(crate::api::Amount(price)));
+    p
+}
+
+/// One record of a file: the car, and what the export says of its sale.
+struct Line(VehiclePayload, Option<bool>);
+
+fn on_lot(vin: &str, price: f64) -> Line {
+    Line(car(vin, price), None)
+}
+
+/// Diffs a file `name` of `lines` under `rules` and commits its plan.
+fn file(outbox: &Outbox, rules: Rules, name: &str, lines: &[Line]) -> Plan {
+    let mut differ = differ(outbox, rules, name, lines);
+    differ.judge();
+    differ.commit().expect("the plan commits")
+}
+
+/// The differ of a file, its records read, not judged.
+fn differ<'o>(outbox: &'o Outbox, rules: Rules, name: &str, lines: &[Line]) -> Differ<'o> {
+    let file = FileId {
+        name: name.into(),
+        sha256: format!("sha-{name}"),
+    };
+    let mut differ = Differ::new(outbox, rules, file).expect("the differ reads the state");
+    for (n, Line(payload, sold)) in lines.iter().enumerate() {
+        differ
+            .accepted(&Accepted {
+                line: n as u64 + 2,
+                payload: payload.clone(),
+                sold: *sold,
+                warnings: Vec::new(),
+            })
+            .expect("the record is diffed");
+    }
+    differ
+}
+
+/// Answers everything queued as applied (ids by VIN).
+fn answer_all(outbox: &Outbox) {
+    loop {
+        let taken = outbox.take(ORG, 64).unwrap();
+        if taken.is_empty() {
+            return;
+        }
+        for e in taken {
+            let id = e.vin.bytes().map(u64::from).sum();
+            outbox
+                .acknowledge(
+                    e.seq,
+                    &Answer::Applied {
+                        service_id: Some(id),
+                        sold: None,
+                    },
+                )
+                .unwrap();
+        }
+    }
+}
+
+fn ops(plan: &Plan) -> Vec<(&str, &str)> {
+    plan.ops
+        .iter()
+        .map(|o| (o.vin.as_str(), o.op.name()))
+        .collect()
+}
+
+/// A lot of `n` cars VIN0.. created and acknowledged by a first full snapshot.
+fn settled_lot(outbox: &Outbox, n: usize) -> Vec<Line> {
+    let lines: Vec<Line> = (0..n).map(|i| on_lot(&format!("VIN{i}"), 1000.0)).collect();
+    let plan = file(outbox, rules(Mode::Full), "day0.csv", &lines);
+    assert_eq!(plan.counts.create, n as u64);
+    answer_all(outbox);
+    lines
+}
+
+/// New VINs are created; a known one is updated when its payload changed, marked sold or back
+/// in stock when the export says so, and left alone when nothing changed.
+#[test]
+fn each_record_becomes_create_update_sold_in_stock_or_nothing() {
+    let (outbox, _tmp) = outbox("kinds");
+    settled_lot(&outbox, 4);
+    let plan = file(
+        &outbox,
+        rules(Mode::Delta),
+        "day1.csv",
+        &[
+            on_lot("VIN0", 1000.0),                  // unchanged
+            on_lot("VIN1", 1500.0),                  // repriced
+            Line(car("VIN2", 1000.0), Some(true)),   // sold by the export
+            Line(car("VIN3", 1200.0), Some(true)),   // repriced and sold
+            on_lot("NEWVIN", 900.0),                 // new
+            Line(car("GONEVIN", 900.0), Some(true)), // new, but already sold
+        ],
+    );
+    assert_eq!(plan.verdict, Verdict::Apply { forced: false });
+    assert_eq!(
+        ops(&plan),
+        [
+            ("VIN1", "update"),
+            ("VIN2", "sold"),
+            ("VIN3", "update"),
+            ("VIN3", "sold"),
+            ("NEWVIN", "create"),
+        ]
+    );
+    let c = &plan.counts;
+    assert_eq!(
+        (
+            c.create,
+            c.update,
+            c.sold,
+            c.in_stock,
+            c.unchanged,
+            c.skipped_sold
+        ),
+        (1, 2, 2, 0, 1, 1)
+    );
+    answer_all(&outbox);
+
+    // Back on the lot: the export no longer says sold.
+    let plan = file(
+        &outbox,
+        rules(Mode::Delta),
+        "day2.csv",
+        &[
+            Line(car("VIN2", 1000.0), Some(false)),
+            on_lot("VIN3", 1200.0),
+        ],
+    );
+    assert_eq!(ops(&plan), [("VIN2", "in_stock"), ("VIN3", "in_stock")]);
+    assert_eq!(plan.counts.in_stock, 2);
+}
+
+/// A full snapshot sells what it no longer lists (after `sold_after_absent` snapshots
+/// without it); a delta file sells nothing it does not name.
+#[test]
+fn absence_sells_in_full_snapshots_only_and_after_sold_after_absent() {
+    let (outbox, _tmp) = outbox("absence");
+    let lot = settled_lot(&outbox, 5);
+    let delta = file(&outbox, rules(Mode::Delta), "d1.csv", &lot[..1]);
+    assert!(delta.ops.is_empty(), "{:?}", ops(&delta));
+    assert_eq!(delta.counts.absent_waiting, 0);
+
+    let twice = Rules {
+        sold_after_absent: 2,
+        ..rules(Mode::Full)
+    };
+    let first = file(&outbox, twice.clone(), "f1.csv", &lot[..4]);
+    assert!(first.ops.is_empty(), "{:?}", ops(&first));
+    assert_eq!(first.counts.absent_waiting, 1);
+    assert_eq!(first.changes["VIN4"].absent, Some(1));
+    let second = file(&outbox, twice.clone(), "f2.csv", &lot[..4]);
+    assert_eq!(ops(&second), [("VIN4", "sold")]);
+    // Listed again before the second absence: the count starts over.
+    let lot2 = {
+        let (outbox2, tmp2) = self::outbox("absence-reset");
+        let lot = settled_lot(&outbox2, 2);
+        file(&outbox2, twice.clone(), "f1.csv", &lot[..1]);
+        file(&outbox2, twice.clone(), "f2.csv", &lot);
+        let (_, rec) = outbox2.state().find_vin(ORG, "VIN1").unwrap().unwrap();
+        drop(tmp2);
+        rec.absent
+    };
+    assert_eq!(lot2, 0, "listed again: no longer counted absent");
+}
+
+/// A full snapshot that would sell more of a lot than `max_sold_fraction`, or that has no
+/// vehicle for a lot with cars in stock, is held with the reason and queues nothing; forced,
+/// it applies and says so.
+#[test]
+fn the_guard_holds_a_snapshot_that_sells_too_much_and_force_overrides_it() {
+    let (outbox, _tmp) = outbox("guard");
+    let lot = settled_lot(&outbox, 4);
+    let quarter = Rules {
+        max_sold_fraction: 0.25,
+        ..rules(Mode::Full)
+    };
+    // One of four (25%): within the limit.
+    let within = differ(&outbox, quarter.clone(), "ok.csv", &lot[..3]).finish();
+    assert_eq!(within.verdict, Verdict::Apply { forced: false });
+    assert_eq!(
+        within.guard,
+        [(
+            LOT,
+            GuardCount {
+                in_stock: 4,
+                would_sell: 1,
+                accepted: 3
+            }
+        )]
+    );
+    // Two of four (50%): held, nothing queued.
+    let held = file(&outbox, quarter.clone(), "half.csv", &lot[..2]);
+    let Verdict::Held { reasons } = &held.verdict else {
+        panic!("held: {:?}", held.verdict);
+    };
+    assert_eq!(
+        reasons,
+        &[
+            "location 10: would mark 2 of 4 in-stock vehicles sold (50%, more than \
+           max_sold_fraction 25%)"
+        ]
+    );
+    assert!(outbox.is_empty(), "a held plan queues nothing");
+    // An empty file for the lot: held whatever the fraction.
+    let empty = differ(&outbox, rules(Mode::Full), "empty.csv", &[]).finish();
+    assert!(
+        matches!(&empty.verdict, Verdict::Held { reasons } if reasons[0].contains("has no vehicle for it")),
+        "{:?}",
+        empty.verdict
+    );
+    // Forced: applied, marked forced, the sales queued.
+    let forced = file(
+        &outbox,
+        Rules {
+            force: true,
+            ..quarter
+        },
+        "half-forced.csv",
+        &lot[..2],
+    );
+    assert_eq!(forced.verdict, Verdict::Apply { forced: true });
+    assert_eq!(ops(&forced), [("VIN2", "sold"), ("VIN3", "sold")]);
+    assert_eq!(outbox.len(), 2);
+}
+
+/// What is in flight will land before this file's operations: the diff compares with it. A
+/// create in flight with the file's payload needs nothing more; a pending one is replaced by
+/// the file's version.
+#[test]
+fn operations_in_flight_are_projected_and_pending_ones_replaced() {
+    let (outbox, _tmp) = outbox("projection");
+    file(
+        &outbox,
+        rules(Mode::Delta),
+        "day1.csv",
+        &[on_lot("VINA", 1000.0), on_lot("VINB", 1000.0)],
+    );
+    let in_flight = outbox.take(ORG, 1).unwrap();
+    assert_eq!(in_flight[0].vin, "VINA");
+    let plan = file(
+        &outbox,
+        rules(Mode::Delta),
+        "day2.csv",
+        &[on_lot("VINA", 1000.0), on_lot("VINB", 1100.0)],
+    );
+    assert_eq!(
+        ops(&plan),
+        [("VINB", "create")],
+        "VINA's create in flight carries this payload already; VINB's pending create is \
+         replaced by one with the new price"
+    );
+    assert_eq!(plan.counts.unchanged, 1);
+    assert!(plan.changes["VINB"].supersede);
+    let queued: Vec<Op> = outbox.entries().map(|e| e.unwrap().op).collect();
+    assert_eq!(
+        queued,
+        [
+            Op::Create(car("VINA", 1000.0)),
+            Op::Create(car("VINB", 1100.0))
+        ]
+    );
+}
+
+/// A payload the service refused is not sent again until it changes.
+#[test]
+fn a_refused_payload_is_not_sent_again_until_it_changes() {
+    let (outbox, _tmp) = outbox("refused");
+    file(
+        &outbox,
+        rules(Mode::Delta),
+        "day1.csv",
+        &[on_lot("VINA", 1.0)],
+    );
+    let taken = outbox.take(ORG, 1).unwrap();
+    outbox
+        .acknowledge(
+            taken[0].seq,
+            &Answer::Rejected {
+                status: 422,
+                messages: vec!["price too low".into()],
+            },
+        )
+        .unwrap();
+    let same = file(
+        &outbox,
+        rules(Mode::Delta),
+        "day2.csv",
+        &[on_lot("VINA", 1.0)],
+    );
+    assert!(same.ops.is_empty(), "{:?}", ops(&same));
+    assert_eq!(same.counts.still_rejected, 1);
+    let changed = file(
+        &outbox,
+        rules(Mode::Delta),
+        "day3.csv",
+        &[on_lot("VINA", 9000.0)],
+    );
+    assert_eq!(ops(&changed), [("VINA", "create")]);
+}
+
+/// The same bytes as the file last applied (by digest) are not diffed again: nothing queued,
+/// whatever their records say.
+#[test]
+fn a_file_with_the_content_last_applied_is_not_diffed_again() {
+    let (outbox, _tmp) = outbox("again");
+    let lot = settled_lot(&outbox, 2);
+    let mut again = differ(&outbox, rules(Mode::Full), "day0.csv", &[]);
+    assert!(again.already_applied());
+    again
+        .accepted(&Accepted {
+            line: 2,
+            payload: car("VIN9", 5.0),
+            sold: None,
+            warnings: Vec::new(),
+        })
+        .unwrap();
+    let plan = again.commit().unwrap();
+    assert!(
+        matches!(&plan.verdict, Verdict::AlreadyApplied { same_as, .. } if same_as == "day0.csv"),
+        "{:?}",
+        plan.verdict
+    );
+    assert!(plan.ops.is_empty());
+    assert_eq!(plan.records, 0);
+    assert!(outbox.is_empty());
+    drop(lot);
+}
+
+/// In a full snapshot, a record the mapper rejected keeps on the lot the vehicle it names (by
+/// VIN, or by stock number), which is neither sold nor changed.
+#[test]
+fn a_rejected_record_keeps_its_vehicle_on_the_lot() {
+    let (outbox, _tmp) = outbox("protected");
+    let lot = settled_lot(&outbox, 4);
+    let mut differ = differ(&outbox, rules(Mode::Full), "day1.csv", &lot[..2]);
+    differ.rejected(&Rejected {
+        line: 4,
+        vin: Some("VIN2".into()),
+        location_id: Some(LOT),
+        ..Rejected::default()
+    });
+    differ.rejected(&Rejected {
+        line: 5,
+        stock: Some(" s-vin3 ".into()),
+        location_id: Some(LOT),
+        ..Rejected::default()
+    });
+    let plan = differ.commit().unwrap();
+    assert!(plan.ops.is_empty(), "{:?}", ops(&plan));
+    assert_eq!(plan.counts.protected, 2);
+    assert_eq!(plan.counts.rejected_records, 2);
+    let by: Vec<(&str, ProtectedBy, Option<u64>)> = plan
+        .protected
+        .iter()
+        .map(|p| (p.vin.as_str(), p.by, p.line))
+        .collect();
+    assert_eq!(
+        by,
+        [
+            ("VIN2", ProtectedBy::Vin, Some(4)),
+            ("VIN3", ProtectedBy::Stock, Some(5))
+        ]
+    );
+}
