@@ -54,7 +54,7 @@ fn the_config_pages_keys_are_the_known_keys() {
     for section in sections {
         for key in known_keys(section) {
             // The sections themselves have headings, not entries.
-            if !(section.is_empty() && sections.contains(&key)) {
+            if !(section.is_empty() && sections.contains(key)) {
                 known.push((section.to_owned(), key.to_string()));
             }
         }
@@ -352,4 +352,118 @@ fn validate_names_every_problem_at_once() {
     );
     assert!(!all.contains("feed[0] (\"a\").inbox"), "{all}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A config written to a fresh folder (with the inbox `in-b`): its path and the folder.
+fn written(text: &str) -> (std::path::PathBuf, tempfile::TempDir) {
+    let dir = crate::testing::temp_dir("config");
+    std::fs::create_dir_all(dir.path().join("in-b")).unwrap();
+    let path = dir.path().join("lotsync.toml");
+    std::fs::write(&path, text).unwrap();
+    (path, dir)
+}
+
+/// An unknown key is named with its key path and line wherever it is: at the top, in a
+/// section, in the second `[[feed]]`, a table nested in a section, a key of an inline table;
+/// each once, and the other problems are still said. A bad config at start says the same.
+#[test]
+fn an_unknown_key_anywhere_is_named_with_its_path_and_line() {
+    let (path, _dir) = written(
+        "colour = \"red\"\n\
+         [api]\n\
+         base_url = \"https://x\"\n\
+         organization_id = 1\n\
+         organisation = 2\n\
+         token_env = \"LOTSYNC_TEST_TOKEN_UNSET_Y\"\n\
+         [daemon.watch]\n\
+         every = 1\n\
+         [[feed]]\n\
+         name = \"a\"\n\
+         inbox = \"in-b\"\n\
+         location_id = 1\n\
+         [[feed]]\n\
+         name = \"b\"\n\
+         inbox = \"in-b\"\n\
+         location_id = 2\n\
+         inbx = \"in-c\"\n\
+         [notifications]\n\
+         application_slug = \"inventory\"\n\
+         extra = { deep = 1 }\n",
+    );
+    let problems = validate(&path);
+    let all = problems.join("\n");
+    let unknown: Vec<&String> = problems
+        .iter()
+        .filter(|p| p.contains("unknown key"))
+        .collect();
+    for expected in [
+        "line 1: colour: unknown key (known here: api, state, profiles_dir, feed, \
+         notifications, daemon)",
+        "line 5: api.organisation: unknown key (known here: base_url, version, organization_id,",
+        "line 7: daemon.watch: unknown key (known here: socket, settle_secs,",
+        "line 17: feed[1].inbx: unknown key (known here: name, inbox, location_id,",
+        "line 20: notifications.extra: unknown key (known here: application_slug)",
+    ] {
+        assert_eq!(
+            unknown.iter().filter(|p| p.starts_with(expected)).count(),
+            1,
+            "{expected:?} once in:\n{all}"
+        );
+    }
+    assert_eq!(unknown.len(), 5, "{all}");
+    // The rest is checked: the token's variable is not set.
+    assert!(
+        all.contains("LOTSYNC_TEST_TOKEN_UNSET_Y is not set"),
+        "{all}"
+    );
+
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("\n  line 5: api.organisation: unknown key")
+            && err.contains("\n  line 17: feed[1].inbx: unknown key"),
+        "{err}"
+    );
+}
+
+/// A value out of its range is refused once, where it is read, with one message naming its
+/// line, key and range; `Config::load` says the same.
+#[test]
+fn a_value_out_of_range_is_refused_once_with_one_message() {
+    let (path, _dir) = written(
+        "[api]\n\
+         base_url = \"https://x\"\n\
+         organization_id = 1\n\
+         token_env = \"LOTSYNC_TEST_TOKEN_UNSET_Z\"\n\
+         [daemon]\n\
+         settle_secs = 5000\n\
+         [[feed]]\n\
+         name = \"b\"\n\
+         inbox = \"in-b\"\n\
+         location_id = 2\n\
+         max_sold_fraction = 1.5\n",
+    );
+    let problems = validate(&path);
+    let all = problems.join("\n");
+    for (key, said) in [
+        (
+            "settle_secs",
+            "line 6: daemon.settle_secs: 5000 is not between 0 and 3600 seconds",
+        ),
+        (
+            "max_sold_fraction",
+            "line 11: feed[0].max_sold_fraction: 1.5 is not a share between 0 and 1",
+        ),
+    ] {
+        let about: Vec<&String> = problems.iter().filter(|p| p.contains(key)).collect();
+        assert_eq!(about, [said], "{all}");
+    }
+    let err = Config::load(&path).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "config {}:\n  line 6: daemon.settle_secs: 5000 is not between 0 and 3600 \
+             seconds\n  line 11: feed[0].max_sold_fraction: 1.5 is not a share between 0 and 1",
+            path.display()
+        )
+    );
 }
