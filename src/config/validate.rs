@@ -97,6 +97,8 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
         problems: Vec::new(),
         set_aside: Vec::new(),
     };
+    // The reader meets keys in the order of their names; they are said in the file's.
+    let mut said: Vec<Said> = Vec::new();
     // A key found missing while a section's header was left out may be one of its keys:
     // not said, and the rest not checked.
     let mut unsure = false;
@@ -118,7 +120,7 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
                     Some(Step::Key(last)) if last == key => at.clone(),
                     _ => at.child(key),
                 };
-                checked.problems.push(lines.said(&key_at, &key_at, &error));
+                said.push(lines.said(&key_at, &key_at, &error));
                 if remove(&mut root, &key_at).is_none() {
                     break false;
                 }
@@ -130,7 +132,7 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
                 if !hidden && header_left_out {
                     unsure = true;
                 } else if !hidden {
-                    checked.problems.push(lines.said(&at, &key_at, &error));
+                    said.push(lines.said(&at, &key_at, &error));
                 }
                 if !put_placeholder(&mut root, &key_at) {
                     break false;
@@ -138,7 +140,7 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
                 checked.set_aside.push(key_at);
             }
             ReadError::Value(_) => {
-                checked.problems.push(lines.said(&at, &at, &error));
+                said.push(lines.said(&at, &at, &error));
                 if !put_placeholder(&mut root, &at) && remove(&mut root, &at).is_none() {
                     break false;
                 }
@@ -146,6 +148,8 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
             }
         }
     };
+    said.sort_by_key(|s| s.line.unwrap_or(usize::MAX));
+    checked.problems.extend(said.into_iter().map(|s| s.text));
     if unsure {
         checked.config = None;
         let n = left_out.len();
@@ -155,7 +159,8 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
             if n == 1 { "is" } else { "are" }
         ));
     } else if !read_through && checked.problems.is_empty() {
-        // Not reached: every refusal is said before its read gives up.
+        // Gave up on a refusal not said (a key hidden by a line left out): the load must
+        // not take it for a config without problems.
         checked
             .problems
             .push("the config cannot be read as lotsync's".into());
@@ -272,12 +277,20 @@ impl<'t> Lines<'t> {
 
     /// A problem: `line N: key: reason`, the line `line_at`'s (the key's, or for a key not
     /// set its table's), without it when there is none.
-    fn said(&self, line_at: &KeyPath, at: &KeyPath, error: &ReadError) -> String {
-        match self.line(line_at) {
+    fn said(&self, line_at: &KeyPath, at: &KeyPath, error: &ReadError) -> Said {
+        let line = self.line(line_at);
+        let text = match line {
             Some(line) => format!("line {line}: {at}: {error}"),
             None => format!("{at}: {error}"),
-        }
+        };
+        Said { line, text }
     }
+}
+
+/// A refusal as said, with its line (None: after every line).
+struct Said {
+    line: Option<usize>,
+    text: String,
 }
 
 /// The part of a config TOML can read: each line it cannot is named with TOML's reason and
