@@ -120,7 +120,7 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
                     Some(Step::Key(last)) if last == key => at.clone(),
                     _ => at.child(key),
                 };
-                said.push(lines.said(&key_at, &key_at, &error));
+                said.push(lines.said(&key_at, &shown(&root, &key_at, &checked.set_aside), &error));
                 if remove(&mut root, &key_at).is_none() {
                     break false;
                 }
@@ -132,7 +132,7 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
                 if !hidden && header_left_out {
                     unsure = true;
                 } else if !hidden {
-                    said.push(lines.said(&at, &key_at, &error));
+                    said.push(lines.said(&at, &shown(&root, &key_at, &checked.set_aside), &error));
                 }
                 if !put_placeholder(&mut root, &key_at) {
                     break false;
@@ -140,7 +140,7 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
                 checked.set_aside.push(key_at);
             }
             ReadError::Value(_) => {
-                said.push(lines.said(&at, &at, &error));
+                said.push(lines.said(&at, &shown(&root, &at, &checked.set_aside), &error));
                 if !put_placeholder(&mut root, &at) && remove(&mut root, &at).is_none() {
                     break false;
                 }
@@ -166,6 +166,39 @@ fn read_values(mut root: toml::Value, lines: &Lines<'_>, left_out: &[LeftOut]) -
             .push("the config cannot be read as lotsync's".into());
     }
     checked
+}
+
+/// `at` as a problem names it: a feed (an item of an array of tables) with its name, as the
+/// checks after reading name it (`feed[1] ("main").location_id`), unless the name is what is
+/// refused or a placeholder.
+fn shown(root: &toml::Value, at: &KeyPath, set_aside: &[KeyPath]) -> String {
+    let mut shown = String::new();
+    let mut value = Some(root);
+    for (n, step) in at.0.iter().enumerate() {
+        value = value.and_then(|v| match step {
+            Step::Key(key) => v.get(key.as_str()),
+            Step::Index(i) => v.get(*i),
+        });
+        match step {
+            Step::Key(key) if n == 0 => shown.push_str(key),
+            Step::Key(key) => {
+                shown.push('.');
+                shown.push_str(key);
+            }
+            Step::Index(i) => {
+                shown.push_str(&format!("[{i}]"));
+                let name_at = KeyPath(at.0[..=n].to_vec()).child("name");
+                let named = name_at != *at && !set_aside.iter().any(|s| name_at.within(s));
+                let name = value
+                    .and_then(|v| v.get("name"))
+                    .and_then(toml::Value::as_str);
+                if let (true, Some(name)) = (named, name) {
+                    shown.push_str(&format!(" ({name:?})"));
+                }
+            }
+        }
+    }
+    shown
 }
 
 /// The slot at `at`: the value at a key or an index.
@@ -277,7 +310,7 @@ impl<'t> Lines<'t> {
 
     /// A problem: `line N: key: reason`, the line `line_at`'s (the key's, or for a key not
     /// set its table's), without it when there is none.
-    fn said(&self, line_at: &KeyPath, at: &KeyPath, error: &ReadError) -> Said {
+    fn said(&self, line_at: &KeyPath, at: &str, error: &ReadError) -> Said {
         let line = self.line(line_at);
         let text = match line {
             Some(line) => format!("line {line}: {at}: {error}"),

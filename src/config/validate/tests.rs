@@ -171,7 +171,7 @@ fn a_value_of_the_wrong_type_is_named_with_its_line_and_the_rest_still_checked()
     for expected in [
         "line 3: api.organization_id: invalid type: string \"abc\", expected u64",
         "line 4: api.timeout_secs: invalid type: string \"ten\"",
-        "line 14: feed[1].location_id: invalid type: string \"x\"",
+        "line 14: feed[1] (\"b\").location_id: invalid type: string \"x\"",
         // Checked after them: feed a's inbox does not exist.
         "in-a",
     ] {
@@ -209,8 +209,8 @@ fn a_line_toml_cannot_read_is_named_and_the_rest_still_checked() {
     for expected in [
         "line 2: not valid TOML:",
         "line 4: not valid TOML: duplicate key",
-        "line 8: feed[0].location_id: invalid type: string \"ten\"",
-        "feed[0].inbx: unknown key",
+        "line 8: feed[0] (\"a\").location_id: invalid type: string \"ten\"",
+        "feed[0] (\"a\").inbx: unknown key",
         "LOTSYNC_TEST_TOKEN_UNSET_X",
     ] {
         assert!(all.contains(expected), "{expected:?} not in:\n{all}");
@@ -221,8 +221,11 @@ fn a_line_toml_cannot_read_is_named_and_the_rest_still_checked() {
         "nothing said of the placeholder: {all}"
     );
     // Feed "a" has no inbox (the key is misspelt): said, and its placeholder is quiet.
-    assert!(all.contains("feed[0].inbox: required, not set"), "{all}");
-    assert_eq!(all.matches("feed[0].inbox").count(), 1, "{all}");
+    assert!(
+        all.contains("line 6: feed[0] (\"a\").inbox: required, not set"),
+        "{all}"
+    );
+    assert_eq!(all.matches("feed[0] (\"a\").inbox").count(), 1, "{all}");
     assert!(problems.iter().all(|p| !p.contains('\n')), "{all}");
 }
 
@@ -294,7 +297,10 @@ fn a_header_toml_cannot_read_leaves_its_section_out() {
              [[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = 11\ncolour = 1\n",
     );
     assert!(all.contains("line 1: not valid TOML:"), "{all}");
-    assert!(all.contains("feed[0].colour: unknown key"), "{all}");
+    assert!(
+        all.contains("line 8: feed[0] (\"b\").colour: unknown key"),
+        "{all}"
+    );
     // Not "base_url: unknown key" at the top, where the header's keys would land.
     assert!(!all.contains("base_url"), "{all}");
     assert!(
@@ -401,7 +407,7 @@ fn an_unknown_key_anywhere_is_named_with_its_path_and_line() {
          notifications, daemon)",
         "line 5: api.organisation: unknown key (known here: base_url, version, organization_id,",
         "line 7: daemon.watch: unknown key (known here: socket, settle_secs,",
-        "line 17: feed[1].inbx: unknown key (known here: name, inbox, location_id,",
+        "line 17: feed[1] (\"b\").inbx: unknown key (known here: name, inbox, location_id,",
         "line 20: notifications.extra: unknown key (known here: application_slug)",
     ] {
         assert_eq!(
@@ -420,7 +426,7 @@ fn an_unknown_key_anywhere_is_named_with_its_path_and_line() {
     let err = Config::load(&path).unwrap_err().to_string();
     assert!(
         err.contains("\n  line 5: api.organisation: unknown key")
-            && err.contains("\n  line 17: feed[1].inbx: unknown key"),
+            && err.contains("\n  line 17: feed[1] (\"b\").inbx: unknown key"),
         "{err}"
     );
 }
@@ -451,7 +457,7 @@ fn a_value_out_of_range_is_refused_once_with_one_message() {
         ),
         (
             "max_sold_fraction",
-            "line 11: feed[0].max_sold_fraction: 1.5 is not a share between 0 and 1",
+            "line 11: feed[0] (\"b\").max_sold_fraction: 1.5 is not a share between 0 and 1",
         ),
     ] {
         let about: Vec<&String> = problems.iter().filter(|p| p.contains(key)).collect();
@@ -462,8 +468,32 @@ fn a_value_out_of_range_is_refused_once_with_one_message() {
         err,
         format!(
             "config {}:\n  line 6: daemon.settle_secs: 5000 is not between 0 and 3600 \
-             seconds\n  line 11: feed[0].max_sold_fraction: 1.5 is not a share between 0 and 1",
+             seconds\n  line 11: feed[0] (\"b\").max_sold_fraction: 1.5 is not a share between 0 and 1",
             path.display()
         )
     );
+}
+
+/// A feed is named by its name as the checks after reading name it, but not by a name that
+/// is itself refused (nor by the placeholder put in its place).
+#[test]
+fn a_feed_is_named_by_its_name_unless_that_is_refused() {
+    let (path, _dir) = written(
+        "[api]\nbase_url = \"https://x\"\norganization_id = 1\n\
+         [[feed]]\nname = \"reconcile\"\ninbox = \"in-b\"\nlocation_id = 1\nwatch = \"inotify\"\n\
+         [[feed]]\nname = \"b\"\ninbox = \"in-b\"\nlocation_id = 2\nwatch = \"inotify\"\n",
+    );
+    let problems = validate(&path);
+    let all = problems.join("\n");
+    for expected in [
+        "line 5: feed[0].name: \"reconcile\" is the name the nightly reconciliation uses",
+        "line 8: feed[0].watch: unknown variant `inotify`",
+        "line 13: feed[1] (\"b\").watch: unknown variant `inotify`",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.starts_with(expected)),
+            "{expected:?} not in:\n{all}"
+        );
+    }
+    assert!(!all.contains("\"?\""), "no placeholder shown: {all}");
 }
