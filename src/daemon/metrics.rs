@@ -17,7 +17,6 @@
 //! sees the first one after a start.
 
 use super::status::DaemonStatus;
-use crate::config::MetricsListen;
 use crate::upload::{DeliveryCondition, OpAnswerCount, StatsSnapshot};
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -28,6 +27,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -67,11 +67,81 @@ const OVERFLOW_LIFETIME: Duration = Duration::from_secs(2);
 /// A connection that sends no complete request head within this is closed.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Where `lotsync run` serves its metrics (`[daemon] metrics`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsListen {
+    /// A loopback address and port.
+    Tcp(SocketAddr),
+    /// A Unix socket at this absolute path.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for MetricsListen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetricsListen::Tcp(addr) => write!(f, "http://{addr}"),
+            MetricsListen::Unix(path) => write!(f, "unix:{}", crate::text::shown_path(path)),
+        }
+    }
+}
+
+/// The longest Unix socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
+const UNIX_SOCKET_PATH_MAX: usize = 107;
+
+impl MetricsListen {
+    /// Reads `[daemon] metrics`. Only loopback addresses are taken: the metrics have no
+    /// authentication, so another machine reaches them through a proxy or tunnel that adds
+    /// it. `localhost` is 127.0.0.1; port 0 is refused (a scraper needs to know the port).
+    pub fn parse(value: &str) -> Result<MetricsListen, String> {
+        let value = value.trim();
+        if value.is_empty() {
+            return Err("is empty; leave the key out to serve no metrics".into());
+        }
+        if value.starts_with('/') {
+            if value.len() > UNIX_SOCKET_PATH_MAX || value.ends_with('/') {
+                return Err(format!(
+                    "{value:?} cannot be a Unix socket (a file path of at most \
+                     {UNIX_SOCKET_PATH_MAX} bytes, such as \"/run/lotsync/metrics.sock\")"
+                ));
+            }
+            return Ok(MetricsListen::Unix(PathBuf::from(value)));
+        }
+        let addr: SocketAddr = match value.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}").parse(),
+            None => value.parse(),
+        }
+        .map_err(|_| {
+            let relative = if value.contains('/') {
+                "; a Unix socket path must be absolute"
+            } else {
+                ""
+            };
+            format!(
+                "{value:?} is neither a loopback address and port (\"127.0.0.1:9187\", \
+                 \"[::1]:9187\") nor an absolute Unix socket path \
+                 (\"/run/lotsync/metrics.sock\"){relative}"
+            )
+        })?;
+        if addr.port() == 0 {
+            return Err(format!(
+                "{value:?}: port 0 would be a different port at every start; name one, such \
+                 as 9187"
+            ));
+        }
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "{value:?} is not a loopback address, and the metrics have no authentication: \
+                 serve them on 127.0.0.1 or a Unix socket, and reach them from another \
+                 machine through a proxy that authenticates (or an SSH tunnel)"
+            ));
+        }
+        Ok(MetricsListen::Tcp(addr))
+    }
+}
+
 /// The metrics cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
-    #[error("daemon.metrics: {reason}")]
-    Invalid { reason: String },
     #[error("daemon.metrics {listen}: cannot listen there")]
     Bind {
         listen: MetricsListen,
@@ -802,6 +872,39 @@ mod tests {
     use crate::daemon::status::FeedStatus;
     use crate::upload::{OpAnswer, Stopped};
     use http_body_util::BodyExt;
+
+    #[test]
+    fn metrics_are_served_on_loopback_or_an_absolute_unix_socket() {
+        let tcp = |s: &str| MetricsListen::Tcp(s.parse().unwrap());
+        assert_eq!(
+            MetricsListen::parse("127.0.0.1:9187"),
+            Ok(tcp("127.0.0.1:9187"))
+        );
+        assert_eq!(MetricsListen::parse(" [::1]:9187 "), Ok(tcp("[::1]:9187")));
+        assert_eq!(
+            MetricsListen::parse("localhost:9187"),
+            Ok(tcp("127.0.0.1:9187"))
+        );
+        assert_eq!(
+            MetricsListen::parse("/run/lotsync/metrics.sock"),
+            Ok(MetricsListen::Unix("/run/lotsync/metrics.sock".into()))
+        );
+        for (value, said) in [
+            ("0.0.0.0:9187", "not a loopback address"),
+            ("192.168.1.5:9187", "not a loopback address"),
+            ("127.0.0.1:0", "port 0"),
+            ("127.0.0.1", "neither a loopback address and port"),
+            ("metrics.example.com:9187", "neither"),
+            ("run/metrics.sock", "must be absolute"),
+            ("/run/lotsync/", "cannot be a Unix socket"),
+            ("", "is empty"),
+        ] {
+            let err = MetricsListen::parse(value).unwrap_err();
+            assert!(err.contains(said), "{value:?}: {err}");
+        }
+        let long = format!("/{}", "x".repeat(UNIX_SOCKET_PATH_MAX));
+        assert!(MetricsListen::parse(&long).is_err());
+    }
 
     fn snapshot() -> Snapshot {
         let answers = vec![

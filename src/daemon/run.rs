@@ -1122,11 +1122,12 @@ impl metrics::Source for Daemon {
 
 /// Binds the metrics endpoint `[daemon] metrics` names; None when it names none.
 fn bind_metrics(config: &Config) -> Result<Option<MetricsListener>, MetricsError> {
-    match config.daemon.metrics_listen() {
-        Ok(Some(listen)) => MetricsListener::bind(&listen).map(Some),
-        Ok(None) => Ok(None),
-        Err(reason) => Err(MetricsError::Invalid { reason }),
-    }
+    config
+        .daemon
+        .metrics
+        .as_ref()
+        .map(MetricsListener::bind)
+        .transpose()
 }
 
 /// The feed a file to release belongs to: named, or the one whose inbox (or its `held/`)
