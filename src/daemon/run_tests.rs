@@ -102,7 +102,7 @@ async fn a_running_daemon_refuses_a_rebuild() {
     let reply = daemon
         .answer(control::Request::Reconcile { rebuild: true })
         .await;
-    assert_eq!(reply.exit, EXIT_BAD_INPUT);
+    assert_eq!(reply.outcome, crate::outcome::CommandOutcome::Failed);
     assert!(reply.text.contains("stop lotsync first"), "{}", reply.text);
     assert!(daemon.reconcile_retry.lock().unwrap().is_none());
 }
@@ -121,7 +121,12 @@ async fn a_failed_reconciliation_is_tried_again_with_doubling_waits_five_times()
     for (tries, wait) in [(1, Some(10)), (2, Some(20)), (4, Some(80)), (5, None)] {
         let before = Instant::now();
         let reply = daemon.reconcile_try(tries).await;
-        assert_eq!(reply.exit, EXIT_BAD_INPUT, "{}", reply.text);
+        assert_eq!(
+            reply.outcome,
+            crate::outcome::CommandOutcome::Failed,
+            "{}",
+            reply.text
+        );
         assert!(
             reply.text.starts_with("reconciliation failed"),
             "{}",
@@ -150,7 +155,12 @@ async fn a_failed_reconciliation_is_tried_again_with_doubling_waits_five_times()
     crate::config::write_token_file(&tmp.path().join("token"), "sandbox-token").unwrap();
     assert!(daemon.read_token_again());
     let reply = daemon.reconcile_try(1).await;
-    assert_eq!(reply.exit, 0, "{}", reply.text);
+    assert_eq!(
+        reply.outcome,
+        crate::outcome::CommandOutcome::Done,
+        "{}",
+        reply.text
+    );
     assert!(daemon.reconcile_retry.lock().unwrap().is_none());
     let live = daemon.live.lock().unwrap().clone();
     assert!(live.reconcile_failed.is_none());
