@@ -19,6 +19,7 @@ mod sandbox;
 mod setup;
 mod stdout;
 mod sync;
+mod why;
 
 pub use stdout::stdout;
 
@@ -34,6 +35,7 @@ pub use reconcile::{reconcile, ReconcileArgs};
 #[cfg(feature = "sandbox")]
 pub use sandbox::{sandbox, SandboxArgs};
 pub use sync::{sync, SyncArgs, EXIT_INCOMPLETE};
+pub use why::{why, WhyArgs};
 
 /// One problem of one record, as a JSON line (ndjson output of `check` and `plan`).
 #[derive(serde::Serialize)]

@@ -67,6 +67,12 @@ pub fn vin_key(organization_id: u64, vin: &str) -> Vec<u8> {
     key
 }
 
+/// The key of a vehicle's history: (organization, VIN), as the `vins` index keys it. The
+/// history follows the VIN, not the location: a car moved between lots keeps it.
+pub fn history_key(organization_id: u64, vin: &str) -> Vec<u8> {
+    vin_key(organization_id, vin)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

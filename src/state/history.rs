@@ -1,0 +1,1091 @@
+//! The vehicles' history, for `lotsync why`: per vehicle, what each file, each answer of the
+//! service and each reconciliation did to it.
+//!
+//! One value per vehicle in the `history` tree, keyed (organization, VIN) ([`history_key`]):
+//! its events, oldest first, at most [`KEEP_EVENTS`] of them and none older than
+//! [`KEEP_DAYS`] days. The outbox writes them inside the transactions that already commit
+//! plans, answers and findings ([`append`] on the transaction's tree), so they are exactly as
+//! durable as what they tell and cost no flush of their own. An event names its file by the
+//! number the file is filed under (`files`), not by name, to stay small. A state from before
+//! the history simply has none for its vehicles.
+//!
+//! It owns the events' storage and how they read to people ([`Why`]). It does not decide what
+//! happened (the diff, the outbox and the reconciliation say so), nor read export files or the
+//! service.
+
+use super::keys::history_key;
+use super::{FileRecord, State, StateError, VehicleKey};
+use crate::text::Escaped;
+use serde::{Deserialize, Serialize};
+use sled::transaction::{TransactionalTree, UnabortableTransactionError};
+use std::fmt::Write as _;
+
+/// Events kept per vehicle (the newest).
+pub const KEEP_EVENTS: usize = 50;
+/// Events older than this many days are let go.
+pub const KEEP_DAYS: i64 = 400;
+
+/// The longest value an event keeps of a changed field (the rest is cut, marked `…`).
+const VALUE_CHARS: usize = 60;
+
+/// One thing that happened to a vehicle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When (Unix seconds, UTC).
+    pub at: i64,
+    /// The plan it came from: the number its file is filed under in the state.
+    #[serde(default, rename = "f", skip_serializing_if = "Option::is_none")]
+    pub file_no: Option<u64>,
+    #[serde(flatten)]
+    pub what: What,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "k", rename_all = "snake_case")]
+pub enum What {
+    /// A plan queued an operation for it: `op` is `create`, `update`, `sold` or `in_stock`;
+    /// `line` the file's line that listed it (none: left out, or a reconciliation's repair).
+    Queued {
+        #[serde(rename = "s")]
+        seq: u64,
+        op: String,
+        #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
+        line: Option<u64>,
+        /// An update: the fields that differ from the payload last acknowledged.
+        #[serde(default, rename = "c", skip_serializing_if = "Vec::is_empty")]
+        changed: Vec<FieldChange>,
+        /// Sold by absence: the files in a row that left it out.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        absent: Option<u32>,
+        /// The safety guard would have held the file and was overridden.
+        #[serde(default, skip_serializing_if = "is_false")]
+        forced: bool,
+    },
+    /// The file would have queued `op`, but the safety guard held it: nothing was queued.
+    Held {
+        op: String,
+        #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
+        line: Option<u64>,
+    },
+    /// A full snapshot left it out, fewer times in a row than it takes to sell it.
+    Waiting { absent: u32 },
+    /// A full snapshot left it out, but kept it on the lot: a rejected record stands for it
+    /// (`by` `vin`, `stock`, `near_vin`), or another location's latest snapshot lists it
+    /// (`other_location`; `value` that file).
+    Protected {
+        by: String,
+        #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
+        line: Option<u64>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        value: String,
+    },
+    /// Found on the service's own list (the first file of an empty state): adopted.
+    Adopted { service_id: u64 },
+    /// Its operations not sent yet were replaced by this plan's (superseded).
+    Replaced { seqs: Vec<u64> },
+    /// The service's answer to operation `seq`.
+    Answered {
+        #[serde(rename = "s")]
+        seq: u64,
+        op: String,
+        /// Done (else refused).
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// When its last call went out.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent: Option<i64>,
+        /// Calls repeated after a passing failure.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        retries: u32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        messages: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        service_id: Option<u64>,
+    },
+    /// The reconciliation restored its record from the service's list and an archived export.
+    Restored {
+        service_id: u64,
+        sold: bool,
+        file: String,
+    },
+    /// The reconciliation learned its id from the service's list.
+    IdLearned { service_id: u64 },
+    /// The reconciliation let its record go: sold, and gone from the service.
+    Forgotten,
+}
+
+/// A field an update changes, as sent (values cut to a few dozen characters).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldChange {
+    pub field: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Event {
+    pub fn new(at: i64, file_no: Option<u64>, what: What) -> Event {
+        Event { at, file_no, what }
+    }
+}
+
+/// The fields two payloads differ in, by the names the service knows them by, in its order;
+/// the values as JSON, cut.
+pub fn changed_fields(
+    before: Option<&crate::api::VehiclePayload>,
+    after: &crate::api::VehiclePayload,
+) -> Vec<FieldChange> {
+    let object = |p: Option<&crate::api::VehiclePayload>| match p.map(serde_json::to_value) {
+        Some(Ok(serde_json::Value::Object(map))) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (old, new) = (object(before), object(Some(after)));
+    let mut names: Vec<&String> = new.keys().chain(old.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|name| old.get(*name) != new.get(*name))
+        .map(|name| FieldChange {
+            field: name.clone(),
+            from: old.get(name).map(short_value),
+            to: new.get(name).map(short_value),
+        })
+        .collect()
+}
+
+fn short_value(value: &serde_json::Value) -> String {
+    let text = match value {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) => format!("{} items", items.len()),
+        other => other.to_string(),
+    };
+    if text.chars().count() <= VALUE_CHARS {
+        return text;
+    }
+    let mut cut: String = text.chars().take(VALUE_CHARS).collect();
+    cut.push('…');
+    cut
+}
+
+/// Adds `events` to a vehicle's history inside a transaction of the `history` tree, dropping
+/// what is beyond [`KEEP_EVENTS`] and [`KEEP_DAYS`]. A stored history that cannot be read
+/// (damaged) is started again rather than failing the commit it rides on.
+pub(crate) fn append(
+    tree: &TransactionalTree,
+    organization_id: u64,
+    vin: &str,
+    events: Vec<Event>,
+    now: i64,
+) -> Result<(), UnabortableTransactionError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let key = history_key(organization_id, vin);
+    let mut all: Vec<Event> = match tree.get(&key)? {
+        Some(v) => decode(&v).unwrap_or_else(|e| {
+            tracing::warn!(vin = %Escaped(vin), error = %e, "a vehicle's history cannot be read; it starts again");
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
+    all.extend(events);
+    bound(&mut all, now);
+    tree.insert(key, super::records::encode(&all))?;
+    Ok(())
+}
+
+/// Keeps the newest [`KEEP_EVENTS`] events of the last [`KEEP_DAYS`] days.
+fn bound(events: &mut Vec<Event>, now: i64) {
+    let oldest = now.saturating_sub(KEEP_DAYS * 24 * 3600);
+    events.retain(|e| e.at >= oldest);
+    if events.len() > KEEP_EVENTS {
+        events.drain(..events.len() - KEEP_EVENTS);
+    }
+}
+
+fn decode(bytes: &[u8]) -> Result<Vec<Event>, StateError> {
+    super::records::decode(bytes, "vehicle history")
+}
+
+impl State {
+    /// A vehicle's history, oldest first (empty when none was recorded).
+    pub fn history(&self, organization_id: u64, vin: &str) -> Result<Vec<Event>, StateError> {
+        match self
+            .trees
+            .history
+            .get(history_key(organization_id, vin))?
+        {
+            Some(v) => decode(&v),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The VINs of the organization whose acknowledged payload carries `stock` (compared
+    /// trimmed and case-blind, as the diff compares stock numbers).
+    pub fn vins_by_stock(&self, organization_id: u64, stock: &str) -> Result<Vec<String>, StateError> {
+        let wanted = stock.trim().to_ascii_uppercase();
+        let mut out = Vec::new();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        for item in self.trees.payloads.scan_prefix(organization_id.to_be_bytes()) {
+            let (k, v) = item?;
+            // Only payloads holding the text are decoded (stock numbers are short and
+            // escaped the same way in JSON).
+            let upper = v.to_ascii_uppercase();
+            if memchr::memmem::find(&upper, wanted.as_bytes()).is_none() {
+                continue;
+            }
+            let payload: crate::api::VehiclePayload = super::records::decode(&v, "payload")?;
+            if payload.stock.trim().eq_ignore_ascii_case(&wanted) {
+                out.push(VehicleKey::from_bytes(&k)?.vin);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Vehicles with a history (for the figures).
+    pub fn history_count(&self) -> usize {
+        self.trees.history.len()
+    }
+}
+
+/// An operation still in the outbox, as `why` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    pub seq: u64,
+    pub vin: String,
+    pub op: String,
+    pub file: String,
+    pub queued_at: i64,
+    /// Its payload (create and update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<crate::api::VehiclePayload>,
+}
+
+/// What `lotsync why` answers: every vehicle the question matches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Why {
+    /// As asked.
+    pub query: String,
+    pub vehicles: Vec<VehicleWhy>,
+    /// When nothing matched: where it was looked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub looked_in: Vec<String>,
+}
+
+/// One vehicle's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VehicleWhy {
+    pub vin: String,
+    /// Where its record is (none: only its history is left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location_id: Option<u64>,
+    /// As the service last acknowledged it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged: Option<Acknowledged>,
+    /// Newest first.
+    pub events: Vec<Shown>,
+    /// Every operation queued for it that its history or the outbox knows, newest first.
+    pub operations: Vec<Operation>,
+    /// Files of its feed planned after its last event (they changed nothing for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_since: Option<Quiet>,
+    /// The service's view now (`--online`), and where it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online: Option<serde_json::Value>,
+}
+
+/// The vehicle as the service last acknowledged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Acknowledged {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_id: Option<u64>,
+    /// Created on the service as far as lotsync knows.
+    pub created: bool,
+    pub sold: bool,
+    /// The fields last acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<crate::api::VehiclePayload>,
+    /// The service's last refusal, not re-sent until the file changes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<super::Rejection>,
+    /// Full snapshots in a row without it.
+    pub absent: u32,
+    pub updated_at: i64,
+}
+
+/// One event as shown: when, the file, its kind, and a sentence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shown {
+    pub at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    pub event: Event,
+    pub text: String,
+}
+
+/// One operation and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Operation {
+    pub seq: u64,
+    pub op: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    pub queued_at: i64,
+    /// `queued` (still in the outbox), `done`, `refused`, `replaced`, or `unknown` (its
+    /// answer is older than the history kept).
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub retries: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<String>,
+}
+
+/// The files of a feed planned after a vehicle's last event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quiet {
+    pub feed: String,
+    pub files: u64,
+    pub last: String,
+    pub at: i64,
+}
+
+/// Whom `why` asks about, and what it may look at.
+pub struct Question<'a> {
+    pub organization_id: u64,
+    /// A VIN or a stock number.
+    pub query: &'a str,
+    /// Only vehicles of this feed: its name and the locations its files speak for.
+    pub feed: Option<(&'a str, &'a [u64])>,
+    /// The outbox's operations of the organization.
+    pub pending: &'a [Pending],
+}
+
+/// Answers `lotsync why` from the state: the vehicles the question matches (its VIN, else its
+/// stock number), each with its record, history and operations.
+pub fn explain(state: &State, question: &Question) -> Result<Why, StateError> {
+    let org = question.organization_id;
+    let asked = question.query.trim();
+    let vin = asked.to_ascii_uppercase();
+    let mut vins: Vec<String> = Vec::new();
+    let known_vin = state.find_vin(org, &vin)?.is_some()
+        || !state.history(org, &vin)?.is_empty()
+        || question.pending.iter().any(|p| p.vin == vin);
+    if known_vin {
+        vins.push(vin.clone());
+    } else {
+        vins = state.vins_by_stock(org, asked)?;
+        for p in question.pending {
+            let stock = p.payload.as_ref().map(|p| p.stock.trim());
+            if stock.is_some_and(|s| s.eq_ignore_ascii_case(asked)) && !vins.contains(&p.vin) {
+                vins.push(p.vin.clone());
+            }
+        }
+        vins.sort();
+    }
+    let mut vehicles = Vec::new();
+    for vin in vins {
+        let shown = vehicle(state, question, &vin)?;
+        if let Some((name, locations)) = question.feed {
+            let at_feed = shown.location_id.is_some_and(|l| locations.contains(&l));
+            let by_feed = shown.events.iter().any(|e| e.feed.as_deref() == Some(name));
+            if !at_feed && !by_feed {
+                continue;
+            }
+        }
+        vehicles.push(shown);
+    }
+    let looked_in = if vehicles.is_empty() {
+        let mut places = vec![
+            format!(
+                "the state in {} ({} vehicles of organization {org}): VINs and stock numbers",
+                crate::text::shown_path(state.dir()),
+                state.vehicle_count()
+            ),
+            format!(
+                "the history of {} vehicles (the last {KEEP_DAYS} days)",
+                state.history_count()
+            ),
+            format!("the {} operations in the outbox", question.pending.len()),
+        ];
+        if let Some((name, _)) = question.feed {
+            places.push(format!("only vehicles of feed {}", Escaped(name)));
+        }
+        places
+    } else {
+        Vec::new()
+    };
+    Ok(Why {
+        query: asked.to_owned(),
+        vehicles,
+        looked_in,
+    })
+}
+
+fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, StateError> {
+    let org = question.organization_id;
+    let found = state.find_vin(org, vin)?;
+    let acknowledged = match &found {
+        Some((key, record)) => Some(Acknowledged {
+            service_id: record.service_id,
+            created: record.exists(),
+            sold: record.sold,
+            payload: state.payload(key)?,
+            refused: record.rejected.clone(),
+            absent: record.absent,
+            updated_at: record.updated_at,
+        }),
+        None => None,
+    };
+    let history = state.history(org, vin)?;
+    let mut files: std::collections::HashMap<u64, Option<FileRecord>> = Default::default();
+    let mut file_of = |no: Option<u64>| -> Result<Option<FileRecord>, StateError> {
+        let Some(no) = no else { return Ok(None) };
+        if let Some(known) = files.get(&no) {
+            return Ok(known.clone());
+        }
+        let record = state.file(no)?;
+        files.insert(no, record.clone());
+        Ok(record)
+    };
+    let mut events = Vec::new();
+    let mut operations: Vec<Operation> = Vec::new();
+    for event in &history {
+        let file = file_of(event.file_no)?;
+        let line = match &event.what {
+            What::Queued { line, .. } | What::Held { line, .. } | What::Protected { line, .. } => {
+                *line
+            }
+            _ => None,
+        };
+        match &event.what {
+            What::Queued { seq, op, .. } => operations.push(Operation {
+                seq: *seq,
+                op: op.clone(),
+                file: file.as_ref().map(|f| f.name.clone()),
+                queued_at: event.at,
+                outcome: "unknown".into(),
+                sent: None,
+                answered: None,
+                status: None,
+                retries: 0,
+                messages: Vec::new(),
+            }),
+            What::Answered {
+                seq,
+                ok,
+                status,
+                sent,
+                retries,
+                messages,
+                ..
+            } => {
+                if let Some(o) = operations.iter_mut().find(|o| o.seq == *seq) {
+                    o.outcome = if *ok { "done" } else { "refused" }.into();
+                    o.sent = *sent;
+                    o.answered = Some(event.at);
+                    o.status = *status;
+                    o.retries = *retries;
+                    o.messages = messages.clone();
+                }
+            }
+            What::Replaced { seqs } => {
+                for o in operations.iter_mut().filter(|o| seqs.contains(&o.seq)) {
+                    o.outcome = "replaced".into();
+                    o.answered = Some(event.at);
+                }
+            }
+            _ => {}
+        }
+        events.push(Shown {
+            at: event.at,
+            text: sentence(event, file.as_ref()),
+            file: file.as_ref().map(|f| f.name.clone()),
+            feed: file.as_ref().map(|f| f.feed.clone()),
+            line,
+            event: event.clone(),
+        });
+    }
+    for p in question.pending.iter().filter(|p| p.vin == vin) {
+        match operations.iter_mut().find(|o| o.seq == p.seq) {
+            Some(o) => o.outcome = "queued".into(),
+            None => operations.push(Operation {
+                seq: p.seq,
+                op: p.op.clone(),
+                file: Some(p.file.clone()),
+                queued_at: p.queued_at,
+                outcome: "queued".into(),
+                sent: None,
+                answered: None,
+                status: None,
+                retries: 0,
+                messages: Vec::new(),
+            }),
+        }
+    }
+    let quiet_since = quiet(state, &history)?;
+    events.reverse();
+    operations.sort_by_key(|o| std::cmp::Reverse(o.seq));
+    Ok(VehicleWhy {
+        vin: vin.to_owned(),
+        location_id: found.map(|(key, _)| key.location_id),
+        acknowledged,
+        events,
+        operations,
+        quiet_since,
+        online: None,
+    })
+}
+
+/// The files of the feed of a vehicle's last file event planned after it.
+fn quiet(state: &State, history: &[Event]) -> Result<Option<Quiet>, StateError> {
+    let Some(last_no) = history.iter().rev().find_map(|e| e.file_no) else {
+        return Ok(None);
+    };
+    let Some(last) = state.file(last_no)? else {
+        return Ok(None);
+    };
+    let mut quiet: Option<Quiet> = None;
+    let mut no = last_no + 1;
+    while let Some(file) = state.file(no)? {
+        if file.feed == last.feed {
+            let q = quiet.get_or_insert(Quiet {
+                feed: file.feed.clone(),
+                files: 0,
+                last: String::new(),
+                at: 0,
+            });
+            q.files += 1;
+            q.last = file.name.clone();
+            q.at = file.seen_at;
+        }
+        no += 1;
+    }
+    Ok(quiet)
+}
+
+/// The words of an operation, as the README says them.
+fn op_words(op: &str) -> &str {
+    match op {
+        "create" => "create it on the service",
+        "update" => "update it",
+        "sold" => "mark it sold",
+        "in_stock" => "mark it back in stock",
+        other => other,
+    }
+}
+
+/// One event in a sentence for a person (values from outside escaped).
+fn sentence(event: &Event, file: Option<&FileRecord>) -> String {
+    let reconciling = file.is_some_and(|f| f.feed == crate::plan::RECONCILE_FEED);
+    let mut out = String::new();
+    let by = match (file, reconciling) {
+        (_, true) => "the reconciliation".to_owned(),
+        (Some(f), false) => Escaped(&f.name).to_string(),
+        (None, false) => match event.file_no {
+            Some(no) => format!("file no. {no} (its record is gone)"),
+            None => String::new(),
+        },
+    };
+    // Writing to a String cannot fail.
+    let _ = match &event.what {
+        What::Queued {
+            seq,
+            op,
+            line,
+            changed,
+            absent,
+            forced,
+        } => {
+            let guard = if *forced {
+                "the safety guard would have held the file and was overridden"
+            } else {
+                "the safety guard let the file through"
+            };
+            match (reconciling, op.as_str(), line) {
+                (true, "create", _) => write!(
+                    out,
+                    "{by}: not on the service any more though the lot has it: create it again (operation {seq})"
+                ),
+                (true, "update", _) => write!(
+                    out,
+                    "{by}: the service shows other fields than were sent: send them again (operation {seq})"
+                ),
+                (true, "sold", _) => write!(
+                    out,
+                    "{by}: the service shows it in stock, lotsync marked it sold: mark it sold again (operation {seq})"
+                ),
+                (true, _, _) => write!(
+                    out,
+                    "{by}: the service shows it sold, lotsync left it in stock: mark it back in stock (operation {seq})"
+                ),
+                (false, "create", Some(l)) => write!(
+                    out,
+                    "{by} line {l} listed it, new: {} (operation {seq})",
+                    op_words(op)
+                ),
+                (false, "update", Some(l)) => {
+                    let _ = write!(out, "{by} line {l} listed it changed");
+                    changes(&mut out, changed);
+                    write!(out, ": update it (operation {seq})")
+                }
+                (false, "update", None) => {
+                    let _ = write!(
+                        out,
+                        "{by} left it out, and the latest file of another location lists it: moved there"
+                    );
+                    changes(&mut out, changed);
+                    write!(out, " (operation {seq})")
+                }
+                (false, "sold", None) => write!(
+                    out,
+                    "{by} left it out ({} in a row): sold by absence, {guard}; mark it sold (operation {seq})",
+                    files_in_a_row(absent.unwrap_or(1))
+                ),
+                (false, "sold", Some(l)) => write!(
+                    out,
+                    "{by} line {l} lists it as sold: mark it sold (operation {seq})"
+                ),
+                (false, "in_stock", Some(l)) => write!(
+                    out,
+                    "{by} line {l} lists it on the lot again: back in stock (operation {seq})"
+                ),
+                (false, op, _) => write!(out, "{by}: {} (operation {seq})", op_words(op)),
+            }
+        }
+        What::Held { op, line } => {
+            let reason = match file.map(|f| &f.outcome) {
+                Some(super::FileOutcome::Held { reason }) => format!(" ({})", Escaped(reason)),
+                _ => String::new(),
+            };
+            match line {
+                Some(l) => write!(
+                    out,
+                    "{by} line {l} would {}, but the safety guard held the file{reason}: nothing was sent",
+                    op_words(op)
+                ),
+                None => write!(
+                    out,
+                    "{by} left it out and would {}, but the safety guard held the file{reason}: nothing was sent",
+                    op_words(op)
+                ),
+            }
+        }
+        What::Waiting { absent } => write!(
+            out,
+            "{by} left it out ({} in a row): not sold yet, a car is sold only after sold_after_absent files without it",
+            files_in_a_row(*absent)
+        ),
+        What::Protected { by: why, line, value } => match why.as_str() {
+            "other_location" => write!(
+                out,
+                "{by} left it out, but the latest file of another location ({}) lists it: not sold",
+                Escaped(value)
+            ),
+            kind => {
+                let what = match kind {
+                    "stock" => format!("its stock number {}", Escaped(value)),
+                    "near_vin" => format!("the VIN {}, one typo away from its own", Escaped(value)),
+                    _ => "its VIN".to_owned(),
+                };
+                write!(
+                    out,
+                    "{by} left it out, but its rejected record at line {} carries {what}: kept on the lot, not sold, not changed",
+                    line.unwrap_or(0)
+                )
+            }
+        },
+        What::Adopted { service_id } => write!(
+            out,
+            "{by}: already on the service (id {service_id}), adopted without sending anything"
+        ),
+        What::Replaced { seqs } => write!(
+            out,
+            "{by} replaced its operations not sent yet ({}): superseded by this file's",
+            seqs.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        What::Answered {
+            seq,
+            op,
+            ok,
+            status,
+            retries,
+            messages,
+            service_id,
+            ..
+        } => {
+            let status = status.map_or(String::new(), |s| format!(", HTTP {s}"));
+            let retried = match retries {
+                0 => String::new(),
+                1 => ", after 1 retry".to_owned(),
+                n => format!(", after {n} retries"),
+            };
+            if *ok {
+                let id = service_id.map_or(String::new(), |id| format!(", id {id}"));
+                write!(
+                    out,
+                    "the service accepted operation {seq} ({}){id}{status}{retried}",
+                    op_words(op)
+                )
+            } else {
+                write!(
+                    out,
+                    "the service refused operation {seq} ({}){status}{retried}: {}; not sent again until a file changes it",
+                    op_words(op),
+                    Escaped(&messages.join("; "))
+                )
+            }
+        }
+        What::Restored {
+            service_id,
+            sold,
+            file,
+        } => write!(
+            out,
+            "the reconciliation restored its record from the service's list (id {service_id}, {}) with the fields of {}",
+            if *sold { "sold" } else { "in stock" },
+            Escaped(file)
+        ),
+        What::IdLearned { service_id } => write!(
+            out,
+            "the reconciliation learned its id from the service's list: {service_id}"
+        ),
+        What::Forgotten => write!(
+            out,
+            "the reconciliation let its record go: sold, and no longer on the service (a file listing it again creates it again)"
+        ),
+    };
+    out
+}
+
+fn files_in_a_row(n: u32) -> String {
+    match n {
+        1 => "1 file".to_owned(),
+        n => format!("{n} files"),
+    }
+}
+
+fn changes(out: &mut String, changed: &[FieldChange]) {
+    if changed.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = changed
+        .iter()
+        .map(|c| match (&c.from, &c.to) {
+            (Some(from), Some(to)) => {
+                format!("{} {} → {}", c.field, Escaped(from), Escaped(to))
+            }
+            (None, Some(to)) => format!("{} now {}", c.field, Escaped(to)),
+            (Some(_), None) => format!("{} removed", c.field),
+            (None, None) => c.field.clone(),
+        })
+        .collect();
+    let _ = write!(out, " ({})", shown.join("; "));
+}
+
+impl Why {
+    /// The answer for a person: per vehicle, how the service last acknowledged it, its
+    /// history newest first, and its operations. Dates in UTC.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if self.vehicles.is_empty() {
+            let _ = writeln!(
+                out,
+                "lotsync knows no vehicle with VIN or stock number {}. Looked in:",
+                Escaped(&self.query)
+            );
+            for place in &self.looked_in {
+                let _ = writeln!(out, "  - {place}");
+            }
+            return out;
+        }
+        if self.vehicles.len() > 1 {
+            let _ = writeln!(
+                out,
+                "{} vehicles have stock number {}:\n",
+                self.vehicles.len(),
+                Escaped(&self.query)
+            );
+        }
+        for (i, v) in self.vehicles.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            v.render(&mut out);
+        }
+        out
+    }
+}
+
+fn date(at: i64) -> String {
+    crate::clock::utc_unix(at)
+}
+
+impl VehicleWhy {
+    fn render(&self, out: &mut String) {
+        let stock = self
+            .acknowledged
+            .as_ref()
+            .and_then(|a| a.payload.as_ref())
+            .map(|p| format!(", stock {}", Escaped(&p.stock)))
+            .unwrap_or_default();
+        let at = self
+            .location_id
+            .map(|l| format!(", location {l}"))
+            .unwrap_or_default();
+        let _ = writeln!(out, "VIN {}{stock}{at}", Escaped(&self.vin));
+        match &self.acknowledged {
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  Not in the state now: only its history is left (below)."
+                );
+            }
+            Some(a) if !a.created => {
+                let _ = writeln!(
+                    out,
+                    "  Not on the service yet as far as lotsync knows (its creation was not acknowledged)."
+                );
+            }
+            Some(a) => {
+                let id = a.service_id.map_or("unknown".to_owned(), |i| i.to_string());
+                let _ = writeln!(
+                    out,
+                    "  On the service, as last acknowledged ({} UTC): id {id}, {}",
+                    date(a.updated_at),
+                    if a.sold { "sold" } else { "in stock" }
+                );
+                if let Some(p) = &a.payload {
+                    let _ = writeln!(out, "  Fields sent: {}", fields(p));
+                }
+            }
+        }
+        if let Some(r) = self.acknowledged.as_ref().and_then(|a| a.refused.as_ref()) {
+            let _ = writeln!(
+                out,
+                "  The service refused its last {} on {} UTC (HTTP {}): {}; not sent again until a file changes it",
+                op_words(&r.op),
+                date(r.at),
+                r.status,
+                Escaped(&r.messages.join("; "))
+            );
+        }
+        if let Some(a) = self.acknowledged.as_ref().filter(|a| a.absent > 0) {
+            let _ = writeln!(
+                out,
+                "  Left out of the last {} of its lot in a row.",
+                files_in_a_row(a.absent)
+            );
+        }
+        if let Some(online) = &self.online {
+            let _ = writeln!(out, "  {}", online_line(online));
+        }
+        let _ = writeln!(out, "History, newest first (UTC):");
+        if let Some(q) = &self.quiet_since {
+            let _ = writeln!(
+                out,
+                "  {}  {} later {} of feed {} changed nothing for it (the last: {})",
+                date(q.at),
+                q.files,
+                if q.files == 1 { "file" } else { "files" },
+                Escaped(&q.feed),
+                Escaped(&q.last)
+            );
+        }
+        if self.events.is_empty() {
+            let _ = writeln!(
+                out,
+                "  (none recorded: the state's history began after its last change, or is older than {KEEP_DAYS} days)"
+            );
+        }
+        for e in &self.events {
+            let _ = writeln!(out, "  {}  {}", date(e.at), e.text);
+        }
+        if !self.operations.is_empty() {
+            let _ = writeln!(out, "Operations, newest first:");
+        }
+        for o in &self.operations {
+            let from = o
+                .file
+                .as_deref()
+                .map(|f| format!(" by {}", Escaped(f)))
+                .unwrap_or_default();
+            let what = match o.outcome.as_str() {
+                "queued" => "waiting to be sent".to_owned(),
+                "replaced" => "replaced by a newer file before it was sent".to_owned(),
+                "unknown" => "no answer recorded".to_owned(),
+                outcome => {
+                    let verb = if outcome == "done" { "accepted" } else { "refused" };
+                    let mut s = format!(
+                        "{verb} {}",
+                        o.answered.map(date).unwrap_or_default()
+                    );
+                    if let Some(status) = o.status {
+                        let _ = write!(s, " (HTTP {status})");
+                    }
+                    if let Some(sent) = o.sent {
+                        let _ = write!(s, ", sent {}", date(sent));
+                    }
+                    let _ = write!(
+                        s,
+                        ", {}",
+                        match o.retries {
+                            0 => "no retry".to_owned(),
+                            1 => "1 retry".to_owned(),
+                            n => format!("{n} retries"),
+                        }
+                    );
+                    s
+                }
+            };
+            let _ = writeln!(
+                out,
+                "  {} {}, queued {}{from}: {what}",
+                o.seq,
+                o.op,
+                date(o.queued_at)
+            );
+        }
+    }
+}
+
+/// What `--online` found, in one line: the service's view now and where it differs.
+fn online_line(online: &serde_json::Value) -> String {
+    if let Some(error) = online.get("error").and_then(|e| e.as_str()) {
+        return format!("On the service now: cannot tell: {}", Escaped(error));
+    }
+    let id = online.get("id").and_then(|v| v.as_u64()).unwrap_or(0);
+    let sold = match online.get("sold").and_then(|v| v.as_bool()) {
+        Some(true) => "sold",
+        Some(false) => "in stock",
+        None => "sold or in stock not said",
+    };
+    let mut drift: Vec<String> = online
+        .get("fields_differ")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(|f| Escaped(f).to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if online.get("sold_differs").and_then(|v| v.as_bool()) == Some(true) {
+        drift.insert(0, "sold or in stock".into());
+    }
+    let differs = if drift.is_empty() {
+        "as lotsync last sent it".to_owned()
+    } else {
+        format!("differs from what lotsync sent: {}", drift.join(", "))
+    };
+    format!("On the service now: id {id}, {sold}; {differs}")
+}
+
+/// A payload's fields on one line, `name: value`, escaped.
+fn fields(payload: &crate::api::VehiclePayload) -> String {
+    let Ok(serde_json::Value::Object(map)) = serde_json::to_value(payload) else {
+        return String::new();
+    };
+    map.iter()
+        .map(|(k, v)| format!("{k}: {}", Escaped(&short_value(v))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(at: i64, seq: u64) -> Event {
+        Event::new(
+            at,
+            Some(1),
+            What::Queued {
+                seq,
+                op: "update".into(),
+                line: Some(2),
+                changed: Vec::new(),
+                absent: None,
+                forced: false,
+            },
+        )
+    }
+
+    /// The newest events stay, none older than the days kept.
+    #[test]
+    fn history_is_bounded_by_count_and_age() {
+        let now = 1_000 * 24 * 3600;
+        let mut events: Vec<Event> = (0..80).map(|i| event(now - 10 + i, i as u64)).collect();
+        bound(&mut events, now);
+        assert_eq!(events.len(), KEEP_EVENTS);
+        assert_eq!(events[0].what, event(0, 30).what, "the oldest 30 went");
+        let mut old = vec![event(now - (KEEP_DAYS + 1) * 24 * 3600, 1), event(now, 2)];
+        bound(&mut old, now);
+        assert_eq!(old.len(), 1);
+    }
+
+    /// Events read back as written, small, with unknown kinds refused only as a whole.
+    #[test]
+    fn events_round_trip_compactly() {
+        let e = event(1_764_115_200, 17);
+        let bytes = crate::state::records::encode(&vec![e.clone()]);
+        assert!(bytes.len() < 80, "{}", String::from_utf8_lossy(&bytes));
+        assert_eq!(decode(&bytes).unwrap(), vec![e]);
+    }
+
+    #[test]
+    fn changed_fields_name_what_differs() {
+        let mut a = crate::api::VehiclePayload::new(10, "S1", "VIN1");
+        a.miles = Some(10);
+        let mut b = a.clone();
+        b.miles = Some(12);
+        b.make = Some("Honda".into());
+        let changed = changed_fields(Some(&a), &b);
+        let names: Vec<&str> = changed.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(names, ["make", "miles"]);
+        assert_eq!(changed[1].from.as_deref(), Some("10"));
+        assert_eq!(changed[1].to.as_deref(), Some("12"));
+    }
+
+    /// A value from outside never breaks the line it is shown on.
+    #[test]
+    fn sentences_escape_outside_values() {
+        let e = Event::new(
+            0,
+            None,
+            What::Protected {
+                by: "stock".into(),
+                line: Some(4),
+                value: "24\n117\u{1b}[31m".into(),
+            },
+        );
+        let text = sentence(&e, None);
+        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("24\\n117"), "{text}");
+    }
+}
