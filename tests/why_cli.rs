@@ -2,7 +2,8 @@
 //! `why` processes against the sandbox on loopback, with a real state on disk. A car created,
 //! repriced, sold by absence, back in stock, kept on the lot by a rejected record and
 //! re-created by the reconciliation: each event with its file and the service's answer; a VIN
-//! never seen says where it was looked for; the history is read through a running daemon.
+//! never seen says where it was looked for; the history is read through a running daemon, and
+//! told again by a rebuild of a lost state.
 
 mod common;
 
@@ -164,4 +165,28 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     assert_eq!(through, car2, "the daemon tells the same story");
     daemon.signal("TERM");
     daemon.exit(Duration::from_secs(20)).await;
+
+    // The state lost: `reconcile --rebuild` tells the story again from the archived exports
+    // and their reports (`sync` filed a copy of each).
+    std::fs::remove_dir_all(site.state_dir()).unwrap();
+    let (status, stdout, stderr) = run(&site, &["reconcile", "--rebuild"]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    let told = "(told again from the archive by `lotsync reconcile --rebuild`)";
+    let car2 = why(&site, &[&vin(2)]).await;
+    for event in [
+        "day1.csv line 4 listed it, new: created",
+        "day2.csv left it out: sold by absence",
+        "day3.csv line 4 lists it on the lot again: back in stock",
+    ] {
+        assert!(line_with(&car2, event).ends_with(told), "{car2}");
+    }
+    assert!(
+        car2.find("day3.csv").unwrap() < car2.find("day2.csv").unwrap(),
+        "newest first:\n{car2}"
+    );
+    let car3 = why(&site, &[&vin(3)]).await;
+    line_with(&car3, "day2.csv left it out, but its rejected record at line 4 stood for it");
+    assert!(!car3.contains("sold by absence"), "{car3}");
+    let car1 = why(&site, &[&vin(1)]).await;
+    line_with(&car1, "day2.csv line 3 listed it changed: updated");
 }

@@ -791,6 +791,26 @@ impl Outbox {
         Ok(())
     }
 
+    /// Adds what a rebuild read in the archive to the vehicles' history, in one transaction
+    /// (see [`history`]); flushed with what the rebuild commits next.
+    pub fn record_history(
+        &self,
+        organization_id: u64,
+        told: &HashMap<String, Vec<Event>>,
+    ) -> Result<(), OutboxError> {
+        let now = state::now();
+        self.state
+            .trees
+            .history
+            .transaction(|tree| -> TxResult<()> {
+                for (vin, events) in told {
+                    history::append(tree, organization_id, vin, events.clone(), now)?;
+                }
+                Ok(())
+            })?;
+        Ok(())
+    }
+
     /// Hands out up to `max` operations of `organization_id` to send, marking them in flight:
     /// the oldest first, and of each vehicle only its next one (the rest wait for its answer).
     /// Another organization's operations are passed over, never counted against `max`: a

@@ -114,6 +114,19 @@ pub enum What {
     IdLearned { service_id: u64 },
     /// The reconciliation let its record go: sold, and gone from the service.
     Forgotten,
+    /// Told again by `reconcile --rebuild` from an archived export: what that file did to it
+    /// (`op` as in [`What::Queued`]; `line` none: left out of a full snapshot).
+    Rebuilt {
+        file: String,
+        #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
+        line: Option<u64>,
+        /// Also `kept` (left out, kept on the lot by a rejected record) and `refused` (the
+        /// service refused an operation of that file).
+        op: String,
+        /// `kept`: what matched; `refused`: the service's answer.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        note: String,
+    },
 }
 
 /// A field an update changes, as sent (values cut to a few dozen characters).
@@ -460,7 +473,9 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         }),
         None => None,
     };
-    let history = state.history(org, vin)?;
+    let mut history = state.history(org, vin)?;
+    // Oldest first; a rebuild adds what the archive tells after what it found.
+    history.sort_by_key(|e| e.at);
     let mut files: std::collections::HashMap<u64, Option<FileRecord>> = Default::default();
     let mut file_of = |no: Option<u64>| -> Result<Option<FileRecord>, StateError> {
         let Some(no) = no else { return Ok(None) };
@@ -476,9 +491,10 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
     for event in &history {
         let file = file_of(event.file_no)?;
         let line = match &event.what {
-            What::Queued { line, .. } | What::Held { line, .. } | What::Protected { line, .. } => {
-                *line
-            }
+            What::Queued { line, .. }
+            | What::Held { line, .. }
+            | What::Protected { line, .. }
+            | What::Rebuilt { line, .. } => *line,
             _ => None,
         };
         match &event.what {
@@ -520,10 +536,14 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
             }
             _ => {}
         }
+        let file_name = match &event.what {
+            What::Rebuilt { file, .. } => Some(file.clone()),
+            _ => file.as_ref().map(|f| f.name.clone()),
+        };
         events.push(Shown {
             at: event.at,
             text: sentence(event, file.as_ref()),
-            file: file.as_ref().map(|f| f.name.clone()),
+            file: file_name,
             feed: file.as_ref().map(|f| f.feed.clone()),
             line,
             event: event.clone(),
@@ -776,6 +796,35 @@ fn sentence(event: &Event, file: Option<&FileRecord>) -> String {
             out,
             "the reconciliation learned its id from the service's list: {service_id}"
         ),
+        What::Rebuilt {
+            file,
+            line,
+            op,
+            note,
+        } => {
+            let file = Escaped(file);
+            let _ = match (op.as_str(), line) {
+                ("kept", l) => write!(
+                    out,
+                    "{file} left it out, but its rejected record at line {} stood for it ({}): kept on the lot",
+                    l.unwrap_or(0),
+                    Escaped(note)
+                ),
+                ("refused", _) => write!(out, "{file}: the service {}", Escaped(note)),
+                ("create", Some(l)) => write!(out, "{file} line {l} listed it, new: created"),
+                ("update", Some(l)) => write!(out, "{file} line {l} listed it changed: updated"),
+                ("sold", Some(l)) => write!(out, "{file} line {l} lists it as sold: sold"),
+                ("in_stock", Some(l)) => {
+                    write!(out, "{file} line {l} lists it on the lot again: back in stock")
+                }
+                ("sold", None) => write!(out, "{file} left it out: sold by absence"),
+                (op, _) => write!(out, "{file}: {}", op_words(op)),
+            };
+            write!(
+                out,
+                " (told again from the archive by `lotsync reconcile --rebuild`)"
+            )
+        }
         What::Forgotten => write!(
             out,
             "the reconciliation let its record go: sold, and no longer on the service (a file listing it again creates it again)"
