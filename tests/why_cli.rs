@@ -93,7 +93,7 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     let car1 = why(&site, &[&vin(1)]).await;
     let created = line_with(&car1, "day1.csv line 3 listed it, new");
     assert!(created.contains("create it on the service"), "{car1}");
-    let repriced = line_with(&car1, "day2.csv line 3 listed it changed (price");
+    let repriced = line_with(&car1, "day2.csv line 3 listed it changed (price.selling ");
     assert!(repriced.contains("update it"), "{car1}");
     assert!(
         car1.find("day2.csv line 3").unwrap() < car1.find("day1.csv line 3").unwrap(),
@@ -117,8 +117,8 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
         "day2.csv left it out (1 file in a row): sold by absence, the safety guard let the file through",
     );
     line_with(&car2, "day3.csv line 4 lists it on the lot again: back in stock");
-    assert!(line_with(&car2, " sold, queued ").contains("by day2.csv: accepted"));
-    assert!(line_with(&car2, " in_stock, queued ").contains("by day3.csv: accepted"));
+    assert!(line_with(&car2, " mark sold, queued ").contains("by day2.csv: accepted"));
+    assert!(line_with(&car2, " back in stock, queued ").contains("by day3.csv: accepted"));
 
     // Kept on the lot by its rejected record on day 2: not sold, not changed.
     let car3 = why(&site, &[&vin(3)]).await;

@@ -159,11 +159,7 @@ pub fn changed_fields(
     before: Option<&crate::api::VehiclePayload>,
     after: &crate::api::VehiclePayload,
 ) -> Vec<FieldChange> {
-    let object = |p: Option<&crate::api::VehiclePayload>| match p.map(serde_json::to_value) {
-        Some(Ok(serde_json::Value::Object(map))) => map,
-        _ => serde_json::Map::new(),
-    };
-    let (old, new) = (object(before), object(Some(after)));
+    let (old, new) = (flat(before), flat(Some(after)));
     let mut names: Vec<&String> = new.keys().chain(old.keys()).collect();
     names.sort();
     names.dedup();
@@ -176,6 +172,30 @@ pub fn changed_fields(
             to: new.get(name).map(short_value),
         })
         .collect()
+}
+
+/// A payload's fields by the names the service knows them by, one level of objects spelled
+/// out (`price.selling`).
+fn flat(
+    payload: Option<&crate::api::VehiclePayload>,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(Ok(serde_json::Value::Object(map))) = payload.map(serde_json::to_value) else {
+        return out;
+    };
+    for (name, value) in map {
+        match value {
+            serde_json::Value::Object(inner) => {
+                for (part, value) in inner {
+                    out.insert(format!("{name}.{part}"), value);
+                }
+            }
+            value => {
+                out.insert(name, value);
+            }
+        }
+    }
+    out
 }
 
 fn short_value(value: &serde_json::Value) -> String {
@@ -607,6 +627,15 @@ fn quiet(state: &State, history: &[Event]) -> Result<Option<Quiet>, StateError> 
     Ok(quiet)
 }
 
+/// An operation's name as people say it.
+fn op_label(op: &str) -> &str {
+    match op {
+        "sold" => "mark sold",
+        "in_stock" => "back in stock",
+        other => other,
+    }
+}
+
 /// The words of an operation, as the README says them.
 fn op_words(op: &str) -> &str {
     match op {
@@ -1017,7 +1046,7 @@ impl VehicleWhy {
                 out,
                 "  {} {}, queued {}{from}: {what}",
                 o.seq,
-                o.op,
+                op_label(&o.op),
                 date(o.queued_at)
             );
         }
@@ -1057,10 +1086,8 @@ fn online_line(online: &serde_json::Value) -> String {
 
 /// A payload's fields on one line, `name: value`, escaped.
 fn fields(payload: &crate::api::VehiclePayload) -> String {
-    let Ok(serde_json::Value::Object(map)) = serde_json::to_value(payload) else {
-        return String::new();
-    };
-    map.iter()
+    flat(Some(payload))
+        .iter()
         .map(|(k, v)| format!("{k}: {}", Escaped(&short_value(v))))
         .collect::<Vec<_>>()
         .join(", ")
