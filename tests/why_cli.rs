@@ -104,7 +104,10 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
         .filter(|l| l.contains("the service accepted operation"))
         .collect();
     assert_eq!(accepted.len(), 2, "{car1}");
-    assert!(car1.contains("On the service, as last acknowledged"), "{car1}");
+    assert!(
+        car1.contains("On the service, as last acknowledged"),
+        "{car1}"
+    );
     assert!(car1.contains(", in stock"), "{car1}");
     let update = line_with(&car1, " update, queued ");
     assert!(update.contains("by day2.csv: accepted"), "{car1}");
@@ -116,13 +119,19 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
         &car2,
         "day2.csv left it out (1 file in a row): sold by absence, the safety guard let the file through",
     );
-    line_with(&car2, "day3.csv line 4 lists it on the lot again: back in stock");
+    line_with(
+        &car2,
+        "day3.csv line 4 lists it on the lot again: back in stock",
+    );
     assert!(line_with(&car2, " mark sold, queued ").contains("by day2.csv: accepted"));
     assert!(line_with(&car2, " back in stock, queued ").contains("by day3.csv: accepted"));
 
     // Kept on the lot by its rejected record on day 2: not sold, not changed.
     let car3 = why(&site, &[&vin(3)]).await;
-    let kept = line_with(&car3, "day2.csv left it out, but its rejected record at line 4");
+    let kept = line_with(
+        &car3,
+        "day2.csv left it out, but its rejected record at line 4",
+    );
     assert!(kept.contains("not sold"), "{car3}");
     assert!(!car3.contains("sold by absence"), "{car3}");
 
@@ -130,13 +139,19 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     let car4 = why(&site, &[&vin(4)]).await;
     let recreated = line_with(&car4, "the reconciliation: not on the service any more");
     assert!(recreated.contains("create it again"), "{car4}");
-    let ops: Vec<&str> = car4.lines().filter(|l| l.contains(" create, queued ")).collect();
+    let ops: Vec<&str> = car4
+        .lines()
+        .filter(|l| l.contains(" create, queued "))
+        .collect();
     assert_eq!(ops.len(), 2, "day 1's and the reconciliation's: {car4}");
     assert!(ops.iter().all(|l| l.contains(": accepted")), "{car4}");
 
     // By stock number: the same car.
     let by_stock = why(&site, &["s00002"]).await;
-    assert!(by_stock.starts_with(&format!("VIN {}, stock S00002", vin(2))), "{by_stock}");
+    assert!(
+        by_stock.starts_with(&format!("VIN {}, stock S00002", vin(2))),
+        "{by_stock}"
+    );
 
     // As JSON, for tools: the events newest first, with their files.
     let json = why(&site, &[&vin(2), "--format", "json"]).await;
@@ -152,11 +167,16 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     let (status, stdout, stderr) = run(&site, &["why", &never]).await;
     assert_eq!(status, 1, "{stdout}\n{stderr}");
     assert!(
-        stdout.contains(&format!("lotsync knows no vehicle with VIN or stock number {never}")),
+        stdout.contains(&format!(
+            "lotsync knows no vehicle with VIN or stock number {never}"
+        )),
         "{stdout}"
     );
     assert!(stdout.contains("Looked in:"), "{stdout}");
-    assert!(stdout.contains("12 vehicles of organization 100"), "{stdout}");
+    assert!(
+        stdout.contains("12 vehicles of organization 100"),
+        "{stdout}"
+    );
 
     // Through the running daemon, which holds the state: the same story.
     let mut daemon = site.start();
@@ -185,7 +205,10 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
         "newest first:\n{car2}"
     );
     let car3 = why(&site, &[&vin(3)]).await;
-    line_with(&car3, "day2.csv left it out, but its rejected record at line 4 stood for it");
+    line_with(
+        &car3,
+        "day2.csv left it out, but its rejected record at line 4 stood for it",
+    );
     assert!(!car3.contains("sold by absence"), "{car3}");
     let car1 = why(&site, &[&vin(1)]).await;
     line_with(&car1, "day2.csv line 3 listed it changed: updated");

@@ -396,7 +396,19 @@ impl Outbox {
             &t.history,
         )
             .transaction(
-                |(meta, vehicles, payloads, vins, files, feeds, outbox, queue, listings, history_tree)| -> TxResult<u64> {
+                |(
+                    meta,
+                    vehicles,
+                    payloads,
+                    vins,
+                    files,
+                    feeds,
+                    outbox,
+                    queue,
+                    listings,
+                    history_tree,
+                )|
+                 -> TxResult<u64> {
                     let mut counters = read_counters(meta)?;
                     let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
                     let file_no = read_u64(meta, PLANS_KEY)?.max(1);
@@ -456,7 +468,8 @@ impl Outbox {
                             let line = change.and_then(|c| c.line);
                             let changed = match &planned.op {
                                 Op::Update(p) => {
-                                    let before = acknowledged_payload(vins, payloads, org, &planned.vin)?;
+                                    let before =
+                                        acknowledged_payload(vins, payloads, org, &planned.vin)?;
                                     history::changed_fields(before.as_ref(), p)
                                 }
                                 _ => Vec::new(),
@@ -477,13 +490,14 @@ impl Outbox {
                             ));
                         }
                         for protection in &plan.protected {
-                            events.entry(protection.vin.as_str()).or_default().push(event(
-                                What::Protected {
+                            events
+                                .entry(protection.vin.as_str())
+                                .or_default()
+                                .push(event(What::Protected {
                                     by: protection.by.name().to_owned(),
                                     line: protection.line,
                                     value: protection.value.clone(),
-                                },
-                            ));
+                                }));
                         }
                         for (vin, change) in &plan.changes {
                             let indexed = vins.get(vin_key(org, vin))?;
@@ -697,7 +711,13 @@ impl Outbox {
         (&t.vehicles, &t.payloads, &t.vins, &t.feeds, &t.history).transaction(
             |(vehicles, payloads, vins, feed_tree, history_tree)| {
                 let told = |vin: &str, what: What| {
-                    history::append(history_tree, org, vin, vec![Event::new(now, None, what)], now)
+                    history::append(
+                        history_tree,
+                        org,
+                        vin,
+                        vec![Event::new(now, None, what)],
+                        now,
+                    )
                 };
                 for finding in findings {
                     let vin = match finding {

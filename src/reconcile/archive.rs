@@ -14,8 +14,8 @@ use crate::diff::{FileId, Mode};
 use crate::inbox::FeedFolders;
 use crate::mapper::{ExportFile, Mapped, Profile};
 use crate::state::history::{Event, What};
-use crate::text::Escaped;
 use crate::state::AppliedFile;
+use crate::text::Escaped;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -204,7 +204,10 @@ pub(super) fn read_archive(config: &Config, all: bool) -> Result<Archive, Reconc
 /// Each VIN's story as the archived exports tell it, oldest file first: listed the first
 /// time (created), with another payload (updated), as sold, left out of its full feed's
 /// export (sold by absence), listed again (back in stock). `seen` is newest first.
-fn history_of(config: &Config, seen: &[(&Archived, HashMap<String, Seen>)]) -> HashMap<String, Vec<Event>> {
+fn history_of(
+    config: &Config,
+    seen: &[(&Archived, HashMap<String, Seen>)],
+) -> HashMap<String, Vec<Event>> {
     // Per VIN: its feed, its last digest, sold.
     let mut last: HashMap<&str, (usize, crate::state::Digest, bool)> = HashMap::new();
     let mut out: HashMap<String, Vec<Event>> = HashMap::new();
@@ -249,7 +252,12 @@ fn history_of(config: &Config, seen: &[(&Archived, HashMap<String, Seen>)]) -> H
             }
         }
         for r in &file.refused {
-            let note = format!("{} refused (HTTP {}): {}", r.op, r.status, r.messages.join("; "));
+            let note = format!(
+                "{} refused (HTTP {}): {}",
+                r.op,
+                r.status,
+                r.messages.join("; ")
+            );
             event(&r.vin, None, "refused", note);
         }
     }

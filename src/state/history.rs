@@ -255,11 +255,7 @@ fn decode(bytes: &[u8]) -> Result<Vec<Event>, StateError> {
 impl State {
     /// A vehicle's history, oldest first (empty when none was recorded).
     pub fn history(&self, organization_id: u64, vin: &str) -> Result<Vec<Event>, StateError> {
-        match self
-            .trees
-            .history
-            .get(history_key(organization_id, vin))?
-        {
+        match self.trees.history.get(history_key(organization_id, vin))? {
             Some(v) => decode(&v),
             None => Ok(Vec::new()),
         }
@@ -267,13 +263,21 @@ impl State {
 
     /// The VINs of the organization whose acknowledged payload carries `stock` (compared
     /// trimmed and case-blind, as the diff compares stock numbers).
-    pub fn vins_by_stock(&self, organization_id: u64, stock: &str) -> Result<Vec<String>, StateError> {
+    pub fn vins_by_stock(
+        &self,
+        organization_id: u64,
+        stock: &str,
+    ) -> Result<Vec<String>, StateError> {
         let wanted = stock.trim().to_ascii_uppercase();
         let mut out = Vec::new();
         if wanted.is_empty() {
             return Ok(out);
         }
-        for item in self.trees.payloads.scan_prefix(organization_id.to_be_bytes()) {
+        for item in self
+            .trees
+            .payloads
+            .scan_prefix(organization_id.to_be_bytes())
+        {
             let (k, v) = item?;
             // Only payloads holding the text are decoded (stock numbers are short and
             // escaped the same way in JSON).
@@ -1019,11 +1023,12 @@ impl VehicleWhy {
                 "replaced" => "replaced by a newer file before it was sent".to_owned(),
                 "unknown" => "no answer recorded".to_owned(),
                 outcome => {
-                    let verb = if outcome == "done" { "accepted" } else { "refused" };
-                    let mut s = format!(
-                        "{verb} {}",
-                        o.answered.map(date).unwrap_or_default()
-                    );
+                    let verb = if outcome == "done" {
+                        "accepted"
+                    } else {
+                        "refused"
+                    };
+                    let mut s = format!("{verb} {}", o.answered.map(date).unwrap_or_default());
                     if let Some(status) = o.status {
                         let _ = write!(s, " (HTTP {status})");
                     }

@@ -490,7 +490,8 @@ impl Uploader {
                     taken.seqs.insert(seq);
                     jobs.insert(seq, job.entry.clone());
                     let shared = self.shared.clone();
-                    tasks.spawn(async move { (seq, deliver::deliver_counted(&shared, &job).await) });
+                    tasks
+                        .spawn(async move { (seq, deliver::deliver_counted(&shared, &job).await) });
                 }
             }
             if tasks.is_empty() {
