@@ -10,7 +10,7 @@ mod common;
 use common::feedgen;
 use common::fleet::{export, Car};
 use common::site::{code, text, Site};
-use common::{delete_vehicle, sandbox_with, state};
+use common::{delete_vehicle, edit_vehicle, sandbox_with, state};
 use lotsync::sandbox::Behaviour;
 use std::time::Duration;
 
@@ -176,6 +176,28 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     assert!(
         stdout.contains("12 vehicles of organization 100"),
         "{stdout}"
+    );
+
+    // `--online`: the service's view now, and where it differs from what was sent.
+    let car1_id = st["vehicles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vehicle"]["vin"] == vin(1))
+        .and_then(|v| v["vehicle"]["id"].as_u64())
+        .unwrap();
+    let online = why(&site, &[&vin(1), "--online"]).await;
+    let now = line_with(&online, "On the service now:");
+    assert!(
+        now.ends_with("in stock; as lotsync last sent it"),
+        "{online}"
+    );
+    edit_vehicle(&sb, car1_id, serde_json::json!({"price": 1})).await;
+    let online = why(&site, &[&vin(1), "--online"]).await;
+    let now = line_with(&online, "On the service now:");
+    assert!(
+        now.ends_with("differs from what lotsync sent: price.selling"),
+        "{online}"
     );
 
     // Through the running daemon, which holds the state: the same story.
