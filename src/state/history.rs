@@ -837,10 +837,14 @@ fn sentence(event: &Event, file: Option<&FileRecord>) -> String {
         } => {
             let file = Escaped(file);
             let _ = match (op.as_str(), line) {
-                ("kept", l) => write!(
+                ("kept", Some(l)) => write!(
                     out,
-                    "{file} left it out, but its rejected record at line {} stood for it ({}): kept on the lot",
-                    l.unwrap_or(0),
+                    "{file} left it out, but its rejected record at line {l} stood for it ({}): kept on the lot",
+                    Escaped(note)
+                ),
+                ("kept", None) => write!(
+                    out,
+                    "{file} left it out, but the latest file of another location ({}) lists it: not sold",
                     Escaped(note)
                 ),
                 ("refused", _) => write!(out, "{file}: the service {}", Escaped(note)),
