@@ -157,10 +157,11 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     let json = why(&site, &[&vin(2), "--format", "json"]).await;
     let answer: serde_json::Value = serde_json::from_str(&json).unwrap();
     let events = answer["vehicles"][0]["events"].as_array().unwrap();
-    assert_eq!(events[0]["event"]["k"], "answered", "{json}");
+    assert_eq!(events[0]["kind"], "answered", "{json}");
     assert_eq!(events[1]["file"], "day3.csv", "{json}");
     assert_eq!(events[1]["line"], 4, "{json}");
-    assert_eq!(events[1]["event"]["op"], "in_stock", "{json}");
+    assert_eq!(events[1]["kind"], "queued", "{json}");
+    assert_eq!(events[1]["event"]["o"], "in_stock", "{json}");
 
     // A VIN never seen: exit 1, and where it was looked for.
     let never = feedgen::vin(9_999);

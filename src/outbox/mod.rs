@@ -419,7 +419,7 @@ impl Outbox {
                     if let Verdict::Held { .. } = plan.verdict {
                         for planned in &plan.ops {
                             let line = plan.changes.get(&planned.vin).and_then(|c| c.line);
-                            let op = planned.op.name().to_owned();
+                            let op = history::op_code(planned.op.name());
                             events
                                 .entry(planned.vin.as_str())
                                 .or_default()
@@ -481,11 +481,12 @@ impl Outbox {
                             events.entry(planned.vin.as_str()).or_default().push(event(
                                 What::Queued {
                                     seq,
-                                    op: planned.op.name().to_owned(),
+                                    op: history::op_code(planned.op.name()),
                                     line,
                                     changed,
                                     forced: forced && absent.is_some(),
                                     absent,
+                                    answer: None,
                                 },
                             ));
                         }
@@ -1020,18 +1021,27 @@ impl Outbox {
                         Answer::Rejected { status, .. } => Some(*status),
                         Answer::Applied { .. } => sent.status,
                     };
-                    let answered = What::Answered {
-                        seq,
-                        op: entry.op.name().to_owned(),
-                        ok,
+                    let answered = history::Answer {
+                        at: now,
+                        refused: !ok,
                         status,
-                        sent: sent.at,
+                        sent: sent.at.filter(|&at| at != now),
                         retries: sent.retries,
                         messages,
-                        service_id: record.service_id.filter(|_| ok),
+                        service_id: record
+                            .service_id
+                            .filter(|_| ok && matches!(entry.op, Op::Create(_))),
                     };
-                    let event = Event::new(now, entry.file_no, answered);
-                    history::append(history_tree, org, &entry.vin, vec![event], now)?;
+                    history::answer(
+                        history_tree,
+                        org,
+                        &entry.vin,
+                        seq,
+                        entry.op.name(),
+                        entry.file_no,
+                        answered,
+                        now,
+                    )?;
                     let new_location =
                         state::decode_u64(&key[8..16], "vehicle key").map_err(abort)?;
                     vehicles.insert(key, record.encode())?;

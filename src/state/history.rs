@@ -44,11 +44,16 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "k", rename_all = "snake_case")]
 pub enum What {
-    /// A plan queued an operation for it: `op` is `create`, `update`, `sold` or `in_stock`;
-    /// `line` the file's line that listed it (none: left out, or a reconciliation's repair).
+    /// A plan queued an operation for it: `op` is `create`, `update`, `sold` or `in_stock`
+    /// (stored as `c`, `u`, `s`, `i`: see [`op_code`]); `line` the file's line that listed it
+    /// (none: left out, or a reconciliation's repair). The service's answer is kept in it
+    /// once it comes ([`answer`]): one event per operation, written twice, keeps the state
+    /// small.
+    #[serde(rename = "q")]
     Queued {
         #[serde(rename = "s")]
         seq: u64,
+        #[serde(rename = "o")]
         op: String,
         #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
         line: Option<u64>,
@@ -61,18 +66,24 @@ pub enum What {
         /// The safety guard would have held the file and was overridden.
         #[serde(default, skip_serializing_if = "is_false")]
         forced: bool,
+        /// The service's answer, once recorded.
+        #[serde(default, rename = "a", skip_serializing_if = "Option::is_none")]
+        answer: Option<Answer>,
     },
     /// The file would have queued `op`, but the safety guard held it: nothing was queued.
+    #[serde(rename = "h")]
     Held {
         op: String,
         #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
         line: Option<u64>,
     },
     /// A full snapshot left it out, fewer times in a row than it takes to sell it.
+    #[serde(rename = "w")]
     Waiting { absent: u32 },
     /// A full snapshot left it out, but kept it on the lot: a rejected record stands for it
     /// (`by` `vin`, `stock`, `near_vin`), or another location's latest snapshot lists it
     /// (`other_location`; `value` that file).
+    #[serde(rename = "p")]
     Protected {
         by: String,
         #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
@@ -84,7 +95,9 @@ pub enum What {
     Adopted { service_id: u64 },
     /// Its operations not sent yet were replaced by this plan's (superseded).
     Replaced { seqs: Vec<u64> },
-    /// The service's answer to operation `seq`.
+    /// The service's answer to operation `seq`, when its [`What::Queued`] is no longer
+    /// kept (or the state predates the history).
+    #[serde(rename = "a")]
     Answered {
         #[serde(rename = "s")]
         seq: u64,
@@ -127,6 +140,53 @@ pub enum What {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         note: String,
     },
+}
+
+/// The service's answer to a queued operation, kept in its event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// When it was recorded.
+    #[serde(rename = "t")]
+    pub at: i64,
+    /// Refused (else done).
+    #[serde(default, rename = "r", skip_serializing_if = "is_false")]
+    pub refused: bool,
+    #[serde(default, rename = "h", skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// When its last call went out, when another second than `at`.
+    #[serde(default, rename = "w", skip_serializing_if = "Option::is_none")]
+    pub sent: Option<i64>,
+    #[serde(default, rename = "n", skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    #[serde(default, rename = "m", skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<String>,
+    /// The service's id, for a create.
+    #[serde(default, rename = "i", skip_serializing_if = "Option::is_none")]
+    pub service_id: Option<u64>,
+}
+
+/// How an operation is stored in an event: `create` `c`, `update` `u`, `sold` `s`,
+/// `in_stock` `i`.
+pub fn op_code(op: &str) -> String {
+    match op {
+        "create" => "c",
+        "update" => "u",
+        "sold" => "s",
+        "in_stock" => "i",
+        other => other,
+    }
+    .to_owned()
+}
+
+/// An operation's name from its stored code (a name stays itself).
+pub fn op_name(code: &str) -> &str {
+    match code {
+        "c" => "create",
+        "u" => "update",
+        "s" => "sold",
+        "i" => "in_stock",
+        other => other,
+    }
 }
 
 /// A field an update changes, as sent (values cut to a few dozen characters).
@@ -234,6 +294,52 @@ pub(crate) fn append(
         None => Vec::new(),
     };
     all.extend(events);
+    bound(&mut all, now);
+    tree.insert(key, super::records::encode(&all))?;
+    Ok(())
+}
+
+/// Records the service's answer to operation `seq` in the vehicle's history, in a
+/// transaction of the `history` tree: in its [`What::Queued`] event, or, when that is no
+/// longer kept, as a [`What::Answered`] event of its own.
+pub(crate) fn answer(
+    tree: &TransactionalTree,
+    organization_id: u64,
+    vin: &str,
+    seq: u64,
+    op: &str,
+    file_no: Option<u64>,
+    answer: Answer,
+    now: i64,
+) -> Result<(), UnabortableTransactionError> {
+    let key = history_key(organization_id, vin);
+    let mut all: Vec<Event> = match tree.get(&key)? {
+        Some(v) => decode(&v).unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let queued = all.iter_mut().rev().find_map(|e| match &mut e.what {
+        What::Queued {
+            seq: s, answer: a, ..
+        } if *s == seq => Some(a),
+        _ => None,
+    });
+    match queued {
+        Some(slot) => *slot = Some(answer),
+        None => all.push(Event::new(
+            now,
+            file_no,
+            What::Answered {
+                seq,
+                op: op_code(op),
+                ok: !answer.refused,
+                status: answer.status,
+                sent: answer.sent,
+                retries: answer.retries,
+                messages: answer.messages,
+                service_id: answer.service_id,
+            },
+        )),
+    }
     bound(&mut all, now);
     tree.insert(key, super::records::encode(&all))?;
     Ok(())
@@ -374,8 +480,67 @@ pub struct Shown {
     pub feed: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
+    /// What happened: `queued`, `answered`, `held`, `waiting`, `protected`, `adopted`,
+    /// `replaced`, `restored`, `id_learned`, `forgotten` or `rebuilt`.
+    pub kind: String,
+    /// The event as stored, an answer apart from its operation, operations by name.
     pub event: Event,
     pub text: String,
+}
+
+/// An event's kind, as `--format json` names it.
+fn kind(what: &What) -> &'static str {
+    match what {
+        What::Queued { .. } => "queued",
+        What::Held { .. } => "held",
+        What::Waiting { .. } => "waiting",
+        What::Protected { .. } => "protected",
+        What::Adopted { .. } => "adopted",
+        What::Replaced { .. } => "replaced",
+        What::Answered { .. } => "answered",
+        What::Restored { .. } => "restored",
+        What::IdLearned { .. } => "id_learned",
+        What::Forgotten => "forgotten",
+        What::Rebuilt { .. } => "rebuilt",
+    }
+}
+
+/// The stored events as they are told: an answer kept in its operation's event becomes an
+/// event of its own, at its time; operations by name.
+fn expand(stored: Vec<Event>) -> Vec<Event> {
+    let mut out = Vec::with_capacity(stored.len() * 2);
+    for mut event in stored {
+        let mut answered = None;
+        match &mut event.what {
+            What::Queued {
+                seq, op, answer, ..
+            } => {
+                *op = op_name(op).to_owned();
+                if let Some(a) = answer.take() {
+                    answered = Some(Event::new(
+                        a.at,
+                        event.file_no,
+                        What::Answered {
+                            seq: *seq,
+                            op: op.clone(),
+                            ok: !a.refused,
+                            status: a.status,
+                            // Stored only when another second than the answer's.
+                            sent: a.sent.or(a.status.map(|_| a.at)),
+                            retries: a.retries,
+                            messages: a.messages,
+                            service_id: a.service_id,
+                        },
+                    ));
+                }
+            }
+            What::Held { op, .. } | What::Answered { op, .. } => *op = op_name(op).to_owned(),
+            _ => {}
+        }
+        out.push(event);
+        out.extend(answered);
+    }
+    out
 }
 
 /// One operation and what became of it.
@@ -497,7 +662,7 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         }),
         None => None,
     };
-    let mut history = state.history(org, vin)?;
+    let mut history = expand(state.history(org, vin)?);
     // Oldest first; a rebuild adds what the archive tells after what it found.
     history.sort_by_key(|e| e.at);
     let mut files: std::collections::HashMap<u64, Option<FileRecord>> = Default::default();
@@ -566,6 +731,7 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         };
         events.push(Shown {
             at: event.at,
+            kind: kind(&event.what).to_owned(),
             text: sentence(event, file.as_ref()),
             file: file_name,
             feed: file.as_ref().map(|f| f.feed.clone()),
@@ -672,6 +838,7 @@ fn sentence(event: &Event, file: Option<&FileRecord>) -> String {
             changed,
             absent,
             forced,
+            ..
         } => {
             let guard = if *forced {
                 "the safety guard would have held the file and was overridden"
@@ -1117,6 +1284,7 @@ mod tests {
                 changed: Vec::new(),
                 absent: None,
                 forced: false,
+                answer: None,
             },
         )
     }
