@@ -629,6 +629,9 @@ impl Outbox {
                     Ok(file_no)
                 },
             )?;
+        if let Err(e) = self.state.prune_history(now) {
+            tracing::warn!(error = %crate::text::Chain(&e), "cannot let go of the history's oldest events");
+        }
         self.state.flush()?;
         Ok(filed)
     }

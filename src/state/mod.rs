@@ -13,7 +13,7 @@
 //!   last applied;
 //! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`]; `delivered`:
 //!   per planned file, what the service answered to its operations so far;
-//! - `history`: (organization, VIN) → the vehicle's last events, for `lotsync why`
+//! - `history`: (time, organization, VIN, …) → one event of a vehicle, for `lotsync why`
 //!   ([`history`]); written in the outbox's transactions. A state from before it has none;
 //!   the tree is only added to, so the schema version stays (an older lotsync ignores it);
 //! - `meta`: the schema version, the state's id, the outbox's conservation counters, the request
@@ -34,7 +34,7 @@ pub mod memory;
 pub(crate) mod records;
 
 pub use identity::{MarkedInbox, Marker};
-pub use keys::{history_key, location_prefix, vehicle_key, vin_key, VehicleKey};
+pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
 pub use records::{
     AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, Listing,
     OpCounts, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
