@@ -287,7 +287,11 @@ pub(crate) fn append(
             What::Queued { seq, .. } | What::Answered { seq, .. } => *seq,
             _ => event.file_no.unwrap_or(0),
         };
-        let index = u8::try_from(index).unwrap_or(u8::MAX);
+        // An answer may come within the second its operation was queued: apart by its index.
+        let index = match event.what {
+            What::Answered { .. } => u8::MAX,
+            _ => u8::try_from(index).unwrap_or(u8::MAX - 1).min(u8::MAX - 1),
+        };
         let key = history_key(event.at, organization_id, vin, tag, index);
         tree.insert(key, super::records::encode(event))?;
     }
