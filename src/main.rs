@@ -51,6 +51,10 @@ enum Command {
     /// Send a file the safety guard held, once you know it is right (through the running
     /// daemon, which delivers and archives it; without one, it is queued for the next run).
     Release(cli::ReleaseArgs),
+    /// Why a car is (or is not) on the website as it is: by VIN or stock number, what each
+    /// file, the service's answers and the reconciliation did to it, newest first. Exit 1
+    /// when lotsync knows no such car.
+    Why(cli::WhyArgs),
     /// Inspect the stored state.
     #[command(subcommand)]
     State(StateCommand),
@@ -102,6 +106,7 @@ fn main() -> ExitCode {
         Command::Sync(a) => cli::sync(a),
         Command::Reconcile(a) => cli::reconcile(a),
         Command::Release(a) => cli::release(a),
+        Command::Why(a) => cli::why(a),
         Command::State(StateCommand::Export(a)) => cli::state_export(a),
         #[cfg(feature = "sandbox")]
         Command::Sandbox(a) => tokio_runtime()

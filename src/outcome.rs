@@ -16,4 +16,6 @@ pub enum CommandOutcome {
     Incomplete,
     /// Not done: bad input or config, a refused state, or a fatal answer from the service.
     Failed,
+    /// Asked about something nothing matches (`lotsync why` of an unknown car), as grep's 1.
+    NotFound,
 }

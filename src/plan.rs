@@ -109,6 +109,8 @@ pub struct VinChange {
     /// A vehicle the state did not know, found on the service's list: its record is created
     /// with what the list showed, without a request.
     pub learned: Option<Learned>,
+    /// The file's line that listed it (for its history).
+    pub line: Option<u64>,
 }
 
 /// What the service's list showed of a vehicle the state did not know.

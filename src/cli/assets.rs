@@ -258,6 +258,17 @@ fn exit_codes(page: &str) -> &'static [Entry] {
                 "Released, but some of its vehicles were rejected or are not delivered yet.",
             ),
         ],
+        "lotsync-why" => &[
+            ("0", "The car is known: its story is printed."),
+            (
+                "1",
+                "lotsync knows no car with that VIN or stock number (where it looked is printed).",
+            ),
+            (
+                "2",
+                "Bad config, an unknown feed, or the state could not be read.",
+            ),
+        ],
         "lotsync-state" | "lotsync-state-export" => &[
             ("0", "Done."),
             ("2", "The config or the state could not be read."),
@@ -451,6 +462,7 @@ fn see_also(page: &str) -> Vec<&'static str> {
         "lotsync-sync" => vec!["lotsync-plan(1)", "lotsync-run(1)"],
         "lotsync-reconcile" => vec!["lotsync-run(1)", "lotsync-state-export(1)"],
         "lotsync-release" => vec!["lotsync-status(1)", "lotsync-plan(1)"],
+        "lotsync-why" => vec!["lotsync-status(1)", "lotsync-reconcile(1)"],
         "lotsync-state" | "lotsync-state-export" => {
             vec!["lotsync-state-export(1)", "lotsync-reconcile(1)"]
         }

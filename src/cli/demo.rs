@@ -12,6 +12,12 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The cars the demo asks `lotsync why` about at its end: (stock number, why it is asked).
+const WHY_ASKED: [(&str, &str); 2] = [
+    ("U1010", "sold on Tuesday: Tuesday's export left it out"),
+    ("U1005", "the Silverado, back in stock on Wednesday"),
+];
+
 /// The longest the demo waits for the daemon to file one export.
 const FILE_WAIT: Duration = Duration::from_secs(60);
 
@@ -138,6 +144,16 @@ async fn run(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome>
         let shown = path.strip_prefix(&dir).unwrap_or(&path);
         writeln!(out, "  -> {} (+ .report.json)\n", shown.display())?;
     }
+    // Asked of the running daemon, as `lotsync why` asks it: the car sold on Tuesday and the
+    // one back in stock on Wednesday.
+    let mut stories = Vec::new();
+    for (stock, about) in WHY_ASKED {
+        let request = lotsync::daemon::control::Request::Why {
+            query: stock.to_owned(),
+            feed: None,
+        };
+        stories.push((stock, about, daemon.answer(request).await.text));
+    }
     let stats = daemon.pipeline().uploader().stats().snapshot();
     if let Some(notices) = daemon.pipeline().notices() {
         notices.finish(NOTICE_WAIT).await;
@@ -193,6 +209,10 @@ async fn run(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome>
             n.level.as_deref().unwrap_or("info"),
             n.title.as_deref().unwrap_or("")
         )?;
+    }
+    for (stock, about, story) in &stories {
+        writeln!(out, "\n$ lotsync why {stock}    ({about})")?;
+        write!(out, "{story}")?;
     }
     writeln!(
         out,

@@ -22,6 +22,7 @@ mod sandbox;
 mod setup;
 mod stdout;
 mod sync;
+mod why;
 
 pub use stdout::stdout;
 
@@ -37,6 +38,7 @@ pub use reconcile::{reconcile, ReconcileArgs};
 #[cfg(feature = "sandbox")]
 pub use sandbox::{sandbox, SandboxArgs};
 pub use sync::{sync, SyncArgs};
+pub use why::{why, WhyArgs};
 
 /// One problem of one record, as a JSON line (ndjson output of `check` and `plan`).
 #[derive(serde::Serialize)]
@@ -54,6 +56,7 @@ struct ProblemLine<'a> {
 pub fn exit_code(outcome: CommandOutcome) -> u8 {
     match outcome {
         CommandOutcome::Done => 0,
+        CommandOutcome::NotFound => 1,
         CommandOutcome::Failed => 2,
         CommandOutcome::Incomplete => 3,
     }

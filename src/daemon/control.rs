@@ -1,5 +1,5 @@
 //! The control socket: a Unix socket in the runtime dir through which `lotsync status`,
-//! `reconcile` and `release` reach the running daemon. One JSON line asks, one JSON line
+//! `reconcile`, `release` and `why` reach the running daemon. One JSON line asks, one JSON line
 //! answers. It owns the wire and the socket file, not what the answers say (the daemon).
 
 use super::status::DaemonStatus;
@@ -26,6 +26,12 @@ pub enum Request {
         /// Even when it is older than a snapshot applied since.
         #[serde(default)]
         force: bool,
+    },
+    /// `lotsync why`: a car's story, by VIN or stock number.
+    Why {
+        query: String,
+        #[serde(default)]
+        feed: Option<String>,
     },
 }
 

@@ -17,7 +17,7 @@ mod service_list;
 pub mod status;
 mod watch;
 
-pub use run::{held_feed, Daemon, Filed, Signal, StartError};
+pub use run::{held_feed, why, Daemon, Filed, Signal, StartError};
 pub use service_list::{read_service_list, ServiceListError};
 
 use crate::config::{Config, FeedConfig};

@@ -832,6 +832,30 @@ impl Daemon {
                 self.release(&file, feed.as_deref(), force).await
             }
             Request::Reconcile { rebuild } => self.reconcile(rebuild).await,
+            Request::Why { query, feed } => {
+                let config = self.pipeline.config();
+                let outbox = self.pipeline.outbox().clone();
+                let answered = tokio::task::spawn_blocking(move || {
+                    why(&config, &outbox, &query, feed.as_deref())
+                })
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|answered| answered);
+                match answered.and_then(|w| {
+                    let text = w.render();
+                    serde_json::to_value(&w)
+                        .map(|json| (text, json))
+                        .map_err(|e| e.to_string())
+                }) {
+                    Ok((text, report)) => Reply {
+                        outcome: CommandOutcome::Done,
+                        text,
+                        status: None,
+                        report: Some(report),
+                    },
+                    Err(e) => Reply::failed(e),
+                }
+            }
         }
     }
 
@@ -1001,7 +1025,7 @@ impl Daemon {
         self.metrics.reconciled(match outcome {
             CommandOutcome::Done => "ok",
             CommandOutcome::Incomplete => "incomplete",
-            CommandOutcome::Failed => "failed",
+            CommandOutcome::Failed | CommandOutcome::NotFound => "failed",
         });
         {
             let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
@@ -1128,6 +1152,39 @@ fn bind_metrics(config: &Config) -> Result<Option<MetricsListener>, MetricsError
         .as_ref()
         .map(MetricsListener::bind)
         .transpose()
+}
+
+/// `lotsync why` over the state `outbox` holds (the daemon's, or one opened to read): the cars
+/// `query` (a VIN or a stock number) names, of `feed` when one is named. An unknown feed or a
+/// state that cannot be read is the message returned.
+pub fn why(
+    config: &Config,
+    outbox: &Outbox,
+    query: &str,
+    feed: Option<&str>,
+) -> Result<crate::state::history::Why, String> {
+    let feed = match feed {
+        Some(name) => match config.feeds.iter().find(|f| f.name == name) {
+            Some(f) => Some((f.name.as_str(), vec![f.location_id])),
+            None => {
+                return Err(format!(
+                    "no feed named {} in the config (feeds: {})",
+                    Escaped(name),
+                    config
+                        .feeds
+                        .iter()
+                        .map(|f| Escaped(&f.name).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        },
+        None => None,
+    };
+    let feed = feed.as_ref().map(|(n, l)| (*n, l.as_slice()));
+    outbox
+        .why(config.api.organization_id, query, feed)
+        .map_err(|e| Chain(&e).to_string())
 }
 
 /// The feed a file to release belongs to: named, or the one whose inbox (or its `held/`)

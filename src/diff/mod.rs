@@ -386,6 +386,7 @@ impl<'o> Differ<'o> {
             } else {
                 self.plan
                     .push(location_id, &vin, Op::Create(payload.clone()), true);
+                self.plan.change(&vin, location_id).line = Some(accepted.line);
             }
             return Ok(());
         };
@@ -403,6 +404,7 @@ impl<'o> Differ<'o> {
             self.plan.change(&vin, known.location_id).learned = learned;
         }
         let change = self.plan.change(&vin, known.location_id);
+        change.line = Some(accepted.line);
         if known.pending() {
             change.supersede = true;
         }

@@ -14,6 +14,7 @@
 
 use crate::api::VehiclePayload;
 use crate::plan::{payload_digest, Op, Plan, Verdict};
+use crate::state::history::{self, Event, What};
 use crate::state::{
     self, vehicle_key, vin_key, AppliedFile, Counters, Delivered, FeedRecord, FileOutcome,
     FileRecord, OpCounts, Rejection, State, StateError, VehicleKey, VehicleRecord,
@@ -21,7 +22,7 @@ use crate::state::{
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -95,6 +96,15 @@ pub enum Answer {
     },
     /// Refused (400, 404, 422): recorded on the vehicle, not retried until it changes.
     Rejected { status: u16, messages: Vec<String> },
+}
+
+/// How an answered operation went out, for the vehicle's history: when its last call was
+/// sent, the status the service answered with, and the calls repeated before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    pub at: Option<i64>,
+    pub status: Option<u16>,
+    pub retries: u32,
 }
 
 /// What the service's own list showed about a vehicle, written into the state without a
@@ -383,22 +393,57 @@ impl Outbox {
             &t.outbox,
             &t.queue,
             &t.listings,
+            &t.history,
         )
             .transaction(
-                |(meta, vehicles, payloads, vins, files, feeds, outbox, queue, listings)| -> TxResult<u64> {
+                |(
+                    meta,
+                    vehicles,
+                    payloads,
+                    vins,
+                    files,
+                    feeds,
+                    outbox,
+                    queue,
+                    listings,
+                    history_tree,
+                )|
+                 -> TxResult<u64> {
                     let mut counters = read_counters(meta)?;
                     let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
                     let file_no = read_u64(meta, PLANS_KEY)?.max(1);
                     let (mut first_seq, mut last_seq) = (None, None);
+                    // Each vehicle's events of this plan, for its history.
+                    let mut events: BTreeMap<&str, Vec<Event>> = BTreeMap::new();
+                    let event = |what| Event::new(now, Some(file_no), what);
+                    if let Verdict::Held { .. } = plan.verdict {
+                        for planned in &plan.ops {
+                            let line = plan.changes.get(&planned.vin).and_then(|c| c.line);
+                            let op = history::op_code(planned.op.name());
+                            events
+                                .entry(planned.vin.as_str())
+                                .or_default()
+                                .push(event(What::Held { op, line }));
+                        }
+                    }
                     if applies {
+                        let forced = matches!(plan.verdict, Verdict::Apply { forced: true });
                         let mut removed: HashMap<&str, u32> = HashMap::new();
                         for (vin, seqs) in &replaced {
+                            let mut gone = Vec::new();
                             for &seq in *seqs {
                                 if outbox.remove(&seq.to_be_bytes())?.is_some() {
                                     queue.remove(queue_key(org, vin, seq))?;
                                     counters.superseded += 1;
                                     *removed.entry(vin).or_default() += 1;
+                                    gone.push(seq);
                                 }
+                            }
+                            if !gone.is_empty() {
+                                events
+                                    .entry(vin)
+                                    .or_default()
+                                    .push(event(What::Replaced { seqs: gone }));
                             }
                         }
                         for planned in &plan.ops {
@@ -419,6 +464,41 @@ impl Outbox {
                             outbox.insert(&seq.to_be_bytes(), state::records::encode(&entry))?;
                             queue.insert(queue_key(org, &planned.vin, seq), &[][..])?;
                             counters.queued += 1;
+                            let change = plan.changes.get(&planned.vin);
+                            let line = change.and_then(|c| c.line);
+                            let changed = match &planned.op {
+                                Op::Update(p) => {
+                                    let before =
+                                        acknowledged_payload(vins, payloads, org, &planned.vin)?;
+                                    history::changed_fields(before.as_ref(), p)
+                                }
+                                _ => Vec::new(),
+                            };
+                            let absent = match (&planned.op, line) {
+                                (Op::MarkSold, None) => change.and_then(|c| c.absent),
+                                _ => None,
+                            };
+                            events.entry(planned.vin.as_str()).or_default().push(event(
+                                What::Queued {
+                                    seq,
+                                    op: history::op_code(planned.op.name()),
+                                    line,
+                                    changed,
+                                    forced: forced && absent.is_some(),
+                                    absent,
+                                    answer: None,
+                                },
+                            ));
+                        }
+                        for protection in &plan.protected {
+                            events
+                                .entry(protection.vin.as_str())
+                                .or_default()
+                                .push(event(What::Protected {
+                                    by: protection.by.name().to_owned(),
+                                    line: protection.line,
+                                    value: protection.value.clone(),
+                                }));
                         }
                         for (vin, change) in &plan.changes {
                             let indexed = vins.get(vin_key(org, vin))?;
@@ -452,6 +532,21 @@ impl Outbox {
                                 }
                                 (None, None) => continue,
                             };
+                            if let Some(learned) = &change.learned {
+                                let adopted = event(What::Adopted {
+                                    service_id: learned.service_id,
+                                });
+                                events.entry(vin.as_str()).or_default().insert(0, adopted);
+                            }
+                            if let (Some(absent @ 1..), 0) = (change.absent, change.new_ops) {
+                                let kept = plan.protected.iter().any(|p| &p.vin == vin);
+                                if !kept {
+                                    events
+                                        .entry(vin.as_str())
+                                        .or_default()
+                                        .push(event(What::Waiting { absent }));
+                                }
+                            }
                             let gone = removed.get(vin.as_str()).copied().unwrap_or(0);
                             record.queued = (record.queued + change.new_ops).saturating_sub(gone);
                             if let Some(absent) = change.absent {
@@ -522,6 +617,9 @@ impl Outbox {
                         outcome: outcome(first_seq, last_seq),
                     };
                     files.insert(&file_no.to_be_bytes(), state::records::encode(&file))?;
+                    for (vin, list) in events {
+                        history::append(history_tree, org, vin, list, now)?;
+                    }
                     meta.insert(PLANS_KEY, &(file_no + 1).to_be_bytes())?;
                     meta.insert(NEXT_SEQ_KEY, &next_seq.to_be_bytes())?;
                     meta.insert(
@@ -531,6 +629,9 @@ impl Outbox {
                     Ok(file_no)
                 },
             )?;
+        if let Err(e) = self.state.prune_history(now) {
+            tracing::warn!(error = %crate::text::Chain(&e), "cannot let go of the history's oldest events");
+        }
         self.state.flush()?;
         Ok(filed)
     }
@@ -611,8 +712,17 @@ impl Outbox {
         let t = &self.state.trees;
         let org = organization_id;
         let now = state::now();
-        (&t.vehicles, &t.payloads, &t.vins, &t.feeds).transaction(
-            |(vehicles, payloads, vins, feed_tree)| {
+        (&t.vehicles, &t.payloads, &t.vins, &t.feeds, &t.history).transaction(
+            |(vehicles, payloads, vins, feed_tree, history_tree)| {
+                let told = |vin: &str, what: What| {
+                    history::append(
+                        history_tree,
+                        org,
+                        vin,
+                        vec![Event::new(now, None, what)],
+                        now,
+                    )
+                };
                 for finding in findings {
                     let vin = match finding {
                         Finding::Id { vin, .. }
@@ -647,6 +757,14 @@ impl Outbox {
                             vehicles.insert(key.clone(), record.encode())?;
                             payloads.insert(key, state::records::encode(payload))?;
                             vins.insert(vin_key(org, vin), &payload.location_id.to_be_bytes())?;
+                            told(
+                                vin,
+                                What::Restored {
+                                    service_id: *service_id,
+                                    sold: *sold,
+                                    file: file.clone(),
+                                },
+                            )?;
                         }
                         (Finding::Id { service_id, .. }, Some(location_id)) => {
                             let key = vehicle_key(org, location_id, vin);
@@ -654,6 +772,14 @@ impl Outbox {
                                 continue;
                             };
                             let mut record = VehicleRecord::decode(&v).map_err(abort)?;
+                            if record.service_id != Some(*service_id) {
+                                told(
+                                    vin,
+                                    What::IdLearned {
+                                        service_id: *service_id,
+                                    },
+                                )?;
+                            }
                             record.service_id = Some(*service_id);
                             record.updated_at = now;
                             vehicles.insert(key, record.encode())?;
@@ -670,6 +796,7 @@ impl Outbox {
                             vehicles.remove(key.clone())?;
                             payloads.remove(key)?;
                             vins.remove(vin_key(org, vin))?;
+                            told(vin, What::Forgotten)?;
                         }
                         _ => {}
                     }
@@ -685,6 +812,26 @@ impl Outbox {
             },
         )?;
         self.state.flush()?;
+        Ok(())
+    }
+
+    /// Adds what a rebuild read in the archive to the vehicles' history, in one transaction
+    /// (see [`history`]); flushed with what the rebuild commits next.
+    pub fn record_history(
+        &self,
+        organization_id: u64,
+        told: &HashMap<String, Vec<Event>>,
+    ) -> Result<(), OutboxError> {
+        let now = state::now();
+        self.state
+            .trees
+            .history
+            .transaction(|tree| -> TxResult<()> {
+                for (vin, events) in told {
+                    history::append(tree, organization_id, vin, events.clone(), now)?;
+                }
+                Ok(())
+            })?;
         Ok(())
     }
 
@@ -762,6 +909,17 @@ impl Outbox {
     /// Records the service's answer to an operation: removes it from the outbox and updates
     /// the vehicle in one transaction. Flushes every [`FLUSH_EVERY`] answers.
     pub fn acknowledge(&self, seq: u64, answer: &Answer) -> Result<(), OutboxError> {
+        self.acknowledge_sent(seq, answer, Sent::default())
+    }
+
+    /// [`Outbox::acknowledge`], with how the operation went out (kept in the vehicle's
+    /// history, in the same transaction).
+    pub fn acknowledge_sent(
+        &self,
+        seq: u64,
+        answer: &Answer,
+        sent: Sent,
+    ) -> Result<(), OutboxError> {
         let t = &self.state.trees;
         let now = state::now();
         let result = (
@@ -772,9 +930,10 @@ impl Outbox {
             &t.outbox,
             &t.queue,
             &t.delivered,
+            &t.history,
         )
             .transaction(
-                |(meta, vehicles, payloads, vins, outbox, queue, delivered)| {
+                |(meta, vehicles, payloads, vins, outbox, queue, delivered, history_tree)| {
                     let Some(v) = outbox.remove(&seq.to_be_bytes())? else {
                         return Err(ConflictableTransactionError::Abort(OutboxError::NotQueued(
                             seq,
@@ -857,6 +1016,35 @@ impl Outbox {
                         delivered
                             .insert(&file_no.to_be_bytes(), state::records::encode(&counted))?;
                     }
+                    let (ok, messages) = match answer {
+                        Answer::Applied { .. } => (true, Vec::new()),
+                        Answer::Rejected { messages, .. } => (false, messages.clone()),
+                    };
+                    let status = match answer {
+                        Answer::Rejected { status, .. } => Some(*status),
+                        Answer::Applied { .. } => sent.status,
+                    };
+                    let answered = history::Answer {
+                        at: now,
+                        refused: !ok,
+                        status,
+                        sent: sent.at.filter(|&at| at != now),
+                        retries: sent.retries,
+                        messages,
+                        service_id: record
+                            .service_id
+                            .filter(|_| ok && matches!(entry.op, Op::Create(_))),
+                    };
+                    history::answer(
+                        history_tree,
+                        org,
+                        &entry.vin,
+                        seq,
+                        entry.op.name(),
+                        entry.file_no,
+                        answered,
+                        now,
+                    )?;
                     let new_location =
                         state::decode_u64(&key[8..16], "vehicle key").map_err(abort)?;
                     vehicles.insert(key, record.encode())?;
@@ -896,6 +1084,38 @@ impl Outbox {
     pub fn counters(&self) -> Result<Counters, OutboxError> {
         Ok(self.state.counters()?)
     }
+
+    /// `lotsync why`: what the state, the vehicles' history and the queue tell of the vehicles
+    /// a VIN or stock number names (see [`history::explain`]).
+    pub fn why(
+        &self,
+        organization_id: u64,
+        query: &str,
+        feed: Option<(&str, &[u64])>,
+    ) -> Result<history::Why, OutboxError> {
+        let mut pending = Vec::new();
+        for entry in self.entries() {
+            let entry = entry?;
+            if entry.organization_id != organization_id {
+                continue;
+            }
+            pending.push(history::Pending {
+                seq: entry.seq,
+                op: entry.op.name().to_owned(),
+                payload: entry.op.payload().cloned(),
+                vin: entry.vin,
+                file: entry.file,
+                queued_at: entry.queued_at,
+            });
+        }
+        let question = history::Question {
+            organization_id,
+            query,
+            feed,
+            pending: &pending,
+        };
+        Ok(history::explain(&self.state, &question)?)
+    }
 }
 
 fn read_counters(meta: &sled::transaction::TransactionalTree) -> TxResult<Counters> {
@@ -903,6 +1123,23 @@ fn read_counters(meta: &sled::transaction::TransactionalTree) -> TxResult<Counte
         Some(v) => state::records::decode(&v, "outbox counters").map_err(abort),
         None => Ok(Counters::default()),
     }
+}
+
+/// The payload the service last acknowledged for a vehicle, read inside a transaction (for
+/// the fields an update changes); None when there is none or it cannot be read.
+fn acknowledged_payload(
+    vins: &sled::transaction::TransactionalTree,
+    payloads: &sled::transaction::TransactionalTree,
+    org: u64,
+    vin: &str,
+) -> TxResult<Option<VehiclePayload>> {
+    let Some(location) = vins.get(vin_key(org, vin))? else {
+        return Ok(None);
+    };
+    let location = state::decode_u64(&location, "VIN index").map_err(abort)?;
+    Ok(payloads
+        .get(vehicle_key(org, location, vin))?
+        .and_then(|v| serde_json::from_slice(&v).ok()))
 }
 
 fn read_u64(meta: &sled::transaction::TransactionalTree, key: &[u8]) -> TxResult<u64> {

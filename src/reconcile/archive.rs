@@ -13,7 +13,9 @@ use crate::config::{Config, FeedConfig};
 use crate::diff::{FileId, Mode};
 use crate::inbox::FeedFolders;
 use crate::mapper::{ExportFile, Mapped, Profile};
+use crate::state::history::{Event, What};
 use crate::state::AppliedFile;
+use crate::text::Escaped;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,6 +44,16 @@ pub(super) struct Archive {
     pub(super) last_applied: Vec<(String, AppliedFile)>,
     pub(super) files_read: usize,
     pub(super) notes: Vec<String>,
+    /// A rebuild's: per VIN, what the applied exports did to it, oldest first (for the
+    /// vehicles' history, see [`crate::state::history`]).
+    pub(super) history: HashMap<String, Vec<Event>>,
+}
+
+/// What one archived export listed of a VIN: its line, its payload's digest, sold.
+struct Seen {
+    line: u64,
+    digest: crate::state::Digest,
+    sold: bool,
 }
 
 /// The fields of an archived file's report the reconciliation reads (the daemon's `FileReport`).
@@ -51,6 +63,22 @@ struct ArchivedReport {
     outcome: String,
     #[serde(default)]
     finished_at: String,
+    /// Vehicles it left out but kept on the lot (for a rebuild's history).
+    #[serde(default)]
+    protected: Vec<crate::plan::Protection>,
+    /// Operations of it the service refused (for a rebuild's history).
+    #[serde(default)]
+    refused: Vec<RefusedOp>,
+}
+
+/// An operation the service refused, as an archived report says it.
+#[derive(Debug, Clone, Deserialize)]
+struct RefusedOp {
+    vin: String,
+    op: String,
+    status: u16,
+    #[serde(default)]
+    messages: Vec<String>,
 }
 
 /// An applied export in a feed's archive.
@@ -63,6 +91,8 @@ struct Archived {
     finished_at: String,
     /// When its report was written: orders files finished within the same second.
     written: SystemTime,
+    protected: Vec<crate::plan::Protection>,
+    refused: Vec<RefusedOp>,
 }
 
 /// Reads the archives of the config's feeds: each feed's newest applied file and, per VIN, its
@@ -108,6 +138,8 @@ pub(super) fn read_archive(config: &Config, all: bool) -> Result<Archive, Reconc
     }
     files.sort_by(|a, b| (&b.finished_at, b.written).cmp(&(&a.finished_at, a.written)));
     let mut profiles: HashMap<usize, Profile> = HashMap::new();
+    // A rebuild's: what each file read listed, newest first, for the vehicles' history.
+    let mut seen: Vec<(&Archived, HashMap<String, Seen>)> = Vec::new();
     for file in &files {
         let feed = &config.feeds[file.feed];
         let profile = match profiles.get(&file.feed) {
@@ -135,8 +167,14 @@ pub(super) fn read_archive(config: &Config, all: bool) -> Result<Archive, Reconc
         archive.files_read += 1;
         let full = feed.mode == Mode::Full;
         let newest = newest_of_full.contains(&file.path);
-        for (payload, sold) in listed {
+        let mut listed_here = HashMap::new();
+        for (payload, sold, line) in listed {
             let in_stock = sold != Some(true);
+            if all {
+                let digest = crate::plan::payload_digest(&payload);
+                let sold = !in_stock;
+                listed_here.insert(payload.vin.clone(), Seen { line, digest, sold });
+            }
             match archive.listings.get_mut(&payload.vin) {
                 Some(listing) => listing.listed_in_stock |= in_stock,
                 None => {
@@ -153,8 +191,77 @@ pub(super) fn read_archive(config: &Config, all: bool) -> Result<Archive, Reconc
                 }
             }
         }
+        if all {
+            seen.push((file, listed_here));
+        }
+    }
+    if all {
+        archive.history = history_of(config, &seen);
     }
     Ok(archive)
+}
+
+/// Each VIN's story as the archived exports tell it, oldest file first: listed the first
+/// time (created), with another payload (updated), as sold, left out of its full feed's
+/// export (sold by absence), listed again (back in stock). `seen` is newest first.
+fn history_of(
+    config: &Config,
+    seen: &[(&Archived, HashMap<String, Seen>)],
+) -> HashMap<String, Vec<Event>> {
+    // Per VIN: its feed, its last digest, sold.
+    let mut last: HashMap<&str, (usize, crate::state::Digest, bool)> = HashMap::new();
+    let mut out: HashMap<String, Vec<Event>> = HashMap::new();
+    for (file, listed) in seen.iter().rev() {
+        let at = unix_secs(file.written);
+        let mut event = |vin: &str, line: Option<u64>, op: &str, note: String| {
+            out.entry(vin.to_owned()).or_default().push(Event::new(
+                at,
+                None,
+                What::Rebuilt {
+                    file: file.name.clone(),
+                    line,
+                    op: op.to_owned(),
+                    note,
+                },
+            ));
+        };
+        for (vin, s) in listed {
+            let op = match last.get(vin.as_str()) {
+                None if s.sold => None,
+                None => Some("create"),
+                Some((_, _, true)) if !s.sold => Some("in_stock"),
+                Some((_, _, false)) if s.sold => Some("sold"),
+                Some((_, digest, _)) if *digest != s.digest && !s.sold => Some("update"),
+                Some(_) => None,
+            };
+            if let Some(op) = op {
+                event(vin, Some(s.line), op, String::new());
+            }
+            last.insert(vin, (file.feed, s.digest, s.sold));
+        }
+        for p in &file.protected {
+            event(&p.vin, p.line, "kept", Escaped(&p.value).to_string());
+        }
+        if config.feeds[file.feed].mode == Mode::Full {
+            for (vin, (feed, _, sold)) in last.iter_mut() {
+                let kept = file.protected.iter().any(|p| p.vin == *vin);
+                if *feed == file.feed && !*sold && !kept && !listed.contains_key(*vin) {
+                    *sold = true;
+                    event(vin, None, "sold", String::new());
+                }
+            }
+        }
+        for r in &file.refused {
+            let note = format!(
+                "{} refused (HTTP {}): {}",
+                r.op,
+                r.status,
+                r.messages.join("; ")
+            );
+            event(&r.vin, None, "refused", note);
+        }
+    }
+    out
 }
 
 /// A feed's applied exports in its archive, with their reports.
@@ -186,22 +293,24 @@ fn applied_files(feed: &FeedConfig, index: usize, notes: &mut Vec<String>) -> Ve
             name: report.file,
             finished_at: report.finished_at,
             written,
+            protected: report.protected,
+            refused: report.refused,
         });
     }
     out
 }
 
-/// The accepted records of an export: payload and what the export says of sold.
+/// The accepted records of an export: payload, what the export says of sold, and line.
 fn listings_of(
     path: &Path,
     profile: &Profile,
     location_id: u64,
-) -> Result<Vec<(VehiclePayload, Option<bool>)>, String> {
+) -> Result<Vec<(VehiclePayload, Option<bool>, u64)>, String> {
     let mut export = ExportFile::open(path, profile, location_id).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     while let Some(mapped) = export.next_record().map_err(|e| e.to_string())? {
         if let Mapped::Accepted(a) = mapped {
-            out.push((a.payload.clone(), a.sold));
+            out.push((a.payload.clone(), a.sold, a.line));
         }
     }
     Ok(out)

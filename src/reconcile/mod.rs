@@ -141,6 +141,7 @@ pub async fn reconcile(
         } else {
             Vec::new()
         };
+        let told = archive.history;
         let archive = archive.listings;
         move || -> Result<(Comparison, usize), ReconcileError> {
             // Held from the first read to the commit, as the diff does: no plan queues
@@ -150,6 +151,9 @@ pub async fn reconcile(
             let known = known_vehicles(&outbox, org)?;
             let state_vehicles = known.len();
             let comparison = compare(org, &listed, known, &before, &archive);
+            if !told.is_empty() {
+                outbox.record_history(org, &told)?;
+            }
             outbox.record_findings(org, &comparison.findings, &archive_feeds)?;
             if !comparison.ops().is_empty() {
                 let plan = comparison.plan(plan_file);

@@ -67,6 +67,35 @@ pub fn vin_key(organization_id: u64, vin: &str) -> Vec<u8> {
     key
 }
 
+/// The key of one event in the `history` tree: (time, organization, VIN length, VIN, tag,
+/// index). Time first, so new events go to the tree's end (a write touches its last pages,
+/// not one page per vehicle across the tree) and the events too old to keep are one range at
+/// its start; `tag` (the operation's sequence number, or the plan's file number) and `index`
+/// (the event's place among those written together) keep two events of one second apart.
+pub fn history_key(at: i64, organization_id: u64, vin: &str, tag: u64, index: u8) -> Vec<u8> {
+    let vehicle = history_vehicle(organization_id, vin);
+    let mut key = Vec::with_capacity(8 + vehicle.len() + 9);
+    key.extend_from_slice(&(at.max(0) as u64).to_be_bytes());
+    key.extend_from_slice(&vehicle);
+    key.extend_from_slice(&tag.to_be_bytes());
+    key.push(index);
+    key
+}
+
+/// The vehicle's part of a history key: (organization, VIN length, VIN).
+pub fn history_vehicle(organization_id: u64, vin: &str) -> Vec<u8> {
+    let mut part = Vec::with_capacity(9 + vin.len());
+    part.extend_from_slice(&organization_id.to_be_bytes());
+    part.push(u8::try_from(vin.len()).unwrap_or(u8::MAX));
+    part.extend_from_slice(vin.as_bytes());
+    part
+}
+
+/// Whether a history key is one of this vehicle's (`vehicle` from [`history_vehicle`]).
+pub fn is_history_of(key: &[u8], vehicle: &[u8]) -> bool {
+    key.len() == 8 + vehicle.len() + 9 && key.get(8..8 + vehicle.len()) == Some(vehicle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

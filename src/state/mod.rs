@@ -13,6 +13,9 @@
 //!   last applied;
 //! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`]; `delivered`:
 //!   per planned file, what the service answered to its operations so far;
+//! - `history`: (time, organization, VIN, …) → one event of a vehicle, for `lotsync why`
+//!   ([`history`]); written in the outbox's transactions. A state from before it has none;
+//!   the tree is only added to, so the schema version stays (an older lotsync ignores it);
 //! - `meta`: the schema version, the state's id, the outbox's conservation counters, the request
 //!   rate the uploader settled on, and the notifications already sent (`notice/<key>`).
 //!
@@ -23,6 +26,7 @@
 //! It does not decide what to send (that is [`crate::diff`]) nor change vehicles' acknowledged
 //! state (that happens only when the outbox records an answer of the service).
 
+pub mod history;
 pub mod identity;
 mod keys;
 mod lock;
@@ -178,6 +182,7 @@ pub(crate) struct Trees {
     pub outbox: sled::Tree,
     pub queue: sled::Tree,
     pub delivered: sled::Tree,
+    pub history: sled::Tree,
 }
 
 impl State {
@@ -209,6 +214,7 @@ impl State {
             outbox: tree("outbox")?,
             queue: tree("queue")?,
             delivered: tree("delivered")?,
+            history: tree("history")?,
         };
         let state = State {
             dir: dir.to_owned(),

@@ -45,6 +45,32 @@ pub(super) enum Delivery {
     Fatal(ApiError),
 }
 
+tokio::task_local! {
+    /// The calls of the operation being delivered ([`deliver_counted`]), for its history.
+    static CALLS: std::cell::Cell<crate::outbox::Sent>;
+}
+
+/// [`deliver`], with how the operation went out: when its last call was sent, the status of
+/// the last answer, and the calls repeated after a passing failure.
+pub(super) async fn deliver_counted(shared: &Shared, job: &Job) -> (Delivery, crate::outbox::Sent) {
+    let calls = std::cell::Cell::new(crate::outbox::Sent::default());
+    CALLS
+        .scope(calls, async {
+            let delivery = deliver(shared, job).await;
+            (delivery, CALLS.with(std::cell::Cell::get))
+        })
+        .await
+}
+
+/// Notes on the operation being delivered, if one is ([`deliver_counted`]).
+fn note(change: impl FnOnce(&mut crate::outbox::Sent)) {
+    let _ = CALLS.try_with(|calls| {
+        let mut sent = calls.get();
+        change(&mut sent);
+        calls.set(sent);
+    });
+}
+
 pub(super) async fn deliver(shared: &Shared, job: &Job) -> Delivery {
     match run(shared, job).await {
         Ok(delivery) => delivery,
@@ -414,7 +440,13 @@ where
         // The semaphore is never closed, so acquiring only waits.
         let _slot = shared.slots.acquire().await.ok();
         let turn = shared.pace.ready().await;
+        note(|sent| sent.at = Some(crate::state::now()));
         let result = make().await;
+        let status = match &result {
+            Ok(answer) => Some(answer.status),
+            Err(e) => e.status(),
+        };
+        note(|sent| sent.status = status.or(sent.status));
         match &result {
             Ok(answer) => shared.pace.answered(turn, true, answer.rate_limit),
             // Not sent: the service's window opened after the turn was given.
@@ -438,6 +470,7 @@ where
         .adjust(|e: &ApiError, wait| wait.map(|w| e.retry_after().map_or(w, |r| r.max(w))))
         .notify(|e: &ApiError, wait| {
             stats.retries.fetch_add(1, Ordering::Relaxed);
+            note(|sent| sent.retries += 1);
             tracing::debug!(error = %Chain(e), wait_ms = wait.as_millis() as u64, "retrying");
         })
         .await

@@ -462,7 +462,7 @@ impl Uploader {
             outbox: &self.outbox,
             seqs: HashSet::new(),
         };
-        let mut tasks: JoinSet<(u64, Delivery)> = JoinSet::new();
+        let mut tasks: JoinSet<(u64, (Delivery, outbox::Sent))> = JoinSet::new();
         let mut jobs: HashMap<u64, Entry> = HashMap::new();
         let mut report = DrainReport::default();
         let mut last_answer = Instant::now();
@@ -490,7 +490,8 @@ impl Uploader {
                     taken.seqs.insert(seq);
                     jobs.insert(seq, job.entry.clone());
                     let shared = self.shared.clone();
-                    tasks.spawn(async move { (seq, deliver::deliver(&shared, &job).await) });
+                    tasks
+                        .spawn(async move { (seq, deliver::deliver_counted(&shared, &job).await) });
                 }
             }
             if tasks.is_empty() {
@@ -517,7 +518,7 @@ impl Uploader {
             let Some(joined) = joined else {
                 break;
             };
-            let (seq, delivery) = joined.map_err(UploadError::Task)?;
+            let (seq, (delivery, sent)) = joined.map_err(UploadError::Task)?;
             taken.seqs.remove(&seq);
             let Some(entry) = jobs.remove(&seq) else {
                 continue;
@@ -525,7 +526,7 @@ impl Uploader {
             match delivery {
                 Delivery::Applied { service_id, sold } => {
                     let answer = outbox::Answer::Applied { service_id, sold };
-                    self.acknowledge(seq, answer).await?;
+                    self.acknowledge(seq, answer, sent).await?;
                     self.count_applied(&entry);
                     last_answer = Instant::now();
                     answered_any = true;
@@ -543,7 +544,7 @@ impl Uploader {
                         status,
                         messages: messages.clone(),
                     };
-                    self.acknowledge(seq, answer).await?;
+                    self.acknowledge(seq, answer, sent).await?;
                     let stats = &self.shared.stats;
                     stats.answered.fetch_add(1, Ordering::Relaxed);
                     stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -688,9 +689,14 @@ impl Uploader {
         Ok(jobs)
     }
 
-    async fn acknowledge(&self, seq: u64, answer: outbox::Answer) -> Result<(), UploadError> {
+    async fn acknowledge(
+        &self,
+        seq: u64,
+        answer: outbox::Answer,
+        sent: outbox::Sent,
+    ) -> Result<(), UploadError> {
         let outbox = self.outbox.clone();
-        tokio::task::spawn_blocking(move || outbox.acknowledge(seq, &answer))
+        tokio::task::spawn_blocking(move || outbox.acknowledge_sent(seq, &answer, sent))
             .await
             .map_err(UploadError::Task)??;
         Ok(())

@@ -41,4 +41,17 @@ fn the_demo_tells_the_whole_story() {
         !stdout.contains("1HGCV1F37LA020099 "),
         "a rejected record is never sent"
     );
+    // It ends by asking `lotsync why` about Tuesday's sold car and Wednesday's returning one.
+    let asked = stdout
+        .find("$ lotsync why U1010")
+        .unwrap_or_else(|| panic!("the demo asks why about U1010:\n{stdout}"));
+    let stories = &stdout[asked..];
+    for line in [
+        "2-tuesday-full.csv left it out (1 file in a row): sold by absence",
+        "$ lotsync why U1005",
+        "3-wednesday-full.csv line 6 lists it on the lot again: back in stock",
+        "4-thursday-truncated.csv left it out and would mark it sold, but the safety guard held the file",
+    ] {
+        assert!(stories.contains(line), "missing {line:?} in:\n{stories}");
+    }
 }

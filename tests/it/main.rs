@@ -40,4 +40,5 @@ mod state_edges;
 mod sync_cli;
 mod trust_edges;
 mod upload_ids;
+mod why_cli;
 mod wrong_answers;
