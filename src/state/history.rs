@@ -501,6 +501,20 @@ fn kind(what: &What) -> &'static str {
     }
 }
 
+/// Puts a vehicle's events oldest first. Times are whole seconds, and the demo (or a busy
+/// daemon) plans several files within one: within a second, the file's number orders them
+/// (files are numbered as they are taken), a plan's events before the answers to its
+/// operations, and what no file did (a reconciliation's findings) after. Keys order a second's
+/// events by operation or file number, which are not comparable with each other (a held file
+/// 4 came before operation 17 of file 2). The sort is stable: a rebuild's events stay after
+/// what it found.
+fn oldest_first(history: &mut [Event]) {
+    history.sort_by_key(|e| {
+        let answer = matches!(e.what, What::Answered { .. });
+        (e.at, e.file_no.unwrap_or(u64::MAX), answer)
+    });
+}
+
 /// The stored events as they are told: an answer kept in its operation's event becomes an
 /// event of its own, at its time; operations by name.
 fn expand(stored: Vec<Event>) -> Vec<Event> {
@@ -659,8 +673,7 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         None => None,
     };
     let mut history = expand(state.history(org, vin)?);
-    // Oldest first; a rebuild adds what the archive tells after what it found.
-    history.sort_by_key(|e| e.at);
+    oldest_first(&mut history);
     let mut files: std::collections::HashMap<u64, Option<FileRecord>> = Default::default();
     let mut file_of = |no: Option<u64>| -> Result<Option<FileRecord>, StateError> {
         let Some(no) = no else { return Ok(None) };
@@ -1283,6 +1296,77 @@ mod tests {
                 answer: None,
             },
         )
+    }
+
+    /// Within one second (the demo plans Tuesday's, Wednesday's and Thursday's files in one)
+    /// the events read back in the order they happened: by file, a plan's before its answers.
+    /// Read back by key, the held Thursday (file 4) came before Tuesday's operation 17.
+    #[test]
+    fn events_of_one_second_are_told_in_the_order_they_happened() {
+        let tmp = crate::testing::temp_dir("history-one-second");
+        let state = State::open(&tmp.path().join("state")).unwrap();
+        let at = 1_700_000_000;
+        let queued = |file_no, seq| Event {
+            file_no: Some(file_no),
+            ..event(at, seq)
+        };
+        let answered = |file_no, seq| {
+            Event::new(
+                at,
+                Some(file_no),
+                What::Answered {
+                    seq,
+                    op: "s".into(),
+                    ok: true,
+                    status: Some(200),
+                    sent: None,
+                    retries: 0,
+                    messages: Vec::new(),
+                    service_id: Some(4),
+                },
+            )
+        };
+        let held = Event::new(
+            at,
+            Some(4),
+            What::Held {
+                op: "s".into(),
+                line: None,
+            },
+        );
+        let happened = [
+            queued(2, 17),
+            answered(2, 17),
+            queued(3, 19),
+            answered(3, 19),
+            held,
+        ];
+        for e in &happened {
+            state
+                .trees
+                .history
+                .transaction(|tx| {
+                    append(tx, 1, "VIN1", vec![e.clone()], at)?;
+                    Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
+                })
+                .unwrap();
+        }
+        let mut told = state.history(1, "VIN1").unwrap();
+        oldest_first(&mut told);
+        let order: Vec<_> = told
+            .iter()
+            .map(|e| (e.file_no, matches!(e.what, What::Answered { .. })))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Some(2), false),
+                (Some(2), true),
+                (Some(3), false),
+                (Some(3), true),
+                (Some(4), false)
+            ]
+        );
     }
 
     /// Each vehicle reads back its own events only (a VIN that starts another's is not it),
