@@ -1,11 +1,24 @@
 //! UTC timestamps in the spec's `YYYY-MM-DD HH:MM:SS` form for people and in RFC 3339
 //! (`YYYY-MM-DDTHH:MM:SSZ`) for JSON, and the dates DMS exports carry in their names. The
 //! calendar is jiff's; this module only fixes the forms lotsync writes and reads.
+//!
+//! It also names the monotonic clock of delivery's pace and of the service's wait
+//! ([`monotonic_now`]): the async runtime's, so that tests under `tokio::time::pause()` move it
+//! without sleeping.
 
 use jiff::civil::{Date, DateTime, Time};
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now on the monotonic clock of delivery: the async runtime's (`tokio::time::Instant`), which
+/// is `std::time::Instant::now()` except in tests that paused the runtime's time, where it moves
+/// only as the test advances it. Every instant the pace, the outage and the service's wait
+/// compare comes from here, and they sleep with `tokio::time`, so that a delivery test runs
+/// minutes of pushback in milliseconds.
+pub fn monotonic_now() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// The moment of Unix seconds, or the epoch for one out of jiff's range (years -9999 to 9999,
 /// far from any clock of a running machine).

@@ -564,7 +564,9 @@ impl ApiClient {
                 call,
                 until: window.until_shown(),
                 header: window.reason.header(),
-                wait: window.until.saturating_duration_since(Instant::now()),
+                wait: window
+                    .until
+                    .saturating_duration_since(crate::clock::monotonic_now()),
             });
         }
         let started = Instant::now();
@@ -605,15 +607,10 @@ impl ApiClient {
             "service answered"
         );
 
-        let rate_limit = rate_limit_of(headers, SystemTime::now());
-        if let Some(wait) = rate_limit
-            .filter(|l| success && l.remaining == Some(0))
-            .and_then(|l| l.reset)
-            .filter(|wait| !wait.is_zero())
-        {
-            // The last token until the reset: nothing more gets through before it.
-            self.wait.hold(wait, WaitReason::RateLimitReset);
-        }
+        let Heard {
+            rate_limit,
+            retry_after,
+        } = heed(&self.wait, status, headers, SystemTime::now());
         if success {
             let bytes =
                 read.map_err(|over| self.too_large(call.clone(), status, answering, over))?;
@@ -626,26 +623,9 @@ impl ApiClient {
                 call,
             });
         }
-        let retry_after = headers
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| error::parse_retry_after(v, SystemTime::now()));
         // An error too large to read keeps its status's class (a proxy's 503 page is still a
         // 503), without the service's messages.
         let messages = read.map(|bytes| error_messages(&bytes)).unwrap_or_default();
-        // The service's own wait holds every call of the token: a 429's Retry-After, or for a
-        // 429 without one, the reset of the bucket it says is empty; and a 503's when it is
-        // long (the service says it is down: maintenance). A short one on a 503 is one
-        // backend's hiccup: only that call waits it out (the uploader's retry).
-        let reset = rate_limit
-            .filter(|l| status == 429 && l.remaining == Some(0))
-            .and_then(|l| l.reset);
-        let holds = |wait: &Duration| status == 429 || (status == 503 && *wait >= wait::SAID_FROM);
-        match (retry_after.filter(holds), reset) {
-            (Some(wait), _) => self.wait.hold(wait, WaitReason::RetryAfter),
-            (None, Some(wait)) => self.wait.hold(wait, WaitReason::RateLimitReset),
-            (None, None) => {}
-        }
         Err(ApiError::from_status(
             call,
             status,
@@ -690,6 +670,56 @@ impl ApiClient {
                 self.root
             ),
         }
+    }
+}
+
+/// What an answer's headers say of the token's pace.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Heard {
+    /// `X-RateLimit-*`, when sent.
+    pub rate_limit: Option<RateLimit>,
+    /// Retry-After of an error answer, in seconds or as an HTTP date.
+    pub retry_after: Option<Duration>,
+}
+
+/// Reads an answer's rate headers and Retry-After, and holds the service's own wait they name
+/// for every call of the token: a 2xx that took the last token until a reset; a 429's
+/// Retry-After, or for a 429 without one, the reset of the bucket it says is empty; and a
+/// 503's Retry-After when it is long (the service says it is down: maintenance). A short one
+/// on a 503 is one backend's hiccup: only that call waits it out (the uploader's retry).
+pub(crate) fn heed(wait: &ServiceWait, status: u16, headers: &HeaderMap, now: SystemTime) -> Heard {
+    let success = (200..300).contains(&status);
+    let rate_limit = rate_limit_of(headers, now);
+    if success {
+        if let Some(reset) = rate_limit
+            .filter(|l| l.remaining == Some(0))
+            .and_then(|l| l.reset)
+            .filter(|reset| !reset.is_zero())
+        {
+            // The last token until the reset: nothing more gets through before it.
+            wait.hold(reset, WaitReason::RateLimitReset);
+        }
+        return Heard {
+            rate_limit,
+            retry_after: None,
+        };
+    }
+    let retry_after = headers
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| error::parse_retry_after(v, now));
+    let reset = rate_limit
+        .filter(|l| status == 429 && l.remaining == Some(0))
+        .and_then(|l| l.reset);
+    let holds = |w: &Duration| status == 429 || (status == 503 && *w >= wait::SAID_FROM);
+    match (retry_after.filter(holds), reset) {
+        (Some(w), _) => wait.hold(w, WaitReason::RetryAfter),
+        (None, Some(w)) => wait.hold(w, WaitReason::RateLimitReset),
+        (None, None) => {}
+    }
+    Heard {
+        rate_limit,
+        retry_after,
     }
 }
 

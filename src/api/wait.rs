@@ -67,7 +67,7 @@ impl ServiceWait {
     /// The service asked to wait `wait` from now. A window only grows: an answer to a request
     /// sent before the service's clock moved on cannot shorten it.
     pub fn hold(&self, wait: Duration, reason: WaitReason) {
-        let now = Instant::now();
+        let now = crate::clock::monotonic_now();
         let until = now + wait;
         let new = Window {
             until,
@@ -107,7 +107,7 @@ impl ServiceWait {
     /// The window, while it lasts.
     pub fn window(&self) -> Option<Window> {
         let window = *self.window.borrow();
-        window.filter(|w| w.until > Instant::now())
+        window.filter(|w| w.until > crate::clock::monotonic_now())
     }
 
     /// Returns once no window is open (at once when none is).

@@ -8,7 +8,7 @@
 //! stops delivery, naming both), and a sale or return answered with another VIN stops
 //! delivery too: going on could change the wrong car.
 
-use super::{Shared, UploadStats};
+use super::{Lane, Shared, UploadStats};
 use crate::api::{Answer, ApiError, Call, ErrorClass, Vehicle, VehiclePayload};
 use crate::outbox::Entry;
 use crate::plan::Op;
@@ -114,9 +114,9 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
         },
     };
     let answered = if sold {
-        call(shared, || client.mark_sold(id)).await
+        call(&shared.lane(), || client.mark_sold(id)).await
     } else {
-        call(shared, || client.mark_in_stock(id)).await
+        call(&shared.lane(), || client.mark_in_stock(id)).await
     };
     let applied = Delivery::Applied {
         service_id: Some(id),
@@ -175,7 +175,9 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
 /// vehicle itself: for a transition whose own answer cannot tell. A read answered with another
 /// vehicle tells nothing either: not confirmed.
 async fn confirm_transition(shared: &Shared, id: u64, sold: bool) -> Result<bool, ApiError> {
-    let vehicle = call(shared, || shared.client.get_vehicle(id)).await?.value;
+    let vehicle = call(&shared.lane(), || shared.client.get_vehicle(id))
+        .await?
+        .value;
     Ok(vehicle.id == id && vehicle.sold_state() == Some(sold))
 }
 
@@ -189,7 +191,7 @@ async fn confirm_transition(shared: &Shared, id: u64, sold: bool) -> Result<bool
 /// read is not the one sent. The id found must not be another VIN's in the state.
 async fn upsert(shared: &Shared, job: &Job, payload: &VehiclePayload) -> Result<Vehicle, ApiError> {
     let client = &shared.client;
-    let answer = call(shared, || client.upsert_vehicle(payload)).await?;
+    let answer = call(&shared.lane(), || client.upsert_vehicle(payload)).await?;
     let vehicle = match answer_about(payload, &answer.value) {
         About::Sent => answer.value.clone(),
         About::Another => {
@@ -252,7 +254,7 @@ async fn read_back(
     payload: &VehiclePayload,
     id: u64,
 ) -> Result<Option<Vehicle>, ApiError> {
-    match call(shared, || shared.client.get_vehicle(id)).await {
+    match call(&shared.lane(), || shared.client.get_vehicle(id)).await {
         Ok(read) => {
             let vehicle = read.value;
             let same = vehicle.id == id
@@ -407,7 +409,7 @@ async fn learn_id(shared: &Shared, job: &Job) -> Result<Option<u64>, ApiError> {
 /// The service's whole list, read now.
 async fn read_list(shared: &Shared) -> Result<Vec<Vehicle>, ApiError> {
     let client = &shared.client;
-    let list = call(shared, || client.list_vehicles()).await?.value;
+    let list = call(&shared.lane(), || client.list_vehicles()).await?.value;
     tracing::info!(
         vehicles = list.len(),
         "read the service's list to find vehicle ids"
@@ -430,16 +432,16 @@ fn key(vin: &str) -> String {
 /// One call, retried while the failure is passing: each attempt waits for a free slot (the
 /// bound on requests in flight) and for its turn under the rate limit; the waits between
 /// attempts hold neither. The rate hears of every answer.
-async fn call<T, F, Fut>(shared: &Shared, make: F) -> Result<Answer<T>, ApiError>
+pub(super) async fn call<T, F, Fut>(lane: &Lane<'_>, make: F) -> Result<Answer<T>, ApiError>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<Answer<T>, ApiError>>,
 {
-    let stats: &UploadStats = &shared.stats;
+    let stats: &UploadStats = lane.stats;
     let attempt = || async {
         // The semaphore is never closed, so acquiring only waits.
-        let _slot = shared.slots.acquire().await.ok();
-        let turn = shared.pace.ready().await;
+        let _slot = lane.slots.acquire().await.ok();
+        let turn = lane.pace.ready().await;
         note(|sent| sent.at = Some(crate::state::now()));
         let result = make().await;
         let status = match &result {
@@ -448,15 +450,15 @@ where
         };
         note(|sent| sent.status = status.or(sent.status));
         match &result {
-            Ok(answer) => shared.pace.answered(turn, true, answer.rate_limit),
+            Ok(answer) => lane.pace.answered(turn, true, answer.rate_limit),
             // Not sent: the service's window opened after the turn was given.
             Err(ApiError::Waiting { .. }) => drop(turn),
             Err(e) if e.status() == Some(429) => {
                 stats.throttled.fetch_add(1, Ordering::Relaxed);
-                shared.pace.throttled(turn, e.rate_limit(), e.retry_after());
+                lane.pace.throttled(turn, e.rate_limit(), e.retry_after());
             }
-            Err(e) if e.class() == ErrorClass::Retryable => shared.pace.failed(turn, e),
-            Err(e) => shared.pace.answered(turn, false, e.rate_limit()),
+            Err(e) if e.class() == ErrorClass::Retryable => lane.pace.failed(turn, e),
+            Err(e) => lane.pace.answered(turn, false, e.rate_limit()),
         }
         if !matches!(result, Err(ApiError::Waiting { .. })) {
             stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -464,7 +466,7 @@ where
         result
     };
     attempt
-        .retry(shared.retry.backoff())
+        .retry(lane.retry.backoff())
         .when(|e: &ApiError| e.class() == ErrorClass::Retryable)
         // Retry-After is the service's own wait: never retry sooner.
         .adjust(|e: &ApiError, wait| wait.map(|w| e.retry_after().map_or(w, |r| r.max(w))))

@@ -21,6 +21,8 @@
 //! Notifications of the incidents it meets go through [`Notices`].
 
 mod deliver;
+#[cfg(test)]
+mod model_tests;
 mod notices;
 pub mod outage;
 pub mod pace;
@@ -308,6 +310,26 @@ struct Shared {
     bound_ids: tokio::sync::Mutex<Option<HashMap<u64, String>>>,
 }
 
+impl Shared {
+    fn lane(&self) -> Lane<'_> {
+        Lane {
+            slots: &self.slots,
+            pace: &self.pace,
+            stats: &self.stats,
+            retry: &self.retry,
+        }
+    }
+}
+
+/// What every call of a delivery waits on and is counted in: a slot in flight, its turn under
+/// the pace, and the retries of passing failures (`deliver::call`).
+pub(super) struct Lane<'a> {
+    slots: &'a tokio::sync::Semaphore,
+    pace: &'a Pace,
+    stats: &'a UploadStats,
+    retry: &'a RetryPolicy,
+}
+
 /// Drains an outbox through a client.
 pub struct Uploader {
     shared: Arc<Shared>,
@@ -465,7 +487,7 @@ impl Uploader {
         let mut tasks: JoinSet<(u64, (Delivery, outbox::Sent))> = JoinSet::new();
         let mut jobs: HashMap<u64, Entry> = HashMap::new();
         let mut report = DrainReport::default();
-        let mut last_answer = Instant::now();
+        let mut last_answer = crate::clock::monotonic_now();
         let mut answered_any = false;
         let mut windows = self.shared.client.service_wait().subscribe();
         // Read again when first needed: ids learned meanwhile (a reconciliation's) count.
@@ -498,7 +520,7 @@ impl Uploader {
                 if self.outbox.keeps_back() {
                     // Kept back by a plan in progress (its commit may replace them): they go
                     // out once it ends. Waiting for it is not delivery stalling.
-                    last_answer = Instant::now();
+                    last_answer = crate::clock::monotonic_now();
                     tokio::select! {
                         () = tokio::time::sleep(KEPT_BACK_LOOK) => {}
                         _ = windows.changed() => {}
@@ -528,7 +550,7 @@ impl Uploader {
                     let answer = outbox::Answer::Applied { service_id, sold };
                     self.acknowledge(seq, answer, sent).await?;
                     self.count_applied(&entry);
-                    last_answer = Instant::now();
+                    last_answer = crate::clock::monotonic_now();
                     answered_any = true;
                 }
                 Delivery::Rejected { status, messages } => {
@@ -559,7 +581,7 @@ impl Uploader {
                         status,
                         messages,
                     });
-                    last_answer = Instant::now();
+                    last_answer = crate::clock::monotonic_now();
                     answered_any = true;
                 }
                 Delivery::Failed(error) => {
@@ -637,7 +659,7 @@ impl Uploader {
     /// wait beyond it (waiting that long would only hold the caller; the daemon tries again
     /// when the wait is over, `lotsync sync` exits and says until when).
     fn stop_reason(&self, deadline: Instant, last_answer: Instant) -> Option<String> {
-        let now = Instant::now();
+        let now = crate::clock::monotonic_now();
         if let Some(window) = self.shared.client.service_wait().window() {
             if window.until > deadline {
                 return Some(format!(

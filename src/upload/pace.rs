@@ -16,8 +16,7 @@
 use super::outage::{Change, Gate, Outage};
 use super::rate::{RateControl, FLOOR};
 use crate::api::{RateLimit, ServiceWait};
-use crate::clock::UtcTime;
-use governor::clock::DefaultClock;
+use crate::clock::{monotonic_now, UtcTime};
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
@@ -93,7 +92,20 @@ impl DeliveryCondition {
     }
 }
 
-type Limiter = RateLimiter<NotKeyed, InMemoryState, DefaultClock>;
+type Limiter = RateLimiter<NotKeyed, InMemoryState, RuntimeClock>;
+
+/// The governor limiter's clock: [`crate::clock::monotonic_now`], so that the pace runs on the
+/// async runtime's time (paused in tests) like everything it waits with.
+#[derive(Debug, Clone, Copy, Default)]
+struct RuntimeClock;
+
+impl governor::clock::Clock for RuntimeClock {
+    type Instant = Instant;
+
+    fn now(&self) -> Instant {
+        monotonic_now()
+    }
+}
 
 /// What the pace decides over, under one lock.
 #[derive(Debug)]
@@ -135,7 +147,7 @@ impl Pace {
     /// `burst`: requests let through at once after a quiet spell; `wait`: the client's
     /// window of the service's Retry-After.
     pub fn new(ceiling: f64, start: Option<f64>, burst: u32, wait: Arc<ServiceWait>) -> Pace {
-        let now = Instant::now();
+        let now = monotonic_now();
         let rate = RateControl::new(ceiling, start, now);
         let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
         Pace {
@@ -168,12 +180,12 @@ impl Pace {
     pub async fn ready(&self) -> Turn<'_> {
         loop {
             self.wait.open().await;
-            let gate = self.lock().outage.gate(Instant::now());
+            let gate = self.lock().outage.gate(monotonic_now());
             let probe = match gate {
                 Gate::Go => false,
                 Gate::Probe => true,
                 Gate::Until(at) => {
-                    let at = at.min(Instant::now() + LOOK_AGAIN);
+                    let at = at.min(monotonic_now() + LOOK_AGAIN);
                     tokio::time::sleep_until(at.into()).await;
                     continue;
                 }
@@ -185,17 +197,22 @@ impl Pace {
             // From here the probe (if it is one) is this turn's to give back.
             let turn = Turn {
                 pace: self,
-                sent_at: Instant::now(),
+                sent_at: monotonic_now(),
                 probe,
             };
             let limiter = lock(&self.limiter).clone();
-            limiter.until_ready().await;
+            // governor's own `until_ready` sleeps on a timer thread of its own; the runtime's
+            // sleep keeps the wait on the runtime's clock.
+            while let Err(not_until) = limiter.check() {
+                let wait = not_until.wait_time_from(monotonic_now());
+                tokio::time::sleep(wait).await;
+            }
             if !Arc::ptr_eq(&limiter, &lock(&self.limiter)) || self.wait.window().is_some() {
                 continue; // the rate changed or the service asked to wait meanwhile
             }
             self.lock().rate.sent();
             return Turn {
-                sent_at: Instant::now(),
+                sent_at: monotonic_now(),
                 ..turn
             };
         }
@@ -241,7 +258,7 @@ impl Pace {
 
     /// The service answered the turn's request (not 429, not a passing failure); `ok`: 2xx.
     pub fn answered(&self, turn: Turn<'_>, ok: bool, limits: Option<RateLimit>) {
-        let now = Instant::now();
+        let now = monotonic_now();
         let mut control = self.lock();
         let changed = control.rate.answered(turn.sent_at, now, ok, limits);
         let ended = control.outage.answered(now);
@@ -256,7 +273,7 @@ impl Pace {
         limits: Option<RateLimit>,
         retry_after: Option<Duration>,
     ) {
-        let now = Instant::now();
+        let now = monotonic_now();
         let mut control = self.lock();
         let changed = control.rate.throttled(turn.sent_at, now, limits);
         if let Some(end) = self.window_end(retry_after, now) {
@@ -273,7 +290,7 @@ impl Pace {
 
     /// The turn's request failed for a passing reason (5xx, timeout, broken connection).
     pub fn failed(&self, turn: Turn<'_>, error: &crate::api::ApiError) {
-        let now = Instant::now();
+        let now = monotonic_now();
         let mut control = self.lock();
         let changed = control
             .rate
@@ -349,7 +366,7 @@ fn limiter(rate: f64, burst: NonZeroU32) -> Limiter {
     let quota = Quota::with_period(period)
         .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
         .allow_burst(burst);
-    RateLimiter::direct(quota)
+    RateLimiter::direct_with_clock(quota, RuntimeClock)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -369,7 +386,7 @@ mod tests {
             crate::api::WaitReason::RetryAfter,
         );
         assert!(pace.condition().waiting_until.is_some());
-        let started = Instant::now();
+        let started = monotonic_now();
         let turn = pace.ready().await;
         assert!(started.elapsed() >= Duration::from_millis(75));
         drop(turn);

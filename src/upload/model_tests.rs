@@ -1,0 +1,493 @@
+//! The pace against a model of the service's pushback, on paused time: minutes of 429s,
+//! failures and Retry-After windows run in a fraction of a second, the same on every machine.
+//!
+//! Everything on the client's side is the real code: `deliver::call` (a slot in flight, the
+//! pace's turn, backon's retries), [`Pace`], and the client's reading of an answer's headers
+//! ([`crate::api::heed`], which holds the service's wait). Only the service is a model, of the
+//! sandbox's rules (`sandbox/routes.rs`): its latency, then an announced window refuses
+//! (`enforce_retry_after`), then the bucket, then the faults; a bucket's refusal and a spurious
+//! 429 announce a window. The sandbox over loopback stays the reference (`examples/sync_bench`
+//! prints the same matrix from it); this model is where a change to the pace is tried first.
+
+use super::deliver::call;
+use super::pace::Pace;
+use super::{Lane, RetryPolicy, UploadStats};
+use crate::api::{heed, Answer, ApiError, Call, ServiceWait};
+use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What the service tells with its pushback (the sandbox's flavours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tells {
+    /// No `X-RateLimit-*` at all; Retry-After in seconds.
+    Nothing,
+    /// `Limit` and `Remaining` on every answer, `Reset` on a bucket's 429.
+    Remaining,
+    /// The same, and spurious 429s say the bucket is empty.
+    ClaimsEmpty,
+    /// Only `X-RateLimit-Reset`, on the bucket's 429s.
+    ResetOnly,
+    /// `Remaining`, and every Retry-After as an HTTP date.
+    HttpDate,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Flavour {
+    tells: Tells,
+    /// A real limit: requests per second and burst.
+    limit: Option<(f64, u32)>,
+    /// Spurious 429s, a share of the requests that reach the faults.
+    spurious: f64,
+    /// 20% 500s and 3% dropped connections.
+    failures: bool,
+}
+
+const LATENCY: Duration = Duration::from_millis(20);
+/// The Retry-After of spurious 429s.
+const RETRY_AFTER_SECS: u64 = 1;
+/// A limit's figures are taken after this long.
+const SETTLE: Duration = Duration::from_secs(10);
+
+/// How a request was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ok,
+    /// Refused by the bucket.
+    Bucket,
+    /// Sent inside an announced window.
+    Early,
+    Spurious,
+    Failed,
+}
+
+/// The service's side.
+struct Service {
+    flavour: Flavour,
+    t0: Instant,
+    wall0: SystemTime,
+    /// Tokens in the bucket and when they were counted.
+    tokens: f64,
+    counted: Instant,
+    window: Option<Instant>,
+    rng: fastrand::Rng,
+    /// Every request, when it reached the service and how it was answered.
+    log: Vec<(Instant, Outcome)>,
+}
+
+impl Service {
+    fn new(flavour: Flavour, seed: u64) -> Service {
+        let now = crate::clock::monotonic_now();
+        Service {
+            flavour,
+            t0: now,
+            wall0: SystemTime::now(),
+            tokens: flavour.limit.map_or(0.0, |(_, burst)| f64::from(burst)),
+            counted: now,
+            window: None,
+            rng: fastrand::Rng::with_seed(seed),
+            log: Vec::new(),
+        }
+    }
+
+    /// The wall clock of the model: it moves with the paused time.
+    fn wall(&self, now: Instant) -> SystemTime {
+        self.wall0 + now.duration_since(self.t0)
+    }
+
+    /// Unix seconds `after` from now, rounded up (as the sandbox names a moment).
+    fn unix_secs_up(&self, now: Instant, after: Duration) -> u64 {
+        let since = (self.wall(now) + after)
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        since.as_secs() + u64::from(since.subsec_nanos() > 0)
+    }
+
+    fn retry_after(&self, now: Instant, secs: u64, headers: &mut HeaderMap) {
+        let value = if self.flavour.tells == Tells::HttpDate {
+            let at = UNIX_EPOCH + Duration::from_secs(self.unix_secs_up(now, secs_of(secs)));
+            HeaderValue::from_str(&httpdate::fmt_http_date(at)).expect("an HTTP date is ASCII")
+        } else {
+            HeaderValue::from(secs)
+        };
+        headers.insert(RETRY_AFTER, value);
+    }
+
+    fn rate_headers(&self, limit: u32, remaining: u32, reset: Option<u64>, h: &mut HeaderMap) {
+        if self.flavour.tells != Tells::ResetOnly {
+            h.insert("x-ratelimit-limit", HeaderValue::from(limit));
+            h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
+        }
+        if let Some(reset) = reset {
+            h.insert("x-ratelimit-reset", HeaderValue::from(reset));
+        }
+    }
+
+    /// The bucket: its rate, size, and whether it tells. Without a real limit a service that
+    /// tells `Remaining` has one too large to matter.
+    fn bucket(&self) -> Option<(f64, u32, bool)> {
+        let tells = self.flavour.tells != Tells::Nothing;
+        match self.flavour.limit {
+            Some((rate, burst)) => Some((rate, burst, tells)),
+            None if tells => Some((1_000_000.0, 100_000, true)),
+            None => None,
+        }
+    }
+
+    /// A request reaches the service now: its status and headers.
+    fn answer(&mut self, now: Instant) -> (u16, HeaderMap) {
+        let mut h = HeaderMap::new();
+        let bucket = self.bucket();
+        if let Some(until) = self.window.filter(|until| *until > now) {
+            let left = until - now;
+            self.retry_after(now, whole_secs_up(left).max(1), &mut h);
+            if let Some((_, burst, true)) = bucket {
+                self.rate_headers(burst, 0, None, &mut h);
+            }
+            self.log.push((now, Outcome::Early));
+            return (429, h);
+        }
+        let mut remaining = None;
+        if let Some((rate, burst, tells)) = bucket {
+            if self.flavour.limit.is_none() {
+                self.tokens = f64::from(burst);
+            }
+            let elapsed = now.duration_since(self.counted).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * rate).min(f64::from(burst));
+            self.counted = now;
+            if self.tokens >= 1.0 {
+                self.tokens -= 1.0;
+                remaining = Some((burst, self.tokens.floor() as u32, tells));
+            } else {
+                let wait = Duration::from_secs_f64((1.0 - self.tokens) / rate);
+                let secs = whole_secs_up(wait).max(1);
+                self.window = Some(now + secs_of(secs));
+                self.retry_after(now, secs, &mut h);
+                if tells {
+                    let reset = self.unix_secs_up(now, wait);
+                    self.rate_headers(burst, 0, Some(reset), &mut h);
+                }
+                self.log.push((now, Outcome::Bucket));
+                return (429, h);
+            }
+        }
+        let roll = self.rng.f64();
+        let (failures, drops) = if self.flavour.failures {
+            (0.20, 0.03)
+        } else {
+            (0.0, 0.0)
+        };
+        let status = if roll < failures {
+            500
+        } else if roll < failures + self.flavour.spurious {
+            429
+        } else if roll < failures + self.flavour.spurious + drops {
+            0 // the connection dropped
+        } else {
+            200
+        };
+        if status == 429 {
+            self.window = Some(now + secs_of(RETRY_AFTER_SECS));
+            self.retry_after(now, RETRY_AFTER_SECS, &mut h);
+            if self.flavour.tells == Tells::ClaimsEmpty {
+                let reset = self.unix_secs_up(now, secs_of(RETRY_AFTER_SECS));
+                let limit = bucket.map_or(60, |(_, burst, _)| burst);
+                self.rate_headers(limit, 0, Some(reset), &mut h);
+                self.log.push((now, Outcome::Spurious));
+                return (429, h);
+            }
+        }
+        if let Some((burst, left, true)) = remaining {
+            self.rate_headers(burst, left, None, &mut h);
+        }
+        let outcome = match status {
+            200 => Outcome::Ok,
+            429 => Outcome::Spurious,
+            _ => Outcome::Failed,
+        };
+        self.log.push((now, outcome));
+        (status, h)
+    }
+}
+
+fn secs_of(secs: u64) -> Duration {
+    Duration::from_secs(secs)
+}
+
+fn whole_secs_up(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// One request as the client sends it: refused locally inside the token's window, else
+/// answered by the model after its latency, its headers read by the client's own code.
+async fn request(service: &Mutex<Service>, wait: &ServiceWait) -> Result<Answer<()>, ApiError> {
+    let call = Call {
+        method: "POST",
+        path: "/v1/inventory".to_owned(),
+    };
+    if let Some(window) = wait.window() {
+        return Err(ApiError::Waiting {
+            call,
+            until: window.until_shown(),
+            header: window.reason.header(),
+            wait: window
+                .until
+                .saturating_duration_since(crate::clock::monotonic_now()),
+        });
+    }
+    tokio::time::sleep(LATENCY).await;
+    let now = crate::clock::monotonic_now();
+    let (status, headers, wall) = {
+        let mut service = service.lock().expect("not poisoned: no panic holds it");
+        let (status, headers) = service.answer(now);
+        (status, headers, service.wall(now))
+    };
+    if status == 0 {
+        return Err(ApiError::Retryable {
+            call,
+            status: None,
+            messages: vec![],
+            retry_after: None,
+            rate_limit: None,
+            reason: "the connection was closed".to_owned(),
+        });
+    }
+    let heard = heed(wait, status, &headers, wall);
+    if status == 200 {
+        return Ok(Answer {
+            value: (),
+            status,
+            rate_limit: heard.rate_limit,
+            call,
+        });
+    }
+    Err(ApiError::from_status(
+        call,
+        status,
+        vec![],
+        heard.retry_after,
+        heard.rate_limit,
+        100,
+        false,
+    ))
+}
+
+/// What a run of `creates` first creates did, as the bench's matrix measures it.
+#[derive(Debug)]
+struct Figures {
+    seconds: f64,
+    requests: usize,
+    /// 2xx per second: after [`SETTLE`] for a real limit, over the whole run otherwise.
+    answered: f64,
+    /// The share of 429s among the requests after [`SETTLE`].
+    late_429: f64,
+    target: f64,
+    met: bool,
+}
+
+/// The client's side of a run.
+struct Client {
+    service: Mutex<Service>,
+    wait: Arc<ServiceWait>,
+    pace: Pace,
+    slots: tokio::sync::Semaphore,
+    stats: UploadStats,
+    retry: RetryPolicy,
+    /// Operations not yet taken.
+    left: AtomicUsize,
+}
+
+/// Delivers `creates` operations through the real call path against the model, with the
+/// bench's settings: ceiling 1,000/s, 16 in flight, burst 1, 512 operations taken at once.
+async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
+    let wait = Arc::new(ServiceWait::default());
+    let client = Arc::new(Client {
+        service: Mutex::new(Service::new(flavour, seed)),
+        pace: Pace::new(1000.0, None, 1, wait.clone()),
+        wait,
+        slots: tokio::sync::Semaphore::new(16),
+        stats: UploadStats::default(),
+        retry: RetryPolicy::default(),
+        left: AtomicUsize::new(creates),
+    });
+    let started = crate::clock::monotonic_now();
+    let mut takers = tokio::task::JoinSet::new();
+    for _ in 0..512 {
+        let client = client.clone();
+        takers.spawn(async move {
+            let lane = Lane {
+                slots: &client.slots,
+                pace: &client.pace,
+                stats: &client.stats,
+                retry: &client.retry,
+            };
+            while client
+                .left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                // An operation that exhausts its attempts goes back to the outbox: taken again.
+                while call(&lane, || request(&client.service, &client.wait))
+                    .await
+                    .is_err()
+                {}
+            }
+        });
+    }
+    while takers.join_next().await.is_some() {}
+    let end = crate::clock::monotonic_now();
+    let service = client
+        .service
+        .lock()
+        .expect("not poisoned: no panic holds it");
+    figures(&service, flavour, started, end)
+}
+
+fn figures(service: &Service, flavour: Flavour, started: Instant, end: Instant) -> Figures {
+    let log = &service.log;
+    let seconds = end.duration_since(started).as_secs_f64();
+    let count = |from: Instant, what: &dyn Fn(Outcome) -> bool| {
+        log.iter().filter(|(at, o)| *at >= from && what(*o)).count()
+    };
+    let drawn = count(started, &|o| !matches!(o, Outcome::Bucket | Outcome::Early));
+    let p = count(started, &|o| o == Outcome::Spurious) as f64 / drawn.max(1) as f64;
+    let q = count(started, &|o| o == Outcome::Failed) as f64 / drawn.max(1) as f64;
+    let settled = started + SETTLE;
+    let late = count(settled, &|_| true);
+    let late_429 = count(settled, &|o| {
+        matches!(o, Outcome::Bucket | Outcome::Early | Outcome::Spurious)
+    }) as f64
+        / late.max(1) as f64;
+    let ok = |from| count(from, &|o| o == Outcome::Ok) as f64;
+    let (answered, target, met) = match flavour.limit {
+        Some((limit, _)) if flavour.spurious == 0.0 => {
+            let secs = (seconds - SETTLE.as_secs_f64()).max(1e-3);
+            let answered = ok(settled) / secs;
+            let target = limit * (1.0 - q);
+            (
+                answered,
+                target,
+                answered >= 0.9 * target && late_429 < 0.03,
+            )
+        }
+        _ => {
+            let answered = ok(started) / seconds;
+            let pause = if flavour.tells == Tells::HttpDate {
+                RETRY_AFTER_SECS as f64 + 0.5
+            } else {
+                RETRY_AFTER_SECS as f64
+            };
+            let ideal = (1.0 - p - q) / (p.max(1e-9) * pause);
+            (answered, ideal, answered >= 0.7 * ideal)
+        }
+    };
+    Figures {
+        seconds,
+        requests: log.len(),
+        answered,
+        late_429,
+        target,
+        met,
+    }
+}
+
+/// The matrix of `examples/sync_bench` (without the slow endpoint), with its rows' sizes.
+fn matrix() -> Vec<(Flavour, usize)> {
+    let mut cases = Vec::new();
+    for (limit, burst) in [(5.0, 5), (50.0, 10), (200.0, 20)] {
+        let rows = ((limit * 30.0) as usize).max(150);
+        for tells in [
+            Tells::Nothing,
+            Tells::Remaining,
+            Tells::ResetOnly,
+            Tells::HttpDate,
+        ] {
+            let flavour = Flavour {
+                tells,
+                limit: Some((limit, burst)),
+                spurious: 0.0,
+                failures: false,
+            };
+            cases.push((flavour, rows));
+        }
+        for tells in [Tells::Nothing, Tells::Remaining] {
+            let flavour = Flavour {
+                tells,
+                limit: Some((limit, burst)),
+                spurious: 0.0,
+                failures: true,
+            };
+            cases.push((flavour, rows));
+        }
+    }
+    for spurious in [0.02, 0.10, 0.25] {
+        for failures in [false, true] {
+            let q = if failures { 0.23 } else { 0.0 };
+            let ideal = (1.0 - spurious - q) / (spurious * RETRY_AFTER_SECS as f64);
+            let rows = ((ideal * 40.0) as usize).max(150);
+            for tells in [
+                Tells::Nothing,
+                Tells::Remaining,
+                Tells::ClaimsEmpty,
+                Tells::HttpDate,
+            ] {
+                let flavour = Flavour {
+                    tells,
+                    limit: None,
+                    spurious,
+                    failures,
+                };
+                cases.push((flavour, rows));
+            }
+        }
+    }
+    cases
+}
+
+fn row(flavour: Flavour, f: &Figures) -> String {
+    format!(
+        "| {:?} | {} | {:.0}% | {} | {:.1} s | {} | {:.1}% | {:.1} | {:.1} | {:.0}% | {} |",
+        flavour.tells,
+        flavour
+            .limit
+            .map_or("none".to_owned(), |(l, b)| format!("{l}/s ({b})")),
+        flavour.spurious * 100.0,
+        if flavour.failures { "20% + 3%" } else { "–" },
+        f.seconds,
+        f.requests,
+        100.0 * f.late_429,
+        f.answered,
+        f.target,
+        100.0 * f.answered / f.target,
+        if f.met { "met" } else { "missed" },
+    )
+}
+
+/// The whole matrix, printed (`cargo test --lib model_tests -- --ignored --nocapture`): where
+/// a change to the pace is weighed first. `LOTSYNC_MODEL_ONLY` picks rows by their text.
+#[tokio::test(start_paused = true)]
+#[ignore = "prints the model's matrix; run it by name"]
+async fn the_matrix_on_the_model() {
+    let only = std::env::var("LOTSYNC_MODEL_ONLY").ok();
+    println!("| tells | limit | spurious | 5xx + drops | seconds | requests | 429s after 10 s | 2xx/s | target | % | met |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (flavour, rows) in matrix() {
+        let line = row(
+            flavour,
+            &Figures {
+                seconds: 0.0,
+                requests: 0,
+                answered: 0.0,
+                late_429: 0.0,
+                target: 1.0,
+                met: false,
+            },
+        );
+        if only.as_deref().is_some_and(|o| !line.contains(o)) {
+            continue;
+        }
+        let figures = run(flavour, rows, 7).await;
+        println!("{}", row(flavour, &figures));
+    }
+}
