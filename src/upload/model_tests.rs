@@ -209,6 +209,16 @@ impl Service {
         self.log.push((now, outcome));
         (status, h)
     }
+
+    /// Prints the last request's outcome with the pace's rate (`LOTSYNC_MODEL_TRACE`).
+    fn trace(&self, rate: f64) {
+        if let Some((at, outcome)) = self.log.last() {
+            println!(
+                "{:8.3} {outcome:?} rate {rate:.2}",
+                at.duration_since(self.t0).as_secs_f64()
+            );
+        }
+    }
 }
 
 fn secs_of(secs: u64) -> Duration {
@@ -221,7 +231,8 @@ fn whole_secs_up(d: Duration) -> u64 {
 
 /// One request as the client sends it: refused locally inside the token's window, else
 /// answered by the model after its latency, its headers read by the client's own code.
-async fn request(service: &Mutex<Service>, wait: &ServiceWait) -> Result<Answer<()>, ApiError> {
+async fn request(client: &Client) -> Result<Answer<()>, ApiError> {
+    let (service, wait) = (&client.service, &*client.wait);
     let call = Call {
         method: "POST",
         path: "/v1/inventory".to_owned(),
@@ -241,6 +252,9 @@ async fn request(service: &Mutex<Service>, wait: &ServiceWait) -> Result<Answer<
     let (status, headers, wall) = {
         let mut service = service.lock().expect("not poisoned: no panic holds it");
         let (status, headers) = service.answer(now);
+        if client.trace {
+            service.trace(client.pace.rate());
+        }
         (status, headers, service.wall(now))
     };
     if status == 0 {
@@ -296,6 +310,7 @@ struct Client {
     retry: RetryPolicy,
     /// Operations not yet taken.
     left: AtomicUsize,
+    trace: bool,
 }
 
 /// Delivers `creates` operations through the real call path against the model, with the
@@ -310,6 +325,7 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
         stats: UploadStats::default(),
         retry: RetryPolicy::default(),
         left: AtomicUsize::new(creates),
+        trace: std::env::var_os("LOTSYNC_MODEL_TRACE").is_some(),
     });
     let started = crate::clock::monotonic_now();
     let mut takers = tokio::task::JoinSet::new();
@@ -328,10 +344,7 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
                 .is_ok()
             {
                 // An operation that exhausts its attempts goes back to the outbox: taken again.
-                while call(&lane, || request(&client.service, &client.wait))
-                    .await
-                    .is_err()
-                {}
+                while call(&lane, || request(&client)).await.is_err() {}
             }
         });
     }
@@ -470,6 +483,14 @@ fn row(flavour: Flavour, f: &Figures) -> String {
 #[ignore = "prints the model's matrix; run it by name"]
 async fn the_matrix_on_the_model() {
     let only = std::env::var("LOTSYNC_MODEL_ONLY").ok();
+    if std::env::var_os("LOTSYNC_MODEL_TRACE").is_some() {
+        // The pace's own decisions, between the trace's lines.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("lotsync=debug")
+            .without_time()
+            .with_test_writer()
+            .try_init();
+    }
     println!("| tells | limit | spurious | 5xx + drops | seconds | requests | 429s after 10 s | 2xx/s | target | % | met |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (flavour, rows) in matrix() {
@@ -487,7 +508,13 @@ async fn the_matrix_on_the_model() {
         if only.as_deref().is_some_and(|o| !line.contains(o)) {
             continue;
         }
-        let figures = run(flavour, rows, 7).await;
-        println!("{}", row(flavour, &figures));
+        let seeds: u64 = std::env::var("LOTSYNC_MODEL_SEEDS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+        for seed in 0..seeds {
+            let figures = run(flavour, rows, 7 + seed).await;
+            println!("{}", row(flavour, &figures));
+        }
     }
 }

@@ -58,7 +58,7 @@ const ROUND: Duration = Duration::from_secs(1);
 /// The increase per round before the first decrease, as a factor.
 const SLOW_START: f64 = 1.25;
 /// The least increase per round, requests per second.
-const MIN_STEP: f64 = 0.1;
+const MIN_STEP: f64 = 0.02;
 /// How far back the bucket's samples reach.
 const BUCKET_SPAN: Duration = Duration::from_secs(2);
 /// Samples and time a refill rate needs before it is believed.
@@ -67,6 +67,12 @@ const BUCKET_MIN_SPAN: Duration = Duration::from_millis(300);
 /// Samples and time a rough refill rate needs (see `Bucket::rough_refill_rate`).
 const ROUGH_SAMPLES: usize = 4;
 const ROUGH_SPAN: Duration = Duration::from_millis(5);
+/// The least time over which what the service took after a 429 is believed: a window of
+/// its Retry-After (whole seconds) and what got through after it.
+const TAKEN_SPAN: Duration = Duration::from_secs(1);
+/// The least span over which what the service took bounds a cut: over a shorter one, what its
+/// bucket held after the window weighs more than its rate.
+const TAKEN_TRUSTED: Duration = Duration::from_secs(3);
 /// The deepest cut, as a share of the rate before.
 const DEEPEST_CUT: f64 = 0.1;
 /// How soon after a pause an empty-bucket refusal without a reset may still be the service
@@ -90,10 +96,16 @@ const FULL_STEP: f64 = 1.05;
 /// (over at least [`SUSPECT_REQUESTS`]) are refused (see [`Payoff`]).
 const SUSPECT_BELOW: f64 = 0.6;
 const SUSPECT_SHARE: f64 = 0.005;
-const SUSPECT_REQUESTS: u32 = 40;
+const SUSPECT_REQUESTS: u32 = 20;
+/// ... and the rate is at most this factor of what the service took lately.
+const SUSPECT_OVER_TAKEN: f64 = 1.5;
 /// How long a trial of answering them with pauses alone lasts (and the least time of cuts it
 /// is compared with).
 const TRIAL: Duration = Duration::from_secs(5);
+/// A trial lasts until it has seen this many 429s (what it delivered depends on how many came),
+/// within [`TRIAL_LONGEST`].
+const TRIAL_THROTTLED: u32 = 8;
+const TRIAL_LONGEST: Duration = Duration::from_secs(20);
 /// A trial is kept when it delivered at least this share of what the cuts did: more than
 /// chance (answers per second hardly depend on the rate when pauses bound them), less than a
 /// limit shows (a trial far above one delivers about half).
@@ -105,6 +117,8 @@ const SHARE_SLACK: f64 = 0.01;
 /// Cuts are suspected of not paying while the share of 429s they leave is at least this share of
 /// the one before (it does not fall).
 const PAYS_NOT: f64 = 0.8;
+/// Pauses alone stop when a run of requests delivered less than this share of the trial.
+const DELIVERED_FALLS_TO: f64 = 0.5;
 /// Pauses alone are weighed again over each run of this many requests.
 const WEIGH_REQUESTS: u32 = 100;
 /// How long pauses alone answer them once a trial has shown it delivers as much.
@@ -211,6 +225,16 @@ impl Share {
     fn share(self) -> f64 {
         f64::from(self.throttled) / f64::from(self.requests.max(1))
     }
+
+    /// More 429s than a share of `expected` explains: beyond three standard deviations of
+    /// the count it gives (and [`SHARE_SLACK`] of the requests), so that a run of 100 requests
+    /// at 2% with 4 refusals is chance, and a limit that refuses a third of them is not.
+    fn more_than_chance(self, expected: f64) -> bool {
+        let n = f64::from(self.requests);
+        let mean = n * expected.clamp(0.0, 1.0);
+        let spread = (mean * (1.0 - expected.clamp(0.0, 1.0))).sqrt();
+        f64::from(self.throttled) > mean + 3.0 * spread + SHARE_SLACK * n + 1.0
+    }
 }
 
 /// Whether cutting the rate for 429s pays, whatever their headers say (those with tokens left
@@ -287,6 +311,11 @@ enum Answering {
     PausesOnly {
         until: Instant,
         share: f64,
+        /// What the trial delivered per second, and since when and from which `good` the
+        /// current run of requests is weighed against it.
+        delivered: f64,
+        weighed_since: Instant,
+        good_at: u64,
     },
 }
 
@@ -321,6 +350,18 @@ impl Payoff {
                 c.low.add(throttled);
             }
         }
+    }
+
+    /// Answers other than 429 per second over the last [`TRIAL`] (or since the first answer).
+    fn taken_lately(&self, now: Instant) -> Option<f64> {
+        let first = self.recent.front()?.0;
+        let span = now.duration_since(first).min(TRIAL).as_secs_f64();
+        let taken = self
+            .recent
+            .iter()
+            .filter(|(at, throttled)| !throttled && now.duration_since(*at) < TRIAL)
+            .count();
+        (span >= TAKEN_SPAN.as_secs_f64()).then(|| taken as f64 / span)
     }
 
     /// The share of 429s among the counted answers of the last [`TRIAL`] before `now`.
@@ -359,19 +400,26 @@ impl Payoff {
                 baseline,
                 back_to,
                 baseline_share,
-            } if now.duration_since(since) >= TRIAL => {
+            } if now.duration_since(since) >= TRIAL
+                && (self.trial_share.throttled >= TRIAL_THROTTLED
+                    || now.duration_since(since) >= TRIAL_LONGEST) =>
+            {
                 let delivered =
                     (self.good - good_at) as f64 / now.duration_since(since).as_secs_f64();
                 self.chain = None;
                 // Pauses alone pay when they deliver as much without being refused much more
                 // often: near a real limit, pauses bound what either delivers, but only the
                 // cuts keep the service from refusing most requests.
-                let refused_no_more =
-                    self.trial_share.share() <= SHARE_KEPT_FACTOR * baseline_share + SHARE_SLACK;
+                let refused_no_more = !self
+                    .trial_share
+                    .more_than_chance(SHARE_KEPT_FACTOR * baseline_share);
                 if delivered >= TRIAL_KEPT_AT * baseline && refused_no_more {
                     self.mode = Answering::PausesOnly {
                         until: now + PAUSE_ONLY_FOR,
                         share: self.trial_share.share(),
+                        delivered,
+                        weighed_since: now,
+                        good_at: self.good,
                     };
                     self.trial_share = Share::default();
                     self.trial_again = TRIAL_AGAIN;
@@ -396,22 +444,43 @@ impl Payoff {
             // Pauses alone are looked at again over each run of requests: a real limit that
             // appears meanwhile (another client of the token) refuses more of them, and the
             // cuts come back; otherwise they go on, past `until` too.
-            Answering::PausesOnly { until, share }
-                if self.trial_share.requests >= WEIGH_REQUESTS =>
-            {
-                let now_share = self.trial_share.share();
+            // A limit whose share of 429s is near theirs still shows in what gets delivered:
+            // it falls to the limit.
+            Answering::PausesOnly {
+                until,
+                share,
+                delivered,
+                weighed_since,
+                good_at,
+            } if self.trial_share.requests >= WEIGH_REQUESTS => {
+                let weighed = self.trial_share;
+                let now_share = weighed.share();
                 self.trial_share = Share::default();
-                if now_share > SHARE_KEPT_FACTOR * share + SHARE_SLACK {
+                let span = now.duration_since(weighed_since).as_secs_f64().max(1e-3);
+                let delivered_now = (self.good - good_at) as f64 / span;
+                if weighed.more_than_chance(SHARE_KEPT_FACTOR * share)
+                    || delivered_now < DELIVERED_FALLS_TO * delivered
+                {
                     self.mode = Answering::Cuts;
                     tracing::debug!(
                         share = now_share,
                         in_trial = share,
-                        "429s come more often than when pauses alone were tried: they cut again"
+                        answered_per_sec = round1(delivered_now),
+                        in_trial_per_sec = round1(delivered),
+                        "429s come more often, or fewer answers get through, than when pauses \
+                         alone were tried: they cut again"
                     );
-                } else if now >= until {
+                } else {
                     self.mode = Answering::PausesOnly {
-                        until: now + PAUSE_ONLY_FOR,
+                        until: if now >= until {
+                            now + PAUSE_ONLY_FOR
+                        } else {
+                            until
+                        },
                         share,
+                        delivered,
+                        weighed_since: now,
+                        good_at: self.good,
                     };
                 }
                 None
@@ -450,6 +519,11 @@ impl Payoff {
             return Verdict::OnlyPause;
         }
         let do_not_pay = self.cuts_do_not_pay(now);
+        // Above what the service took lately, 429s may still be a limit's: the cuts have
+        // not reached it yet.
+        let at_taken = self
+            .taken_lately(now)
+            .is_none_or(|taken| rate <= SUSPECT_OVER_TAKEN * taken);
         let chain = self.chain.get_or_insert(Chain {
             from: rate,
             began: now,
@@ -457,6 +531,7 @@ impl Payoff {
         });
         let lasted = now.duration_since(chain.began);
         let suspect = rate <= SUSPECT_BELOW * chain.from
+            && at_taken
             && chain.low.requests >= SUSPECT_REQUESTS
             && chain.low.share() >= SUSPECT_SHARE
             && lasted >= TRIAL
@@ -532,6 +607,8 @@ pub struct RateControl {
     sent: u64,
     answers: u64,
     seen: Option<Seen>,
+    /// Since the last 429 that may cut: when, and the answers other than 429 since.
+    taken_since: Option<(Instant, u32)>,
     round_start: Instant,
     /// Answers in this round that allow an increase.
     round_ok: u32,
@@ -568,6 +645,7 @@ impl RateControl {
             sent: 0,
             answers: 0,
             seen: None,
+            taken_since: None,
             round_start: now,
             round_ok: 0,
             round_hold: false,
@@ -578,6 +656,16 @@ impl RateControl {
 
     pub fn rate(&self) -> f64 {
         self.rate
+    }
+
+    /// Answers other than 429 (the service took the request) since the last 429 that may cut,
+    /// per second, and over how many seconds, when that was at least [`TAKEN_SPAN`] ago; and
+    /// marks `now` as the next span's start.
+    fn taken_rate(&mut self, now: Instant) -> Option<(f64, f64)> {
+        let since = self.taken_since.replace((now, 0));
+        let (at, taken) = since?;
+        let span = now.duration_since(at).as_secs_f64();
+        (span >= TAKEN_SPAN.as_secs_f64()).then(|| (f64::from(taken) / span, span))
     }
 
     /// A request leaves now: it may take a token from the service's bucket (see
@@ -641,6 +729,7 @@ impl RateControl {
         now: Instant,
         limits: Option<RateLimit>,
     ) -> Option<f64> {
+        let round_before = (self.round_hold, self.round_throttled);
         self.round_hold = true;
         self.round_throttled = true;
         self.answers += 1;
@@ -682,7 +771,11 @@ impl RateControl {
         }
         match self.payoff.verdict(now, self.rate) {
             Verdict::Cut => {}
-            Verdict::OnlyPause => return None,
+            Verdict::OnlyPause => {
+                // Such 429s come whatever the pace: they do not hold the rate either.
+                (self.round_hold, self.round_throttled) = round_before;
+                return None;
+            }
             Verdict::SetRate(rate) => return Some(self.set_rate(rate, now)),
         }
         // Far above the limit (the first 429 of a run, or one soon after sending resumed) the
@@ -696,13 +789,38 @@ impl RateControl {
         } else {
             CUT
         };
+        let taken = self.taken_rate(now);
+        // No blind cut goes below what the service took lately: 429s that come whatever the
+        // pace would otherwise take the rate to the floor in a few windows, where telling
+        // them from a limit (see `Payoff`) takes minutes.
+        let least = self.payoff.taken_lately(now).map_or(0.0, |t| TARGET * t);
         let (to, measured) = match (self.bucket.refill_rate(), self.bucket.rough_refill_rate()) {
             (Some(refill), _) if TARGET * refill < self.rate => (TARGET * refill, true),
             (None, Some(rough)) => (
                 (TARGET * rough).clamp(self.rate * DEEPEST_CUT, self.rate * FIRST_CUT),
                 true,
             ),
-            _ => (self.rate * share, false),
+            // Nothing from the bucket: what the service took since the last such 429 (its
+            // window included) is what it allows, at most. Above a limit that is about the
+            // limit, whatever the rate: the rate goes just below it, as to a measured refill.
+            _ => match taken.filter(|(t, span)| {
+                *span >= TAKEN_TRUSTED.as_secs_f64() && TARGET * t < self.rate * share
+            }) {
+                Some((taken, span)) => {
+                    // Over a span little longer than the window, what the service took is
+                    // mostly what its bucket held after the window (a limit of 200/s with a
+                    // burst of 20 takes 20 and refuses), not its rate: the rate comes back
+                    // quickly toward where a blind cut recovers to, by the window's share of
+                    // the span; over a long span the measure holds and it stays near it.
+                    let to = (TARGET * taken).max(self.rate * DEEPEST_CUT).max(least);
+                    let window_share = (TAKEN_SPAN.as_secs_f64() / span).min(1.0);
+                    let back = to + (RECOVER_TO * self.rate - to).max(0.0) * window_share;
+                    let cut = self.cut_to(to, sent_at, now, Cut::Throttled { measured: true });
+                    self.recover_to = self.recover_to.max(back);
+                    return cut;
+                }
+                None => ((self.rate * share).max(least.min(self.rate)), false),
+            },
         };
         self.cut_to(to, sent_at, now, Cut::Throttled { measured })
     }
@@ -717,6 +835,9 @@ impl RateControl {
         limits: Option<RateLimit>,
     ) -> Option<f64> {
         self.answers += 1;
+        if let Some((_, taken)) = self.taken_since.as_mut() {
+            *taken += 1;
+        }
         if ok && self.after_resume(sent_at) {
             // Through since the pause: a later refusal like the excused one may be excused.
             self.excused = None;
