@@ -91,11 +91,11 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
-            min_delay: Duration::from_millis(200),
+            min_delay: Duration::from_millis(50),
             // Short: the pace owns the long waits (the service's Retry-After for every
             // sender, an outage's probes); a long wait per operation only held operations
             // back for failures that were passing, long after the service answered again.
-            max_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(1),
             max_attempts: 8,
         }
     }

@@ -319,9 +319,22 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
     let wait = Arc::new(ServiceWait::default());
     let client = Arc::new(Client {
         service: Mutex::new(Service::new(flavour, seed)),
-        pace: Pace::new(1000.0, None, 1, wait.clone()),
+        pace: Pace::new(
+            1000.0,
+            None,
+            std::env::var("LOTSYNC_MODEL_BURST")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1),
+            wait.clone(),
+        ),
         wait,
-        slots: tokio::sync::Semaphore::new(16),
+        slots: tokio::sync::Semaphore::new(
+            std::env::var("LOTSYNC_MODEL_SLOTS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(16),
+        ),
         stats: UploadStats::default(),
         retry: RetryPolicy::default(),
         left: AtomicUsize::new(creates),
@@ -354,6 +367,20 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
         .service
         .lock()
         .expect("not poisoned: no panic holds it");
+    if client.trace {
+        // Requests and 2xx per 5 s.
+        let mut per: Vec<(u32, u32)> = Vec::new();
+        for (at, outcome) in &service.log {
+            let i = (at.duration_since(started).as_secs_f64() / 5.0) as usize;
+            per.resize(per.len().max(i + 1), (0, 0));
+            per[i].0 += 1;
+            per[i].1 += u32::from(*outcome == Outcome::Ok);
+        }
+        for (i, (requests, ok)) in per.iter().enumerate() {
+            let (requests, ok) = (f64::from(*requests) / 5.0, f64::from(*ok) / 5.0);
+            println!("{:4} s: {requests:6.1} requests/s {ok:6.1} 2xx/s", i * 5);
+        }
+    }
     figures(&service, flavour, started, end)
 }
 
