@@ -387,7 +387,9 @@ impl Payoff {
     fn cuts_do_not_pay(&self, now: Instant) -> bool {
         let before = self.share_between(now, TRIAL, 2 * TRIAL);
         let lately = self.share_between(now, Duration::ZERO, TRIAL);
-        lately.requests > 0 && lately.share() >= PAYS_NOT * before.share()
+        // 429s after a spell without any are a rate that climbed back into a limit, not
+        // cuts that failed to pay.
+        lately.requests > 0 && before.throttled > 0 && lately.share() >= PAYS_NOT * before.share()
     }
 
     /// Ends a trial whose time is up, and pauses-only whose time is up: the rate to go to
@@ -767,7 +769,7 @@ impl RateControl {
         }
         self.payoff.answered(now, self.rate, true, false, true);
         if let Some(rate) = self.payoff.tick(now) {
-            return Some(self.set_rate(rate, now));
+            return Some(self.after_trial(rate, now));
         }
         match self.payoff.verdict(now, self.rate) {
             Verdict::Cut => {}
@@ -880,12 +882,19 @@ impl RateControl {
         self.payoff
             .answered(now, self.rate, false, ok, self.after_resume(sent_at));
         if let Some(rate) = self.payoff.tick(now) {
-            return Some(self.set_rate(rate, now));
+            return Some(self.after_trial(rate, now));
         }
         if ok {
             self.round_ok += 1;
         }
         self.end_round(now)
+    }
+
+    /// A trial of pauses alone that delivered less ended: the rate goes back to `rate`, and
+    /// what the service took during the trial says nothing of what it takes at that rate.
+    fn after_trial(&mut self, rate: f64, now: Instant) -> f64 {
+        self.taken_since = None;
+        self.set_rate(rate, now)
     }
 
     /// Moves the rate to `rate` (within the ceiling and the floor) and starts a round.
