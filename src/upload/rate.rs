@@ -25,10 +25,23 @@
 //!   without a 429 take at most [`TRIM`] off the rate they began at, are not remembered as
 //!   where the service pushed back, and are undone once a round after them got answers and no
 //!   429; only a 429 lowers the rate further.
-//! - 429s without any rate header cut the rate the same way. Whatever the headers, a cut is
-//!   kept only while it pays (`Payoff`): 429s that keep coming as often whatever the pace (a
-//!   proxy's throttle, a flaky server) are tried with pauses alone, which are kept when they
-//!   deliver as much.
+//! - 429s without any rate header cut the rate the same way, bounded by what the service
+//!   took: over a span of at least [`TAKEN_TRUSTED`] since the last such 429 (its window
+//!   included), the answers other than 429 per second are about a limit's rate whatever ours
+//!   was, and the rate goes just below them (back quickly by the share of the span the window
+//!   took, since a short span shows the bucket's burst rather than its rate). No blind cut
+//!   goes below what was taken over the last [`TRIAL`]: 429s that come whatever the pace would
+//!   otherwise take the rate to the floor, where telling them apart takes minutes.
+//! - Whatever the headers, a cut is kept only while it pays (`Payoff`): 429s that keep coming
+//!   as often whatever the pace (a proxy's throttle, a flaky server) are tried with pauses
+//!   alone, once the rate is near what the service takes and the share of 429s did not fall
+//!   (429s after a spell without any are a rate that climbed back into a limit). A trial lasts
+//!   until it saw [`TRIAL_THROTTLED`] 429s, and is kept when it delivered as much without
+//!   being refused more often than chance explains; pauses alone then climb like a start, and
+//!   stop when 429s come more often than chance explains or deliveries fall by half.
+//!
+//! Tried first on a model of the service's pushback under paused time (`model_tests.rs`: the
+//! whole matrix of `examples/sync_bench` in seconds, over several seeds).
 //!
 //! It is arithmetic on explicit instants, tested without sleeping; `super::pace::Pace` runs it.
 
@@ -350,6 +363,11 @@ impl Payoff {
                 c.low.add(throttled);
             }
         }
+    }
+
+    /// 429s only pause, after a trial showed it delivers as much.
+    fn pauses_only(&self) -> bool {
+        matches!(self.mode, Answering::PausesOnly { .. })
     }
 
     /// Answers other than 429 per second over the last [`TRIAL`] (or since the first answer).
@@ -980,7 +998,10 @@ impl RateControl {
         // or faster back toward where a blind cut came from; and while the service's bucket
         // stays nearly full, the rate leaves room unused: by [`FULL_STEP`].
         let raised = match self.last_cut {
+            // Before the first decrease, and while 429s only pause (they come whatever the
+            // pace, and the faster between their windows, the more gets through).
             None => self.rate * SLOW_START,
+            Some(_) if self.payoff.pauses_only() => self.rate * SLOW_START,
             Some(_) => {
                 let back = self.rate + self.step.max((self.recover_to - self.rate) * RECOVER);
                 if full {
