@@ -10,7 +10,7 @@
 use crate::api::VehiclePayload;
 use crate::state::Digest;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The feed name the reconciliation's plans are queued under, which no configured feed may
 /// take (the config refuses it).
@@ -398,6 +398,50 @@ impl Plan {
         });
     }
 
+    /// Spreads the vehicles whose operations begin with a transition (sold, back in stock)
+    /// evenly among the others, each vehicle's operations kept together and in their order,
+    /// and each kind in its own order. The queue is delivered in this order, and a plan lists
+    /// its sales last (the absent are judged after the file): when the service takes long for
+    /// one endpoint, those calls alone held every slot in flight at the end of a delivery (150
+    /// sales of 2 s each ran alone for 19 s at 16 in flight); spread, they overlap the writes.
+    pub(crate) fn spread_transitions(&mut self) {
+        let mut units: Vec<Vec<PlannedOp>> = Vec::new();
+        let mut unit_of: HashMap<String, usize> = HashMap::new();
+        for planned in std::mem::take(&mut self.ops) {
+            match unit_of.get(&planned.vin) {
+                Some(&i) => units[i].push(planned),
+                None => {
+                    unit_of.insert(planned.vin.clone(), units.len());
+                    units.push(vec![planned]);
+                }
+            }
+        }
+        let is_transition =
+            |unit: &Vec<PlannedOp>| matches!(unit[0].op, Op::MarkSold | Op::MarkInStock);
+        let (transitions, writes): (Vec<_>, Vec<_>) = units.into_iter().partition(is_transition);
+        let (t_total, w_total) = (transitions.len(), writes.len());
+        let (mut t_done, mut w_done) = (0, 0);
+        let mut transitions = transitions.into_iter().peekable();
+        let mut writes = writes.into_iter().peekable();
+        loop {
+            // A transition goes next while transitions are not ahead of their share.
+            let transition_next = match (transitions.peek(), writes.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(_), Some(_)) => t_done * w_total <= w_done * t_total,
+            };
+            let unit = if transition_next {
+                t_done += 1;
+                transitions.next()
+            } else {
+                w_done += 1;
+                writes.next()
+            };
+            self.ops.extend(unit.into_iter().flatten());
+        }
+    }
+
     /// Whether committing it queues its operations.
     pub fn applies(&self) -> bool {
         matches!(self.verdict, Verdict::Apply { .. })
@@ -430,7 +474,51 @@ impl FileId {
 
 #[cfg(test)]
 mod tests {
-    use super::ProtectedBy;
+    use super::{Op, Plan, ProtectedBy};
+
+    /// 90 updates then 10 sales, one vehicle back in stock and updated at the start: the sales
+    /// come one in ten, each vehicle's operations together and in order.
+    #[test]
+    fn sales_are_spread_among_the_writes_and_each_vehicle_keeps_its_order() {
+        let mut plan = Plan::default();
+        plan.push(1, "BACK", Op::MarkInStock, false);
+        let update = |vin: &str| Op::Update(crate::api::VehiclePayload::new(1, vin, vin));
+        plan.push(1, "BACK", update("BACK"), false);
+        for i in 0..89 {
+            let vin = format!("W{i:02}");
+            plan.push(1, &vin, update(&vin), false);
+        }
+        for i in 0..10 {
+            plan.push(1, &format!("S{i}"), Op::MarkSold, false);
+        }
+        plan.spread_transitions();
+        let order: Vec<(&str, &str)> = plan
+            .ops
+            .iter()
+            .map(|o| (o.vin.as_str(), o.op.name()))
+            .collect();
+        assert_eq!(order.len(), 101);
+        assert_eq!(order[..2], [("BACK", "in_stock"), ("BACK", "update")]);
+        let sales: Vec<usize> = (0..order.len()).filter(|&i| order[i].1 == "sold").collect();
+        // Eleven transitions (BACK's and ten sales) among 89 writes: one about every nine.
+        assert!(
+            sales.windows(2).all(|w| (7..=11).contains(&(w[1] - w[0]))),
+            "{sales:?}"
+        );
+        let names = |prefix: char| -> Vec<&str> {
+            order
+                .iter()
+                .filter(|(v, _)| v.starts_with(prefix))
+                .map(|(v, _)| *v)
+                .collect()
+        };
+        let mut sorted = names('S');
+        sorted.sort_unstable();
+        assert_eq!(names('S'), sorted, "sales in their order");
+        let mut sorted = names('W');
+        sorted.sort_unstable();
+        assert_eq!(names('W'), sorted, "writes in their order");
+    }
 
     /// The name a log field shows is the one the reports write.
     #[test]

@@ -513,6 +513,7 @@ impl<'o> Differ<'o> {
         if !self.judged {
             self.judged = true;
             self.judge_absence();
+            self.plan.spread_transitions();
         }
         &self.plan
     }
