@@ -195,7 +195,7 @@ impl Pace {
                 }
             };
             // From here the probe (if it is one) is this turn's to give back.
-            let turn = Turn {
+            let mut turn = Turn {
                 pace: self,
                 sent_at: monotonic_now(),
                 probe,
@@ -211,10 +211,10 @@ impl Pace {
                 continue; // the rate changed or the service asked to wait meanwhile
             }
             self.lock().rate.sent();
-            return Turn {
-                sent_at: monotonic_now(),
-                ..turn
-            };
+            // The same turn goes back: a copy (`..turn`) would drop this one here and with it
+            // the probe's mark, and every waiter at the gate would send a probe of its own.
+            turn.sent_at = monotonic_now();
+            return turn;
         }
     }
 
@@ -392,6 +392,57 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn server_error() -> crate::api::ApiError {
+        crate::api::ApiError::Retryable {
+            call: crate::api::Call {
+                method: "POST",
+                path: "/v1/inventory".into(),
+            },
+            status: Some(500),
+            messages: vec![],
+            retry_after: None,
+            rate_limit: None,
+            reason: "service unavailable for now (500)".into(),
+        }
+    }
+
+    /// In an outage, four senders waiting at the gate send one probe between them each time
+    /// the gate opens (1 s, then 2 s after a failed probe), not one each. A turn handed out
+    /// used to be a copy of the one that took the probe, whose drop let the next waiter take
+    /// another: 3 probes at once in `pace_edges`, the gap doubled three times.
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_sends_one_probe_at_a_time_whatever_the_waiters() {
+        let pace = Arc::new(Pace::new(100.0, None, 1, Arc::new(ServiceWait::default())));
+        for _ in 0..8 {
+            let turn = pace.ready().await;
+            pace.failed(turn, &server_error());
+        }
+        assert!(pace.condition().failing_since.is_some(), "an outage");
+        let sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let began = monotonic_now();
+        let mut senders = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let (pace, sent) = (pace.clone(), sent.clone());
+            senders.spawn(async move {
+                loop {
+                    let turn = pace.ready().await;
+                    lock(&sent).push(monotonic_now().duration_since(began));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    pace.failed(turn, &server_error());
+                }
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        senders.abort_all();
+        let sent = lock(&sent).clone();
+        assert_eq!(
+            sent.len(),
+            2,
+            "one probe at 1 s, one 2 s after it: {sent:?}"
+        );
+        assert_eq!(pace.condition().probe_every_secs, Some(4), "doubled twice");
+    }
 
     #[tokio::test]
     async fn every_request_waits_out_the_service_window() {
