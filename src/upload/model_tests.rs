@@ -376,6 +376,13 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
             per[i].0 += 1;
             per[i].1 += u32::from(*outcome == Outcome::Ok);
         }
+        let after_2s = service
+            .log
+            .iter()
+            .filter(|(at, o)| *o == Outcome::Ok && at.duration_since(started) >= Duration::from_secs(2))
+            .count() as f64
+            / (end.duration_since(started).as_secs_f64() - 2.0);
+        println!("2xx/s after 2 s: {after_2s:.1}");
         for (i, (requests, ok)) in per.iter().enumerate() {
             let (requests, ok) = (f64::from(*requests) / 5.0, f64::from(*ok) / 5.0);
             println!("{:4} s: {requests:6.1} requests/s {ok:6.1} 2xx/s", i * 5);
@@ -539,6 +546,10 @@ async fn the_matrix_on_the_model() {
             .ok()
             .and_then(|n| n.parse().ok())
             .unwrap_or(1);
+        let rows = std::env::var("LOTSYNC_MODEL_ROWS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(rows);
         for seed in 0..seeds {
             let first: u64 = std::env::var("LOTSYNC_MODEL_SEED")
                 .ok()
