@@ -181,7 +181,7 @@ pub fn collect(
                     crate::outbox::OutboxError::State(e) => e,
                     other => StateError::Decode {
                         what: "outbox",
-                        reason: other.to_string(),
+                        source: Box::new(other),
                     },
                 })?;
                 let done = progress.delivered;

@@ -16,8 +16,9 @@ use crate::api::VehiclePayload;
 use crate::plan::{payload_digest, Op, Plan, Verdict};
 use crate::state::history::{self, Event, What};
 use crate::state::{
-    self, vehicle_key, vin_key, AppliedFile, Counters, Delivered, FeedRecord, FileOutcome,
-    FileRecord, OpCounts, Rejection, State, StateError, VehicleKey, VehicleRecord,
+    self, queue_key, queue_prefix, vehicle_key, vin_key, AppliedFile, Counters, Delivered,
+    FeedRecord, FileOutcome, FileRecord, OpCounts, Rejection, State, StateError, VehicleKey,
+    VehicleRecord,
 };
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
@@ -249,22 +250,6 @@ impl Drop for Planning<'_> {
     }
 }
 
-/// The `queue` index key: (organization, VIN, seq), the VIN length-prefixed so one VIN's
-/// prefix never matches another's.
-fn queue_key(organization_id: u64, vin: &str, seq: u64) -> Vec<u8> {
-    let mut key = queue_prefix(organization_id, vin);
-    key.extend_from_slice(&seq.to_be_bytes());
-    key
-}
-
-fn queue_prefix(organization_id: u64, vin: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(8 + 1 + vin.len() + 8);
-    key.extend_from_slice(&organization_id.to_be_bytes());
-    key.push(u8::try_from(vin.len()).unwrap_or(u8::MAX));
-    key.extend_from_slice(vin.as_bytes());
-    key
-}
-
 impl Outbox {
     pub fn new(state: State) -> Outbox {
         Outbox {
@@ -461,7 +446,10 @@ impl Outbox {
                                 file_no: Some(file_no),
                                 queued_at: now,
                             };
-                            outbox.insert(&seq.to_be_bytes(), state::records::encode(&entry))?;
+                            outbox.insert(
+                                &seq.to_be_bytes(),
+                                state::records::encode(&entry, "outbox entry").map_err(abort)?,
+                            )?;
                             queue.insert(queue_key(org, &planned.vin, seq), &[][..])?;
                             counters.queued += 1;
                             let change = plan.changes.get(&planned.vin);
@@ -512,8 +500,11 @@ impl Outbox {
                                 // Found on the service's list: known as the list showed it.
                                 (None, Some(learned)) => {
                                     if let Some(payload) = &learned.payload {
-                                        payloads
-                                            .insert(key.clone(), state::records::encode(payload))?;
+                                        payloads.insert(
+                                            key.clone(),
+                                            state::records::encode(payload, "payload")
+                                                .map_err(abort)?,
+                                        )?;
                                     }
                                     VehicleRecord {
                                         service_id: Some(learned.service_id),
@@ -564,7 +555,7 @@ impl Outbox {
                                 vehicles.remove(key)?;
                                 vins.remove(vin_key(org, vin))?;
                             } else {
-                                vehicles.insert(key, record.encode())?;
+                                vehicles.insert(key, record.encode().map_err(abort)?)?;
                                 if indexed.is_none() {
                                     vins.insert(vin_key(org, vin), &location_id.to_be_bytes())?;
                                 }
@@ -594,7 +585,10 @@ impl Outbox {
                                 );
                             }
                         }
-                        feeds.insert(plan.feed.as_bytes(), state::records::encode(&feed))?;
+                        feeds.insert(
+                            plan.feed.as_bytes(),
+                            state::records::encode(&feed, "feed record").map_err(abort)?,
+                        )?;
                         for (location_id, vins) in &plan.listings {
                             let listing = ListingOf {
                                 feed: &plan.feed,
@@ -605,7 +599,7 @@ impl Outbox {
                             };
                             listings.insert(
                                 &state::location_prefix(org, *location_id),
-                                state::records::encode(&listing),
+                                state::records::encode(&listing, "listing").map_err(abort)?,
                             )?;
                         }
                     }
@@ -616,7 +610,10 @@ impl Outbox {
                         seen_at: now,
                         outcome: outcome(first_seq, last_seq),
                     };
-                    files.insert(&file_no.to_be_bytes(), state::records::encode(&file))?;
+                    files.insert(
+                        &file_no.to_be_bytes(),
+                        state::records::encode(&file, "file record").map_err(abort)?,
+                    )?;
                     for (vin, list) in events {
                         history::append(history_tree, org, vin, list, now)?;
                     }
@@ -624,7 +621,7 @@ impl Outbox {
                     meta.insert(NEXT_SEQ_KEY, &next_seq.to_be_bytes())?;
                     meta.insert(
                         state::records::COUNTERS_KEY,
-                        state::records::encode(&counters),
+                        state::records::encode(&counters, "outbox counters").map_err(abort)?,
                     )?;
                     Ok(file_no)
                 },
@@ -661,7 +658,10 @@ impl Outbox {
             let _planning = self.planning();
             (&t.meta, &t.files).transaction(|(meta, files)| {
                 let file_no = read_u64(meta, PLANS_KEY)?.max(1);
-                files.insert(&file_no.to_be_bytes(), state::records::encode(&record))?;
+                files.insert(
+                    &file_no.to_be_bytes(),
+                    state::records::encode(&record, "file record").map_err(abort)?,
+                )?;
                 meta.insert(PLANS_KEY, &(file_no + 1).to_be_bytes())?;
                 Ok(())
             })?;
@@ -754,8 +754,11 @@ impl Outbox {
                                 updated_at: now,
                                 ..VehicleRecord::default()
                             };
-                            vehicles.insert(key.clone(), record.encode())?;
-                            payloads.insert(key, state::records::encode(payload))?;
+                            vehicles.insert(key.clone(), record.encode().map_err(abort)?)?;
+                            payloads.insert(
+                                key,
+                                state::records::encode(payload, "payload").map_err(abort)?,
+                            )?;
                             vins.insert(vin_key(org, vin), &payload.location_id.to_be_bytes())?;
                             told(
                                 vin,
@@ -782,7 +785,7 @@ impl Outbox {
                             }
                             record.service_id = Some(*service_id);
                             record.updated_at = now;
-                            vehicles.insert(key, record.encode())?;
+                            vehicles.insert(key, record.encode().map_err(abort)?)?;
                         }
                         (Finding::Forget { .. }, Some(location_id)) => {
                             let key = vehicle_key(org, location_id, vin);
@@ -806,7 +809,10 @@ impl Outbox {
                         last_applied: Some(applied.clone()),
                         ..FeedRecord::default()
                     };
-                    feed_tree.insert(feed.as_bytes(), state::records::encode(&record))?;
+                    feed_tree.insert(
+                        feed.as_bytes(),
+                        state::records::encode(&record, "feed record").map_err(abort)?,
+                    )?;
                 }
                 Ok(())
             },
@@ -946,6 +952,7 @@ impl Outbox {
                         Some(v) => state::decode_u64(&v, "VIN index").map_err(abort)?,
                         None => entry.location_id,
                     };
+                    let mut new_location = location_id;
                     let mut key = vehicle_key(org, location_id, &entry.vin);
                     let mut record = match vehicles.get(&key)? {
                         Some(v) => VehicleRecord::decode(&v).map_err(abort)?,
@@ -967,9 +974,13 @@ impl Outbox {
                                     if p.location_id != location_id {
                                         vehicles.remove(key.clone())?;
                                         payloads.remove(key.clone())?;
-                                        key = vehicle_key(org, p.location_id, &entry.vin);
+                                        new_location = p.location_id;
+                                        key = vehicle_key(org, new_location, &entry.vin);
                                     }
-                                    payloads.insert(key.clone(), state::records::encode(p))?;
+                                    payloads.insert(
+                                        key.clone(),
+                                        state::records::encode(p, "payload").map_err(abort)?,
+                                    )?;
                                 }
                                 Op::MarkSold => {
                                     record.sold = true;
@@ -1013,8 +1024,10 @@ impl Outbox {
                             Answer::Applied { .. } => entry.op.count_in(&mut counted.applied),
                             Answer::Rejected { .. } => counted.refused += 1,
                         }
-                        delivered
-                            .insert(&file_no.to_be_bytes(), state::records::encode(&counted))?;
+                        delivered.insert(
+                            &file_no.to_be_bytes(),
+                            state::records::encode(&counted, "file record").map_err(abort)?,
+                        )?;
                     }
                     let (ok, messages) = match answer {
                         Answer::Applied { .. } => (true, Vec::new()),
@@ -1045,13 +1058,11 @@ impl Outbox {
                         answered,
                         now,
                     )?;
-                    let new_location =
-                        state::decode_u64(&key[8..16], "vehicle key").map_err(abort)?;
-                    vehicles.insert(key, record.encode())?;
+                    vehicles.insert(key, record.encode().map_err(abort)?)?;
                     vins.insert(vin_key(org, &entry.vin), &new_location.to_be_bytes())?;
                     meta.insert(
                         state::records::COUNTERS_KEY,
-                        state::records::encode(&counters),
+                        state::records::encode(&counters, "outbox counters").map_err(abort)?,
                     )?;
                     Ok(())
                 },

@@ -20,7 +20,7 @@ use super::keys::{history_key, history_vehicle, is_history_of};
 use super::{FileRecord, State, StateError, VehicleKey};
 use crate::text::Escaped;
 use serde::{Deserialize, Serialize};
-use sled::transaction::{TransactionalTree, UnabortableTransactionError};
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use std::fmt::Write as _;
 
 /// Events kept per vehicle (the newest).
@@ -275,13 +275,13 @@ fn short_value(value: &serde_json::Value) -> String {
 
 /// Adds `events` to a vehicle's history inside a transaction of the `history` tree: each
 /// one a key of its own, inserted without reading anything (see [`history_key`]).
-pub(crate) fn append(
+pub(crate) fn append<E: From<StateError>>(
     tree: &TransactionalTree,
     organization_id: u64,
     vin: &str,
     events: Vec<Event>,
     _now: i64,
-) -> Result<(), UnabortableTransactionError> {
+) -> Result<(), ConflictableTransactionError<E>> {
     for (index, event) in events.iter().enumerate() {
         let tag = match &event.what {
             What::Queued { seq, .. } | What::Answered { seq, .. } => *seq,
@@ -293,7 +293,9 @@ pub(crate) fn append(
             _ => u8::try_from(index).unwrap_or(u8::MAX - 1).min(u8::MAX - 1),
         };
         let key = history_key(event.at, organization_id, vin, tag, index);
-        tree.insert(key, super::records::encode(event))?;
+        let value = super::records::encode(event, "history event")
+            .map_err(|e| ConflictableTransactionError::Abort(E::from(e)))?;
+        tree.insert(key, value)?;
     }
     Ok(())
 }
@@ -301,7 +303,7 @@ pub(crate) fn append(
 /// Records the service's answer to operation `seq` in the vehicle's history, in a
 /// transaction of the `history` tree: an [`What::Answered`] event, told with its operation.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn answer(
+pub(crate) fn answer<E: From<StateError>>(
     tree: &TransactionalTree,
     organization_id: u64,
     vin: &str,
@@ -310,7 +312,7 @@ pub(crate) fn answer(
     file_no: Option<u64>,
     answer: Answer,
     now: i64,
-) -> Result<(), UnabortableTransactionError> {
+) -> Result<(), ConflictableTransactionError<E>> {
     let event = Event::new(
         now,
         file_no,
@@ -1347,7 +1349,7 @@ mod tests {
                 .history
                 .transaction(|tx| {
                     append(tx, 1, "VIN1", vec![e.clone()], at)?;
-                    Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
+                    Ok::<_, ConflictableTransactionError<StateError>>(())
                 })
                 .unwrap();
         }
@@ -1385,7 +1387,7 @@ mod tests {
                 append(tree, 100, "VIN1", many, now)?;
                 append(tree, 100, "VIN12", vec![event(now, 500)], now)?;
                 append(tree, 100, "VIN2", vec![event(old, 600)], now)?;
-                Ok::<_, sled::transaction::ConflictableTransactionError<()>>(())
+                Ok::<_, ConflictableTransactionError<StateError>>(())
             })
             .unwrap();
         let vin1 = state.history(100, "VIN1").unwrap();
@@ -1407,7 +1409,7 @@ mod tests {
     #[test]
     fn events_round_trip_compactly() {
         let e = event(1_764_115_200, 17);
-        let bytes = crate::state::records::encode(&e);
+        let bytes = crate::state::records::encode(&e, "event").unwrap();
         assert!(bytes.len() < 70, "{}", String::from_utf8_lossy(&bytes));
         let back: Event = crate::state::records::decode(&bytes, "event").unwrap();
         assert_eq!(back, e);

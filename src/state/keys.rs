@@ -29,7 +29,7 @@ impl VehicleKey {
         if bytes.len() < 16 {
             return Err(StateError::Decode {
                 what: "vehicle key",
-                reason: format!("{} bytes", bytes.len()),
+                source: format!("{} bytes, expected at least 16", bytes.len()).into(),
             });
         }
         let organization_id = super::decode_u64(&bytes[..8], "vehicle key")?;
@@ -56,6 +56,23 @@ pub fn location_prefix(organization_id: u64, location_id: u64) -> [u8; 16] {
     let mut key = [0; 16];
     key[..8].copy_from_slice(&organization_id.to_be_bytes());
     key[8..].copy_from_slice(&location_id.to_be_bytes());
+    key
+}
+
+/// The `queue` index key: (organization, VIN, seq), the VIN length-prefixed so one VIN's
+/// prefix never matches another's.
+pub(crate) fn queue_key(organization_id: u64, vin: &str, seq: u64) -> Vec<u8> {
+    let mut key = queue_prefix(organization_id, vin);
+    key.extend_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// The prefix of every `queue` key of one vehicle.
+pub(crate) fn queue_prefix(organization_id: u64, vin: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + 1 + vin.len() + 8);
+    key.extend_from_slice(&organization_id.to_be_bytes());
+    key.push(u8::try_from(vin.len()).unwrap_or(u8::MAX));
+    key.extend_from_slice(vin.as_bytes());
     key
 }
 

@@ -35,6 +35,7 @@ pub(crate) mod records;
 
 pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
+pub(crate) use keys::{queue_key, queue_prefix};
 pub use records::{
     AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, Listing,
     OpCounts, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
@@ -85,8 +86,21 @@ pub enum StateError {
     TooNew { dir: PathBuf, found: u32 },
     #[error("state database")]
     Storage(#[from] sled::Error),
-    #[error("state database: a stored {what} cannot be read: {reason}")]
-    Decode { what: &'static str, reason: String },
+    /// A stored value or key that does not read back; `source` says why (the JSON parser's
+    /// error, or a length that is not the key's).
+    #[error("state database: a stored {what} cannot be read")]
+    Decode {
+        what: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A value that could not be written as JSON (nothing of it is stored).
+    #[error("state database: a {what} cannot be stored")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error(
         "the state in {dir} has lost data: {evidence}. Its database was damaged, truncated or \
          removed while lotsync was stopped, and planning from it would create every vehicle \
@@ -243,7 +257,7 @@ impl State {
             Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
             None => Err(StateError::Decode {
                 what: "state id",
-                reason: "missing".into(),
+                source: "missing".into(),
             }),
         }
     }
@@ -475,7 +489,7 @@ impl State {
             .map(|v| {
                 serde_json::from_slice(&v).map_err(|e| StateError::Decode {
                     what: "payload",
-                    reason: e.to_string(),
+                    source: Box::new(e),
                 })
             })
             .transpose()
@@ -603,7 +617,7 @@ impl State {
             .map(|v| {
                 let bytes: [u8; 8] = v.as_ref().try_into().map_err(|_| StateError::Decode {
                     what: "upload rate",
-                    reason: format!("{} bytes, expected 8", v.len()),
+                    source: format!("{} bytes, expected 8", v.len()).into(),
                 })?;
                 Ok(f64::from_be_bytes(bytes))
             })
@@ -714,7 +728,7 @@ fn open_db(db_dir: &Path, cache_mib: u64) -> Result<sled::Db, StateError> {
 pub(crate) fn decode_u64(bytes: &[u8], what: &'static str) -> Result<u64, StateError> {
     let array: [u8; 8] = bytes.try_into().map_err(|_| StateError::Decode {
         what,
-        reason: format!("{} bytes, expected 8", bytes.len()),
+        source: format!("{} bytes, expected 8", bytes.len()).into(),
     })?;
     Ok(u64::from_be_bytes(array))
 }
@@ -722,7 +736,7 @@ pub(crate) fn decode_u64(bytes: &[u8], what: &'static str) -> Result<u64, StateE
 fn decode_u32(bytes: &[u8], what: &'static str) -> Result<u32, StateError> {
     let array: [u8; 4] = bytes.try_into().map_err(|_| StateError::Decode {
         what,
-        reason: format!("{} bytes, expected 4", bytes.len()),
+        source: format!("{} bytes, expected 4", bytes.len()).into(),
     })?;
     Ok(u32::from_be_bytes(array))
 }

@@ -103,8 +103,8 @@ impl VehicleRecord {
         decode(bytes, "vehicle record")
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        encode(self)
+    pub fn encode(&self) -> Result<Vec<u8>, StateError> {
+        encode(self, "vehicle record")
     }
 
     /// Created on the service as far as lotsync knows.
@@ -278,13 +278,14 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
 ) -> Result<T, StateError> {
     serde_json::from_slice(bytes).map_err(|e| StateError::Decode {
         what,
-        reason: e.to_string(),
+        source: Box::new(e),
     })
 }
 
-pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    // Serializing these plain structs (strings, numbers, maps with string keys) cannot fail.
-    serde_json::to_vec(value).unwrap_or_default()
+/// A stored value as JSON. These plain structs (strings, numbers, maps with string keys) do
+/// not fail to serialize; if one ever did, the write fails rather than storing empty bytes.
+pub(crate) fn encode<T: Serialize>(value: &T, what: &'static str) -> Result<Vec<u8>, StateError> {
+    serde_json::to_vec(value).map_err(|source| StateError::Encode { what, source })
 }
 
 #[cfg(test)]
@@ -308,7 +309,7 @@ mod tests {
             file: "inv.csv".into(),
             ..VehicleRecord::default()
         };
-        let bytes = r.encode();
+        let bytes = r.encode().unwrap();
         assert_eq!(VehicleRecord::decode(&bytes).unwrap(), r);
         assert!(bytes.len() < 140, "{}", String::from_utf8_lossy(&bytes));
     }

@@ -379,7 +379,9 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
         let after_2s = service
             .log
             .iter()
-            .filter(|(at, o)| *o == Outcome::Ok && at.duration_since(started) >= Duration::from_secs(2))
+            .filter(|(at, o)| {
+                *o == Outcome::Ok && at.duration_since(started) >= Duration::from_secs(2)
+            })
             .count() as f64
             / (end.duration_since(started).as_secs_f64() - 2.0);
         println!("2xx/s after 2 s: {after_2s:.1}");
