@@ -258,7 +258,8 @@ impl Daemon {
         let settings = WatchSettings {
             feed: feed.name.clone(),
             mode: feed.watch,
-            poll_interval: Duration::from_secs_f64(feed.poll_interval_secs.clamp(0.1, 3600.0)),
+            // Checked where it is read (`config::checks`: 0.1 to 3,600 s).
+            poll_interval: Duration::from_secs_f64(feed.poll_interval_secs),
             settle: config.daemon.settle(),
             close_wait: config.daemon.incomplete_wait(),
         };
@@ -975,7 +976,8 @@ impl Daemon {
             Err(e) => {
                 self.metrics.reconciled("failed");
                 let error = Chain(&e).to_string();
-                let first = Duration::from_secs(config.daemon.reconcile_retry_secs.max(1));
+                // Checked where it is read (`config::checks`: at least 1 s).
+                let first = Duration::from_secs(config.daemon.reconcile_retry_secs);
                 let wait = (tries < RECONCILE_TRIES).then(|| first * 2u32.pow(tries - 1));
                 let now = crate::clock::UtcTime::now();
                 if let Some(wait) = wait {

@@ -474,7 +474,6 @@ impl Outbox {
                                     changed,
                                     forced: forced && absent.is_some(),
                                     absent,
-                                    answer: None,
                                 },
                             ));
                         }

@@ -67,10 +67,6 @@ pub enum What {
         /// The safety guard would have held the file and was overridden.
         #[serde(default, skip_serializing_if = "is_false")]
         forced: bool,
-        /// The service's answer, when it is kept in the operation's event (read, not
-        /// written: [`answer`] records an [`What::Answered`] event).
-        #[serde(default, rename = "a", skip_serializing_if = "Option::is_none")]
-        answer: Option<Answer>,
     },
     /// The file would have queued `op`, but the safety guard held it: nothing was queued.
     #[serde(rename = "h")]
@@ -517,42 +513,19 @@ fn oldest_first(history: &mut [Event]) {
     });
 }
 
-/// The stored events as they are told: an answer kept in its operation's event becomes an
-/// event of its own, at its time; operations by name.
+/// The stored events as they are told: operations by name.
 fn expand(stored: Vec<Event>) -> Vec<Event> {
-    let mut out = Vec::with_capacity(stored.len() * 2);
-    for mut event in stored {
-        let mut answered = None;
-        match &mut event.what {
-            What::Queued {
-                seq, op, answer, ..
-            } => {
+    stored
+        .into_iter()
+        .map(|mut event| {
+            if let What::Queued { op, .. } | What::Held { op, .. } | What::Answered { op, .. } =
+                &mut event.what
+            {
                 *op = op_name(op).to_owned();
-                if let Some(a) = answer.take() {
-                    answered = Some(Event::new(
-                        a.at,
-                        event.file_no,
-                        What::Answered {
-                            seq: *seq,
-                            op: op.clone(),
-                            ok: !a.refused,
-                            status: a.status,
-                            // Stored only when another second than the answer's.
-                            sent: a.sent.or(a.status.map(|_| a.at)),
-                            retries: a.retries,
-                            messages: a.messages,
-                            service_id: a.service_id,
-                        },
-                    ));
-                }
             }
-            What::Held { op, .. } | What::Answered { op, .. } => *op = op_name(op).to_owned(),
-            _ => {}
-        }
-        out.push(event);
-        out.extend(answered);
-    }
-    out
+            event
+        })
+        .collect()
 }
 
 /// One operation and what became of it.
@@ -1295,7 +1268,6 @@ mod tests {
                 changed: Vec::new(),
                 absent: None,
                 forced: false,
-                answer: None,
             },
         )
     }
