@@ -529,6 +529,70 @@ mod tests {
         assert_eq!(names('W'), sorted, "writes in their order");
     }
 
+    proptest::proptest! {
+        /// Any plan: spreading keeps every operation, each vehicle's together and in their
+        /// order, and each kind's vehicles in their order.
+        #[test]
+        fn spreading_keeps_every_operation_and_each_vehicles_order(
+            units in proptest::collection::vec((0u8..4, 1usize..3), 0..60)
+        ) {
+            let mut plan = Plan::default();
+            for (i, (kind, len)) in units.iter().enumerate() {
+                let vin = format!("V{i:03}");
+                for k in 0..*len {
+                    let op = match (kind, k) {
+                        (0, 0) => Op::MarkSold,
+                        (1, 0) => Op::MarkInStock,
+                        (2, _) | (1, _) => Op::Update(crate::api::VehiclePayload::new(1, &vin, &vin)),
+                        _ => Op::Create(crate::api::VehiclePayload::new(1, &vin, &vin)),
+                    };
+                    plan.push(1, &vin, op, false);
+                }
+            }
+            let before: Vec<(String, &'static str)> =
+                plan.ops.iter().map(|o| (o.vin.clone(), o.op.name())).collect();
+            plan.spread_transitions();
+            let after: Vec<(String, &'static str)> =
+                plan.ops.iter().map(|o| (o.vin.clone(), o.op.name())).collect();
+            let mut sorted_before = before.clone();
+            sorted_before.sort();
+            let mut sorted_after = after.clone();
+            sorted_after.sort();
+            proptest::prop_assert_eq!(sorted_before, sorted_after, "every operation kept");
+            // Each vehicle's operations together and in order.
+            let mut vins: Vec<&str> = after.iter().map(|(v, _)| v.as_str()).collect();
+            vins.dedup();
+            let mut unique = vins.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            proptest::prop_assert_eq!(vins.len(), unique.len(), "a vehicle's operations together");
+            for vin in &unique {
+                let ops_of = |list: &[(String, &'static str)]| -> Vec<&'static str> {
+                    list.iter().filter(|(v, _)| v == vin).map(|(_, o)| *o).collect()
+                };
+                proptest::prop_assert_eq!(ops_of(&before), ops_of(&after));
+            }
+            // Each kind's vehicles in their order.
+            // The vehicles whose first operation is (or is not) a transition, in order.
+            let first_ops = |list: &[(String, &'static str)], transitions: bool| -> Vec<String> {
+                let mut seen: Vec<&str> = Vec::new();
+                let mut out = Vec::new();
+                for (v, o) in list {
+                    if seen.contains(&v.as_str()) {
+                        continue;
+                    }
+                    seen.push(v);
+                    if matches!(*o, "sold" | "in_stock") == transitions {
+                        out.push(v.clone());
+                    }
+                }
+                out
+            };
+            proptest::prop_assert_eq!(first_ops(&before, true), first_ops(&after, true));
+            proptest::prop_assert_eq!(first_ops(&before, false), first_ops(&after, false));
+        }
+    }
+
     /// The name a log field shows is the one the reports write.
     #[test]
     fn protected_by_names_are_the_reports_spelling() {
