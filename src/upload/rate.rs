@@ -110,6 +110,9 @@ const FULL_STEP: f64 = 1.05;
 const SUSPECT_BELOW: f64 = 0.6;
 const SUSPECT_SHARE: f64 = 0.005;
 const SUSPECT_REQUESTS: u32 = 20;
+/// ... or at least this many of them were refused (429s that come often take the rate down
+/// faster than requests add up);
+const SUSPECT_THROTTLED: u32 = 4;
 /// ... and the rate is at most this factor of what the service took lately.
 const SUSPECT_OVER_TAKEN: f64 = 1.5;
 /// How long a trial of answering them with pauses alone lasts (and the least time of cuts it
@@ -552,7 +555,7 @@ impl Payoff {
         let lasted = now.duration_since(chain.began);
         let suspect = rate <= SUSPECT_BELOW * chain.from
             && at_taken
-            && chain.low.requests >= SUSPECT_REQUESTS
+            && (chain.low.requests >= SUSPECT_REQUESTS || chain.low.throttled >= SUSPECT_THROTTLED)
             && chain.low.share() >= SUSPECT_SHARE
             && lasted >= TRIAL
             && self.next_trial.is_none_or(|at| now >= at)
