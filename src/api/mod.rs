@@ -558,17 +558,7 @@ impl ApiClient {
         resource_call: bool,
         answering: Answering,
     ) -> Result<Answer<Value>, ApiError> {
-        let call = call_of(&method, &url);
-        if let Some(window) = self.wait.window() {
-            return Err(ApiError::Waiting {
-                call,
-                until: window.until_shown(),
-                header: window.reason.header(),
-                wait: window
-                    .until
-                    .saturating_duration_since(crate::clock::monotonic_now()),
-            });
-        }
+        let call = self.wait.refuse(call_of(&method, &url))?;
         let started = Instant::now();
         let timed = url.clone();
         let took = |status: Option<u16>| {

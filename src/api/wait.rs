@@ -110,6 +110,22 @@ impl ServiceWait {
         window.filter(|w| w.until > crate::clock::monotonic_now())
     }
 
+    /// Refuses `call` locally while a window is open: [`super::ApiError::Waiting`], with what
+    /// is left of it (a call made inside the window is not sent).
+    pub fn refuse(&self, call: super::Call) -> Result<super::Call, super::ApiError> {
+        match self.window() {
+            Some(window) => Err(super::ApiError::Waiting {
+                call,
+                until: window.until_shown(),
+                header: window.reason.header(),
+                wait: window
+                    .until
+                    .saturating_duration_since(crate::clock::monotonic_now()),
+            }),
+            None => Ok(call),
+        }
+    }
+
     /// Returns once no window is open (at once when none is).
     pub async fn open(&self) {
         while let Some(window) = self.window() {

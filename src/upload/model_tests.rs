@@ -233,20 +233,10 @@ fn whole_secs_up(d: Duration) -> u64 {
 /// answered by the model after its latency, its headers read by the client's own code.
 async fn request(client: &Client) -> Result<Answer<()>, ApiError> {
     let (service, wait) = (&client.service, &*client.wait);
-    let call = Call {
+    let call = wait.refuse(Call {
         method: "POST",
         path: "/v1/inventory".to_owned(),
-    };
-    if let Some(window) = wait.window() {
-        return Err(ApiError::Waiting {
-            call,
-            until: window.until_shown(),
-            header: window.reason.header(),
-            wait: window
-                .until
-                .saturating_duration_since(crate::clock::monotonic_now()),
-        });
-    }
+    })?;
     tokio::time::sleep(LATENCY).await;
     let now = crate::clock::monotonic_now();
     let (status, headers, wall) = {
