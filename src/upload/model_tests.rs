@@ -309,22 +309,9 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
     let wait = Arc::new(ServiceWait::default());
     let client = Arc::new(Client {
         service: Mutex::new(Service::new(flavour, seed)),
-        pace: Pace::new(
-            1000.0,
-            None,
-            std::env::var("LOTSYNC_MODEL_BURST")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(1),
-            wait.clone(),
-        ),
+        pace: Pace::new(1000.0, None, 1, wait.clone()),
         wait,
-        slots: tokio::sync::Semaphore::new(
-            std::env::var("LOTSYNC_MODEL_SLOTS")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(16),
-        ),
+        slots: tokio::sync::Semaphore::new(16),
         stats: UploadStats::default(),
         retry: RetryPolicy::default(),
         left: AtomicUsize::new(creates),
@@ -503,8 +490,19 @@ fn row(flavour: Flavour, f: &Figures) -> String {
     )
 }
 
+/// A number from the environment, for the printed matrix's knobs.
+fn env_number<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The whole matrix, printed (`cargo test --lib model_tests -- --ignored --nocapture`): where
-/// a change to the pace is weighed first. `LOTSYNC_MODEL_ONLY` picks rows by their text.
+/// a change to the pace is weighed first. `LOTSYNC_MODEL_ONLY` picks rows by their text,
+/// `LOTSYNC_MODEL_SEEDS` (from `LOTSYNC_MODEL_SEED`, 7) runs each several times,
+/// `LOTSYNC_MODEL_ROWS` sets their size, `LOTSYNC_MODEL_TRACE` prints every answer and the
+/// pace's decisions.
 #[tokio::test(start_paused = true)]
 #[ignore = "prints the model's matrix; run it by name"]
 async fn the_matrix_on_the_model() {
@@ -534,19 +532,10 @@ async fn the_matrix_on_the_model() {
         if only.as_deref().is_some_and(|o| !line.contains(o)) {
             continue;
         }
-        let seeds: u64 = std::env::var("LOTSYNC_MODEL_SEEDS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(1);
-        let rows = std::env::var("LOTSYNC_MODEL_ROWS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(rows);
+        let seeds: u64 = env_number("LOTSYNC_MODEL_SEEDS", 1);
+        let first: u64 = env_number("LOTSYNC_MODEL_SEED", 7);
+        let rows = env_number("LOTSYNC_MODEL_ROWS", rows);
         for seed in 0..seeds {
-            let first: u64 = std::env::var("LOTSYNC_MODEL_SEED")
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(7);
             let figures = run(flavour, rows, first + seed).await;
             println!("{}", row(flavour, &figures));
         }
