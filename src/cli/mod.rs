@@ -6,7 +6,7 @@
 
 use lotsync::outcome::CommandOutcome;
 
-mod assets;
+pub mod args;
 mod check;
 mod daemon;
 mod deliver;
@@ -26,7 +26,6 @@ mod why;
 
 pub use stdout::stdout;
 
-pub use assets::{generate_assets, AssetsArgs};
 pub use check::{check, CheckArgs, OutputFormat};
 pub use daemon::{run, status, validate, RunArgs, StatusArgs, ValidateArgs};
 #[cfg(feature = "sandbox")]

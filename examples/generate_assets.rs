@@ -1,35 +1,47 @@
-//! `lotsync generate-assets` (hidden): the man pages and shell completions the .deb installs.
-//! The pages of the commands are written from the command line's own clap definition, so their
-//! options never drift from it, with the sections clap does not know (EXIT STATUS, ENVIRONMENT,
-//! FILES, SIGNALS, SEE ALSO) from the tables here; `lotsync.toml(5)`, the config file's page, is
-//! written by hand in `packaging/man/` and copied beside them.
+//! The man pages and shell completions the .deb installs, written into a folder:
+//! `cargo run --no-default-features --example generate_assets -- --dir target/assets`
+//! (`packaging/deb-check` runs it before packing). A program of its own, so that clap_mangen and
+//! clap_complete are not in the shipped binary (issue 27 item 6).
 //!
-//! `packaging/deb-check` runs it after the release build; `[package.metadata.deb]` in Cargo.toml
-//! takes the files from where it writes them. Compressing the man pages is left to cargo-deb.
+//! The pages of the commands are written from the command line's own clap definition
+//! (`src/cli/args.rs`, compiled in here as main.rs compiles it), so their options never drift
+//! from it, with the sections clap does not know (EXIT STATUS, ENVIRONMENT, FILES, SIGNALS, SEE
+//! ALSO) from the tables here; `lotsync.toml(5)`, the config file's page, is written by hand in
+//! `packaging/man/` and copied beside them. Built without the `sandbox` feature, as the .deb's
+//! binary is, the pages show the command line that binary has. `[package.metadata.deb]` in
+//! Cargo.toml takes the files from where it writes them; compressing the man pages is left to
+//! cargo-deb.
+
+// The binary's command line, whole: only `args::Args` is used here.
+#[allow(dead_code, unused_imports)]
+#[path = "../src/cli/mod.rs"]
+mod cli;
 
 use anyhow::Context;
+use clap::{CommandFactory, Parser};
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use std::path::{Path, PathBuf};
 
-/// Arguments of `lotsync generate-assets`.
-#[derive(Debug, clap::Args)]
-pub struct AssetsArgs {
+/// Writes lotsync's man pages and shell completions (for packaging; see packaging/deb-check).
+#[derive(Debug, Parser)]
+struct AssetsArgs {
     /// Folder to write into (created if missing): `man/lotsync.1` with a page per subcommand
     /// and `man/lotsync.toml.5`, and `completions/lotsync.bash`, `_lotsync` (zsh) and
     /// `lotsync.fish`.
     #[arg(long, value_name = "DIR")]
-    pub dir: PathBuf,
+    dir: PathBuf,
+}
+
+fn main() -> anyhow::Result<()> {
+    generate_assets(AssetsArgs::parse(), cli::args::Args::command())
 }
 
 /// The config file's page, `lotsync.toml(5)`.
-const CONFIG_PAGE: &str = include_str!("../../packaging/man/lotsync.toml.5");
+const CONFIG_PAGE: &str = include_str!("../packaging/man/lotsync.toml.5");
 
 /// Writes the man pages and completions of `cmd` (the whole `lotsync` command line).
-pub fn generate_assets(
-    args: AssetsArgs,
-    cmd: clap::Command,
-) -> anyhow::Result<lotsync::outcome::CommandOutcome> {
+fn generate_assets(args: AssetsArgs, cmd: clap::Command) -> anyhow::Result<()> {
     let man = args.dir.join("man");
     let completions = args.dir.join("completions");
     for dir in [&man, &completions] {
@@ -47,7 +59,7 @@ pub fn generate_assets(
             )
         })?;
     }
-    Ok(lotsync::outcome::CommandOutcome::Done)
+    Ok(())
 }
 
 /// One page for lotsync and one per visible subcommand (lotsync-run.1, lotsync-state-export.1),
@@ -487,9 +499,10 @@ fn entries(roff: &mut Roff, list: &[Entry]) {
     }
 }
 
-/// `cmd` less its hidden subcommands (this one): clap_mangen leaves them out by itself, but
-/// clap_complete would offer them. Only what completion reads is kept: the arguments and the
-/// visible subcommands, under the name and version main.rs gives `lotsync`.
+/// `cmd` less its hidden subcommands (`demo` and `sandbox` in a build without the sandbox):
+/// clap_mangen leaves them out by itself, but clap_complete would offer them. Only what
+/// completion reads is kept: the arguments and the visible subcommands, under the name and
+/// version args.rs gives `lotsync`.
 fn without_hidden_subcommands(cmd: &clap::Command) -> clap::Command {
     clap::Command::new("lotsync")
         .version(env!("CARGO_PKG_VERSION"))
@@ -500,7 +513,6 @@ fn without_hidden_subcommands(cmd: &clap::Command) -> clap::Command {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn writes_pages_and_completions_without_the_hidden_subcommand() {
@@ -532,7 +544,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_owned();
         let args = AssetsArgs { dir: dir.clone() };
-        generate_assets(args, crate::Args::command()).unwrap();
+        generate_assets(args, cli::args::Args::command()).unwrap();
         let man = dir.join("man");
         let mut names: Vec<String> = std::fs::read_dir(&man)
             .unwrap()
