@@ -157,7 +157,7 @@ pub fn collect(
     let mut last: BTreeMap<String, LastFile> = BTreeMap::new();
     let mut success: BTreeMap<String, UtcTime> = BTreeMap::new();
     // Newest first, until every feed has both.
-    for item in state.trees.files.iter().rev() {
+    for item in state.files_newest_first() {
         if config
             .feeds
             .iter()
@@ -165,8 +165,7 @@ pub fn collect(
         {
             break;
         }
-        let (key, value) = item?;
-        let r: crate::state::FileRecord = crate::state::records::decode(&value, "file record")?;
+        let (file_no, r) = item?;
         if success.contains_key(&r.feed) || !config.feeds.iter().any(|f| f.name == r.feed) {
             continue;
         }
@@ -176,7 +175,6 @@ pub fn collect(
                 rejected_records,
                 ..
             } => {
-                let file_no = crate::state::decode_u64(&key, "file number")?;
                 let progress = outbox.progress(file_no).map_err(|e| match e {
                     crate::outbox::OutboxError::State(e) => e,
                     other => StateError::Decode {

@@ -13,7 +13,9 @@
 //! looked at in full: at start, when notify says it dropped events (`Rescan`), every
 //! [`SAFETY_RESCAN`], and every poll interval for `watch = "poll"` (network shares send no
 //! events). It owns the watching, not the files' moves ([`crate::inbox::FeedFolders`]) nor their
-//! processing.
+//! processing. notify's `PollWatcher` is not used for `watch = "poll"`: that scan already stats
+//! every file each interval, which is all `PollWatcher` would do (on a thread of its own per
+//! feed), and the settle time needs the stamps it keeps.
 
 use crate::config::WatchMode;
 use crate::inbox::{Arrival, FeedFolders};

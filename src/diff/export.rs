@@ -210,11 +210,7 @@ pub fn diff_file_drafted(
         if differ.judge().applies() {
             // Every commit of a plan holds the lock the differ holds: this is the number the
             // commit below takes.
-            let file_no = outbox
-                .state()
-                .meta_u64(crate::state::PLANS_KEY)
-                .map_err(DiffError::from)?
-                .max(1);
+            let file_no = outbox.state().next_file_no().map_err(DiffError::from)?;
             draft(differ.judge(), &out, file_no)?;
         }
         differ.commit()?

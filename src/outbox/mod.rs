@@ -16,13 +16,10 @@ use crate::api::VehiclePayload;
 use crate::plan::{payload_digest, Op, Plan, Verdict};
 use crate::state::history::{self, Event, What};
 use crate::state::{
-    self, queue_key, queue_prefix, vehicle_key, vin_key, AppliedFile, Counters, Delivered,
-    FeedRecord, FileOutcome, FileRecord, OpCounts, Rejection, State, StateError, VehicleKey,
-    VehicleRecord,
+    self, AppliedFile, Counters, FeedRecord, FileOutcome, FileRecord, OpCounts, Rejection, State,
+    StateError, StateTx, Txn, VehicleKey, VehicleRecord,
 };
-use serde::{Deserialize, Serialize};
-use sled::transaction::{ConflictableTransactionError, TransactionError};
-use sled::Transactional;
+use sled::transaction::ConflictableTransactionError;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -30,7 +27,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// Answers recorded between two flushes.
 pub const FLUSH_EVERY: u32 = 16;
 
-use crate::state::{NEXT_SEQ_KEY, PLANS_KEY};
+pub use crate::state::OutboxEntry as Entry;
 
 /// The outbox cannot do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -41,43 +38,7 @@ pub enum OutboxError {
     NotQueued(u64),
 }
 
-impl From<sled::Error> for OutboxError {
-    fn from(e: sled::Error) -> Self {
-        OutboxError::State(StateError::Storage(e))
-    }
-}
-
-impl From<TransactionError<OutboxError>> for OutboxError {
-    fn from(e: TransactionError<OutboxError>) -> Self {
-        match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => e.into(),
-        }
-    }
-}
-
-type TxResult<T> = Result<T, ConflictableTransactionError<OutboxError>>;
-
-fn abort(e: StateError) -> ConflictableTransactionError<OutboxError> {
-    ConflictableTransactionError::Abort(OutboxError::State(e))
-}
-
-/// One queued operation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    pub seq: u64,
-    pub organization_id: u64,
-    /// Where the vehicle was when it was queued (create and update: the payload's location).
-    pub location_id: u64,
-    pub vin: String,
-    pub op: Op,
-    /// The file that queued it.
-    pub file: String,
-    /// The number that file is filed under in the state (its answers are counted there).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file_no: Option<u64>,
-    pub queued_at: i64,
-}
+type TxResult<T> = Txn<T, OutboxError>;
 
 /// A queued operation of a vehicle, as the diff sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,7 +93,7 @@ pub enum Finding {
 /// A planned file's operations: answered so far, and still queued.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FileProgress {
-    pub delivered: Delivered,
+    pub delivered: state::Delivered,
     pub queued: OpCounts,
 }
 
@@ -285,21 +246,16 @@ impl Outbox {
 
     /// Operations in the outbox.
     pub fn len(&self) -> usize {
-        self.state.trees.outbox.len()
+        self.state.queue_len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.state.trees.outbox.is_empty()
+        self.state.queue_is_empty()
     }
 
     /// Every queued operation, oldest first.
     pub fn entries(&self) -> impl Iterator<Item = Result<Entry, OutboxError>> + '_ {
-        self.state
-            .trees
-            .outbox
-            .iter()
-            .values()
-            .map(|v| Ok(state::records::decode::<Entry>(&v?, "outbox entry")?))
+        self.state.queued(0..=u64::MAX).map(|e| Ok(e?))
     }
 
     /// One vehicle's queued operations, in order.
@@ -309,25 +265,16 @@ impl Outbox {
         vin: &str,
         in_flight: &HashSet<u64>,
     ) -> Result<Vec<Queued>, OutboxError> {
-        let mut out = Vec::new();
-        for item in self
+        Ok(self
             .state
-            .trees
-            .queue
-            .scan_prefix(queue_prefix(organization_id, vin))
-        {
-            let (k, _) = item?;
-            let seq = state::decode_u64(&k[k.len().saturating_sub(8)..], "queue key")?;
-            if let Some(v) = self.state.trees.outbox.get(seq.to_be_bytes())? {
-                let entry: Entry = state::records::decode(&v, "outbox entry")?;
-                out.push(Queued {
-                    seq,
-                    op: entry.op,
-                    in_flight: in_flight.contains(&seq),
-                });
-            }
-        }
-        Ok(out)
+            .queued_of(organization_id, vin)?
+            .into_iter()
+            .map(|entry| Queued {
+                seq: entry.seq,
+                in_flight: in_flight.contains(&entry.seq),
+                op: entry.op,
+            })
+            .collect())
     }
 
     /// Commits a plan: its operations, the replaced pending ones, the vehicles' records, the
@@ -337,7 +284,6 @@ impl Outbox {
     /// ones stay: they are projected). The caller writes the state's markers once it let go
     /// of `planning` (they count every vehicle).
     pub(crate) fn commit(&self, plan: &Plan, planning: &Planning) -> Result<u64, OutboxError> {
-        let t = &self.state.trees;
         let org = plan.organization_id;
         let now = state::now();
         let applies = plan.applies();
@@ -368,263 +314,207 @@ impl Outbox {
                 newer: newer.clone(),
             },
         };
-        let filed = (
-            &t.meta,
-            &t.vehicles,
-            &t.payloads,
-            &t.vins,
-            &t.files,
-            &t.feeds,
-            &t.outbox,
-            &t.queue,
-            &t.listings,
-            &t.history,
-        )
-            .transaction(
-                |(
-                    meta,
-                    vehicles,
-                    payloads,
-                    vins,
-                    files,
-                    feeds,
-                    outbox,
-                    queue,
-                    listings,
-                    history_tree,
-                )|
-                 -> TxResult<u64> {
-                    let mut counters = read_counters(meta)?;
-                    let mut next_seq = read_u64(meta, NEXT_SEQ_KEY)?.max(1);
-                    let file_no = read_u64(meta, PLANS_KEY)?.max(1);
-                    let (mut first_seq, mut last_seq) = (None, None);
-                    // Each vehicle's events of this plan, for its history.
-                    let mut events: BTreeMap<&str, Vec<Event>> = BTreeMap::new();
-                    let event = |what| Event::new(now, Some(file_no), what);
-                    if let Verdict::Held { .. } = plan.verdict {
-                        for planned in &plan.ops {
-                            let line = plan.changes.get(&planned.vin).and_then(|c| c.line);
-                            let op = history::op_code(planned.op.name());
-                            events
-                                .entry(planned.vin.as_str())
-                                .or_default()
-                                .push(event(What::Held { op, line }));
+        let filed = self.state.transaction(|tx: &StateTx| -> TxResult<u64> {
+            let mut counters = tx.counters()?;
+            let mut next_seq = tx.next_seq()?;
+            let file_no = tx.next_file_no()?;
+            let (mut first_seq, mut last_seq) = (None, None);
+            // Each vehicle's events of this plan, for its history.
+            let mut events: BTreeMap<&str, Vec<Event>> = BTreeMap::new();
+            let event = |what| Event::new(now, Some(file_no), what);
+            if let Verdict::Held { .. } = plan.verdict {
+                for planned in &plan.ops {
+                    let line = plan.changes.get(&planned.vin).and_then(|c| c.line);
+                    let op = history::op_code(planned.op.name());
+                    events
+                        .entry(planned.vin.as_str())
+                        .or_default()
+                        .push(event(What::Held { op, line }));
+                }
+            }
+            if applies {
+                let forced = matches!(plan.verdict, Verdict::Apply { forced: true });
+                let mut removed: HashMap<&str, u32> = HashMap::new();
+                for (vin, seqs) in &replaced {
+                    let mut gone = Vec::new();
+                    for &seq in *seqs {
+                        if tx.dequeue(seq)?.is_some() {
+                            counters.superseded += 1;
+                            *removed.entry(vin).or_default() += 1;
+                            gone.push(seq);
                         }
                     }
-                    if applies {
-                        let forced = matches!(plan.verdict, Verdict::Apply { forced: true });
-                        let mut removed: HashMap<&str, u32> = HashMap::new();
-                        for (vin, seqs) in &replaced {
-                            let mut gone = Vec::new();
-                            for &seq in *seqs {
-                                if outbox.remove(&seq.to_be_bytes())?.is_some() {
-                                    queue.remove(queue_key(org, vin, seq))?;
-                                    counters.superseded += 1;
-                                    *removed.entry(vin).or_default() += 1;
-                                    gone.push(seq);
-                                }
-                            }
-                            if !gone.is_empty() {
-                                events
-                                    .entry(vin)
-                                    .or_default()
-                                    .push(event(What::Replaced { seqs: gone }));
-                            }
-                        }
-                        for planned in &plan.ops {
-                            let seq = next_seq;
-                            next_seq += 1;
-                            first_seq.get_or_insert(seq);
-                            last_seq = Some(seq);
-                            let entry = Entry {
-                                seq,
-                                organization_id: org,
-                                location_id: planned.location_id,
-                                vin: planned.vin.clone(),
-                                op: planned.op.clone(),
-                                file: plan.file.name.clone(),
-                                file_no: Some(file_no),
-                                queued_at: now,
-                            };
-                            outbox.insert(
-                                &seq.to_be_bytes(),
-                                state::records::encode(&entry, "outbox entry").map_err(abort)?,
-                            )?;
-                            queue.insert(queue_key(org, &planned.vin, seq), &[][..])?;
-                            counters.queued += 1;
-                            let change = plan.changes.get(&planned.vin);
-                            let line = change.and_then(|c| c.line);
-                            let changed = match &planned.op {
-                                Op::Update(p) => {
-                                    let before =
-                                        acknowledged_payload(vins, payloads, org, &planned.vin)?;
-                                    history::changed_fields(before.as_ref(), p)
-                                }
-                                _ => Vec::new(),
-                            };
-                            let absent = match (&planned.op, line) {
-                                (Op::MarkSold, None) => change.and_then(|c| c.absent),
-                                _ => None,
-                            };
-                            events.entry(planned.vin.as_str()).or_default().push(event(
-                                What::Queued {
-                                    seq,
-                                    op: history::op_code(planned.op.name()),
-                                    line,
-                                    changed,
-                                    forced: forced && absent.is_some(),
-                                    absent,
-                                },
-                            ));
-                        }
-                        for protection in &plan.protected {
-                            events
-                                .entry(protection.vin.as_str())
-                                .or_default()
-                                .push(event(What::Protected {
-                                    by: protection.by.name().to_owned(),
-                                    line: protection.line,
-                                    value: protection.value.clone(),
-                                }));
-                        }
-                        for (vin, change) in &plan.changes {
-                            let indexed = vins.get(vin_key(org, vin))?;
-                            let location_id = match &indexed {
-                                Some(v) => state::decode_u64(v, "VIN index").map_err(abort)?,
-                                None => change.location_id,
-                            };
-                            let key = vehicle_key(org, location_id, vin);
-                            let mut record = match (vehicles.get(&key)?, &change.learned) {
-                                (Some(v), _) => VehicleRecord::decode(&v).map_err(abort)?,
-                                // Found on the service's list: known as the list showed it.
-                                (None, Some(learned)) => {
-                                    if let Some(payload) = &learned.payload {
-                                        payloads.insert(
-                                            key.clone(),
-                                            state::records::encode(payload, "payload")
-                                                .map_err(abort)?,
-                                        )?;
-                                    }
-                                    VehicleRecord {
-                                        service_id: Some(learned.service_id),
-                                        digest: Some(learned.digest),
-                                        sold: learned.sold,
-                                        file: plan.file.name.clone(),
-                                        first_seen: now,
-                                        ..VehicleRecord::default()
-                                    }
-                                }
-                                (None, None) if change.new_ops > 0 || change.new_record => {
-                                    VehicleRecord {
-                                        first_seen: now,
-                                        ..VehicleRecord::default()
-                                    }
-                                }
-                                (None, None) => continue,
-                            };
-                            if let Some(learned) = &change.learned {
-                                let adopted = event(What::Adopted {
-                                    service_id: learned.service_id,
-                                });
-                                events.entry(vin.as_str()).or_default().insert(0, adopted);
-                            }
-                            if let (Some(absent @ 1..), 0) = (change.absent, change.new_ops) {
-                                let kept = plan.protected.iter().any(|p| &p.vin == vin);
-                                if !kept {
-                                    events
-                                        .entry(vin.as_str())
-                                        .or_default()
-                                        .push(event(What::Waiting { absent }));
-                                }
-                            }
-                            let gone = removed.get(vin.as_str()).copied().unwrap_or(0);
-                            record.queued = (record.queued + change.new_ops).saturating_sub(gone);
-                            if let Some(absent) = change.absent {
-                                record.absent = absent;
-                            }
-                            if change.new_ops > 0 {
-                                record.file = plan.file.name.clone();
-                            }
-                            record.updated_at = now;
-                            let unwanted = change.drop_stub
-                                && !record.exists()
-                                && record.queued == 0
-                                && record.rejected.is_none();
-                            if unwanted {
-                                vehicles.remove(key)?;
-                                vins.remove(vin_key(org, vin))?;
-                            } else {
-                                vehicles.insert(key, record.encode().map_err(abort)?)?;
-                                if indexed.is_none() {
-                                    vins.insert(vin_key(org, vin), &location_id.to_be_bytes())?;
-                                }
-                            }
-                        }
-                        let mut feed: FeedRecord = match feeds.get(plan.feed.as_bytes())? {
-                            Some(v) => state::records::decode(&v, "feed record").map_err(abort)?,
-                            None => FeedRecord::default(),
-                        };
-                        feed.last_applied = Some(state::records::AppliedFile {
-                            name: plan.file.name.clone(),
-                            sha256: plan.file.sha256.clone(),
-                            at: now,
-                            records: plan.records,
-                        });
-                        if let Some(columns) = &plan.columns {
-                            feed.columns = Some(columns.clone());
-                        }
-                        if let Some(snapshot) = &plan.snapshot {
-                            for &location in &snapshot.locations {
-                                feed.snapshots.insert(
-                                    location,
-                                    state::SnapshotMark {
-                                        name: plan.file.name.clone(),
-                                        as_of: snapshot.as_of,
-                                    },
-                                );
-                            }
-                        }
-                        feeds.insert(
-                            plan.feed.as_bytes(),
-                            state::records::encode(&feed, "feed record").map_err(abort)?,
-                        )?;
-                        for (location_id, vins) in &plan.listings {
-                            let listing = ListingOf {
-                                feed: &plan.feed,
-                                file: &plan.file.name,
-                                file_no,
-                                at: now,
-                                vins,
-                            };
-                            listings.insert(
-                                &state::location_prefix(org, *location_id),
-                                state::records::encode(&listing, "listing").map_err(abort)?,
-                            )?;
-                        }
+                    if !gone.is_empty() {
+                        events
+                            .entry(vin)
+                            .or_default()
+                            .push(event(What::Replaced { seqs: gone }));
                     }
-                    let file = FileRecord {
-                        feed: plan.feed.clone(),
-                        name: plan.file.name.clone(),
-                        sha256: plan.file.sha256.clone(),
-                        seen_at: now,
-                        outcome: outcome(first_seq, last_seq),
+                }
+                for planned in &plan.ops {
+                    let seq = next_seq;
+                    next_seq += 1;
+                    first_seq.get_or_insert(seq);
+                    last_seq = Some(seq);
+                    let entry = Entry {
+                        seq,
+                        organization_id: org,
+                        location_id: planned.location_id,
+                        vin: planned.vin.clone(),
+                        op: planned.op.clone(),
+                        file: plan.file.name.clone(),
+                        file_no: Some(file_no),
+                        queued_at: now,
                     };
-                    files.insert(
-                        &file_no.to_be_bytes(),
-                        state::records::encode(&file, "file record").map_err(abort)?,
-                    )?;
-                    for (vin, list) in events {
-                        history::append(history_tree, org, vin, list, now)?;
+                    tx.enqueue(&entry)?;
+                    counters.queued += 1;
+                    let change = plan.changes.get(&planned.vin);
+                    let line = change.and_then(|c| c.line);
+                    let changed = match &planned.op {
+                        Op::Update(p) => {
+                            let before = tx.acknowledged_payload(org, &planned.vin)?;
+                            history::changed_fields(before.as_ref(), p)
+                        }
+                        _ => Vec::new(),
+                    };
+                    let absent = match (&planned.op, line) {
+                        (Op::MarkSold, None) => change.and_then(|c| c.absent),
+                        _ => None,
+                    };
+                    events
+                        .entry(planned.vin.as_str())
+                        .or_default()
+                        .push(event(What::Queued {
+                            seq,
+                            op: history::op_code(planned.op.name()),
+                            line,
+                            changed,
+                            forced: forced && absent.is_some(),
+                            absent,
+                        }));
+                }
+                for protection in &plan.protected {
+                    events
+                        .entry(protection.vin.as_str())
+                        .or_default()
+                        .push(event(What::Protected {
+                            by: protection.by.name().to_owned(),
+                            line: protection.line,
+                            value: protection.value.clone(),
+                        }));
+                }
+                for (vin, change) in &plan.changes {
+                    let indexed = tx.location_of(org, vin)?;
+                    let location_id = indexed.unwrap_or(change.location_id);
+                    let mut record = match (tx.vehicle(org, location_id, vin)?, &change.learned) {
+                        (Some(record), _) => record,
+                        // Found on the service's list: known as the list showed it.
+                        (None, Some(learned)) => {
+                            if let Some(payload) = &learned.payload {
+                                tx.put_payload(org, location_id, vin, payload)?;
+                            }
+                            VehicleRecord {
+                                service_id: Some(learned.service_id),
+                                digest: Some(learned.digest),
+                                sold: learned.sold,
+                                file: plan.file.name.clone(),
+                                first_seen: now,
+                                ..VehicleRecord::default()
+                            }
+                        }
+                        (None, None) if change.new_ops > 0 || change.new_record => VehicleRecord {
+                            first_seen: now,
+                            ..VehicleRecord::default()
+                        },
+                        (None, None) => continue,
+                    };
+                    if let Some(learned) = &change.learned {
+                        let adopted = event(What::Adopted {
+                            service_id: learned.service_id,
+                        });
+                        events.entry(vin.as_str()).or_default().insert(0, adopted);
                     }
-                    meta.insert(PLANS_KEY, &(file_no + 1).to_be_bytes())?;
-                    meta.insert(NEXT_SEQ_KEY, &next_seq.to_be_bytes())?;
-                    meta.insert(
-                        state::records::COUNTERS_KEY,
-                        state::records::encode(&counters, "outbox counters").map_err(abort)?,
-                    )?;
-                    Ok(file_no)
-                },
-            )?;
+                    if let (Some(absent @ 1..), 0) = (change.absent, change.new_ops) {
+                        let kept = plan.protected.iter().any(|p| &p.vin == vin);
+                        if !kept {
+                            events
+                                .entry(vin.as_str())
+                                .or_default()
+                                .push(event(What::Waiting { absent }));
+                        }
+                    }
+                    let gone = removed.get(vin.as_str()).copied().unwrap_or(0);
+                    record.queued = (record.queued + change.new_ops).saturating_sub(gone);
+                    if let Some(absent) = change.absent {
+                        record.absent = absent;
+                    }
+                    if change.new_ops > 0 {
+                        record.file = plan.file.name.clone();
+                    }
+                    record.updated_at = now;
+                    let unwanted = change.drop_stub
+                        && !record.exists()
+                        && record.queued == 0
+                        && record.rejected.is_none();
+                    if unwanted {
+                        tx.remove_vehicle(org, location_id, vin)?;
+                        tx.unindex_vin(org, vin)?;
+                    } else {
+                        tx.put_vehicle(org, location_id, vin, &record)?;
+                        if indexed.is_none() {
+                            tx.index_vin(org, vin, location_id)?;
+                        }
+                    }
+                }
+                let mut feed = tx.feed(&plan.feed)?;
+                feed.last_applied = Some(AppliedFile {
+                    name: plan.file.name.clone(),
+                    sha256: plan.file.sha256.clone(),
+                    at: now,
+                    records: plan.records,
+                });
+                if let Some(columns) = &plan.columns {
+                    feed.columns = Some(columns.clone());
+                }
+                if let Some(snapshot) = &plan.snapshot {
+                    for &location in &snapshot.locations {
+                        feed.snapshots.insert(
+                            location,
+                            state::SnapshotMark {
+                                name: plan.file.name.clone(),
+                                as_of: snapshot.as_of,
+                            },
+                        );
+                    }
+                }
+                tx.put_feed(&plan.feed, &feed)?;
+                for (location_id, vins) in &plan.listings {
+                    let listing = ListingOf {
+                        feed: &plan.feed,
+                        file: &plan.file.name,
+                        file_no,
+                        at: now,
+                        vins,
+                    };
+                    tx.put_listing(org, *location_id, &listing)?;
+                }
+            }
+            let file = FileRecord {
+                feed: plan.feed.clone(),
+                name: plan.file.name.clone(),
+                sha256: plan.file.sha256.clone(),
+                seen_at: now,
+                outcome: outcome(first_seq, last_seq),
+            };
+            tx.put_file(file_no, &file)?;
+            for (vin, list) in events {
+                tx.append_history(org, vin, list, now)?;
+            }
+            tx.set_next_file_no(file_no + 1)?;
+            tx.set_next_seq(next_seq)?;
+            tx.set_counters(&counters)?;
+            Ok(file_no)
+        })?;
         if let Err(e) = self.state.prune_history(now) {
             tracing::warn!(error = %crate::text::Chain(&e), "cannot let go of the history's oldest events");
         }
@@ -641,7 +531,6 @@ impl Outbox {
         sha256: &str,
         reason: &str,
     ) -> Result<(), OutboxError> {
-        let t = &self.state.trees;
         let record = FileRecord {
             feed: feed.to_owned(),
             name: name.to_owned(),
@@ -655,14 +544,10 @@ impl Outbox {
             // Between plans: the number a plan will be filed under can be known before its
             // commit (see `diff::diff_file_drafted`).
             let _planning = self.planning();
-            (&t.meta, &t.files).transaction(|(meta, files)| {
-                let file_no = read_u64(meta, PLANS_KEY)?.max(1);
-                files.insert(
-                    &file_no.to_be_bytes(),
-                    state::records::encode(&record, "file record").map_err(abort)?,
-                )?;
-                meta.insert(PLANS_KEY, &(file_no + 1).to_be_bytes())?;
-                Ok(())
+            self.state.transaction(|tx: &StateTx| -> TxResult<()> {
+                let file_no = tx.next_file_no()?;
+                tx.put_file(file_no, &record)?;
+                tx.set_next_file_no(file_no + 1)
             })?;
         }
         self.state.write_markers();
@@ -684,15 +569,8 @@ impl Outbox {
             ..
         }) = self.state.file(file_no)?
         {
-            for item in self
-                .state
-                .trees
-                .outbox
-                .range(first.to_be_bytes()..=last.to_be_bytes())
-            {
-                let (_, v) = item?;
-                let entry: Entry = state::records::decode(&v, "outbox entry")?;
-                entry.op.count_in(&mut queued);
+            for entry in self.state.queued(first..=last) {
+                entry?.op.count_in(&mut queued);
             }
         }
         Ok(FileProgress { delivered, queued })
@@ -708,114 +586,90 @@ impl Outbox {
         findings: &[Finding],
         feeds: &[(String, AppliedFile)],
     ) -> Result<(), OutboxError> {
-        let t = &self.state.trees;
         let org = organization_id;
         let now = state::now();
-        (&t.vehicles, &t.payloads, &t.vins, &t.feeds, &t.history).transaction(
-            |(vehicles, payloads, vins, feed_tree, history_tree)| {
-                let told = |vin: &str, what: What| {
-                    history::append(
-                        history_tree,
-                        org,
-                        vin,
-                        vec![Event::new(now, None, what)],
-                        now,
-                    )
+        self.state.transaction(|tx: &StateTx| -> TxResult<()> {
+            let told = |vin: &str, what: What| -> TxResult<()> {
+                tx.append_history(org, vin, vec![Event::new(now, None, what)], now)
+            };
+            for finding in findings {
+                let vin = match finding {
+                    Finding::Id { vin, .. }
+                    | Finding::Restore { vin, .. }
+                    | Finding::Forget { vin } => vin,
                 };
-                for finding in findings {
-                    let vin = match finding {
-                        Finding::Id { vin, .. }
-                        | Finding::Restore { vin, .. }
-                        | Finding::Forget { vin } => vin,
-                    };
-                    let indexed = match vins.get(vin_key(org, vin))? {
-                        Some(v) => Some(state::decode_u64(&v, "VIN index").map_err(abort)?),
-                        None => None,
-                    };
-                    match (finding, indexed) {
-                        (
-                            Finding::Restore {
-                                service_id,
-                                sold,
-                                payload,
-                                file,
-                                ..
-                            },
-                            None,
-                        ) => {
-                            let key = vehicle_key(org, payload.location_id, vin);
-                            let record = VehicleRecord {
-                                service_id: Some(*service_id),
-                                digest: Some(payload_digest(payload)),
+                match (finding, tx.location_of(org, vin)?) {
+                    (
+                        Finding::Restore {
+                            service_id,
+                            sold,
+                            payload,
+                            file,
+                            ..
+                        },
+                        None,
+                    ) => {
+                        let location_id = payload.location_id;
+                        let record = VehicleRecord {
+                            service_id: Some(*service_id),
+                            digest: Some(payload_digest(payload)),
+                            sold: *sold,
+                            file: file.clone(),
+                            first_seen: now,
+                            updated_at: now,
+                            ..VehicleRecord::default()
+                        };
+                        tx.put_vehicle(org, location_id, vin, &record)?;
+                        tx.put_payload(org, location_id, vin, payload)?;
+                        tx.index_vin(org, vin, location_id)?;
+                        told(
+                            vin,
+                            What::Restored {
+                                service_id: *service_id,
                                 sold: *sold,
                                 file: file.clone(),
-                                first_seen: now,
-                                updated_at: now,
-                                ..VehicleRecord::default()
-                            };
-                            vehicles.insert(key.clone(), record.encode().map_err(abort)?)?;
-                            payloads.insert(
-                                key,
-                                state::records::encode(payload, "payload").map_err(abort)?,
-                            )?;
-                            vins.insert(vin_key(org, vin), &payload.location_id.to_be_bytes())?;
+                            },
+                        )?;
+                    }
+                    (Finding::Id { service_id, .. }, Some(location_id)) => {
+                        let Some(mut record) = tx.vehicle(org, location_id, vin)? else {
+                            continue;
+                        };
+                        if record.service_id != Some(*service_id) {
                             told(
                                 vin,
-                                What::Restored {
+                                What::IdLearned {
                                     service_id: *service_id,
-                                    sold: *sold,
-                                    file: file.clone(),
                                 },
                             )?;
                         }
-                        (Finding::Id { service_id, .. }, Some(location_id)) => {
-                            let key = vehicle_key(org, location_id, vin);
-                            let Some(v) = vehicles.get(&key)? else {
-                                continue;
-                            };
-                            let mut record = VehicleRecord::decode(&v).map_err(abort)?;
-                            if record.service_id != Some(*service_id) {
-                                told(
-                                    vin,
-                                    What::IdLearned {
-                                        service_id: *service_id,
-                                    },
-                                )?;
-                            }
-                            record.service_id = Some(*service_id);
-                            record.updated_at = now;
-                            vehicles.insert(key, record.encode().map_err(abort)?)?;
-                        }
-                        (Finding::Forget { .. }, Some(location_id)) => {
-                            let key = vehicle_key(org, location_id, vin);
-                            let Some(v) = vehicles.get(&key)? else {
-                                continue;
-                            };
-                            let record = VehicleRecord::decode(&v).map_err(abort)?;
-                            if record.queued > 0 || !record.sold {
-                                continue;
-                            }
-                            vehicles.remove(key.clone())?;
-                            payloads.remove(key)?;
-                            vins.remove(vin_key(org, vin))?;
-                            told(vin, What::Forgotten)?;
-                        }
-                        _ => {}
+                        record.service_id = Some(*service_id);
+                        record.updated_at = now;
+                        tx.put_vehicle(org, location_id, vin, &record)?;
                     }
+                    (Finding::Forget { .. }, Some(location_id)) => {
+                        let Some(record) = tx.vehicle(org, location_id, vin)? else {
+                            continue;
+                        };
+                        if record.queued > 0 || !record.sold {
+                            continue;
+                        }
+                        tx.remove_vehicle(org, location_id, vin)?;
+                        tx.unindex_vin(org, vin)?;
+                        told(vin, What::Forgotten)?;
+                    }
+                    _ => {}
                 }
-                for (feed, applied) in feeds {
-                    let record = FeedRecord {
-                        last_applied: Some(applied.clone()),
-                        ..FeedRecord::default()
-                    };
-                    feed_tree.insert(
-                        feed.as_bytes(),
-                        state::records::encode(&record, "feed record").map_err(abort)?,
-                    )?;
-                }
-                Ok(())
-            },
-        )?;
+            }
+            for (feed, applied) in feeds {
+                let record = FeedRecord {
+                    last_applied: Some(applied.clone()),
+                    ..FeedRecord::default()
+                };
+                tx.put_feed(feed, &record)?;
+            }
+            Ok(())
+        })?;
         self.state.flush()?;
         Ok(())
     }
@@ -828,16 +682,12 @@ impl Outbox {
         told: &HashMap<String, Vec<Event>>,
     ) -> Result<(), OutboxError> {
         let now = state::now();
-        self.state
-            .trees
-            .history
-            .transaction(|tree| -> TxResult<()> {
-                for (vin, events) in told {
-                    history::append(tree, organization_id, vin, events.clone(), now)?;
-                }
-                Ok(())
-            })?;
-        Ok(())
+        self.state.transaction(|tx: &StateTx| -> TxResult<()> {
+            for (vin, events) in told {
+                tx.append_history(organization_id, vin, events.clone(), now)?;
+            }
+            Ok(())
+        })
     }
 
     /// Hands out up to `max` operations of `organization_id` to send, marking them in flight:
@@ -866,12 +716,11 @@ impl Outbox {
         out: &mut Vec<Entry>,
     ) -> Result<(), OutboxError> {
         let mut waiting: HashSet<String> = HashSet::new();
-        for item in self.state.trees.outbox.iter() {
+        for entry in self.state.queued(0..=u64::MAX) {
             if out.len() >= max {
                 break;
             }
-            let (_, v) = item?;
-            let entry: Entry = state::records::decode(&v, "outbox entry")?;
+            let entry = entry?;
             if entry.organization_id != organization_id {
                 continue;
             }
@@ -891,11 +740,7 @@ impl Outbox {
             }
             // Read before it was marked: answered, or replaced by a plan, since. Looked at
             // again once marked (no answer or plan removes it any more), out of the lock.
-            let still_queued = self
-                .state
-                .trees
-                .outbox
-                .contains_key(entry.seq.to_be_bytes());
+            let still_queued = self.state.is_queued(entry.seq);
             if !matches!(still_queued, Ok(true)) {
                 self.give_back(entry.seq);
                 still_queued?;
@@ -925,147 +770,101 @@ impl Outbox {
         answer: &Answer,
         sent: Sent,
     ) -> Result<(), OutboxError> {
-        let t = &self.state.trees;
         let now = state::now();
-        let result = (
-            &t.meta,
-            &t.vehicles,
-            &t.payloads,
-            &t.vins,
-            &t.outbox,
-            &t.queue,
-            &t.delivered,
-            &t.history,
-        )
-            .transaction(
-                |(meta, vehicles, payloads, vins, outbox, queue, delivered, history_tree)| {
-                    let Some(v) = outbox.remove(&seq.to_be_bytes())? else {
-                        return Err(ConflictableTransactionError::Abort(OutboxError::NotQueued(
-                            seq,
-                        )));
-                    };
-                    let entry: Entry = state::records::decode(&v, "outbox entry").map_err(abort)?;
-                    let org = entry.organization_id;
-                    queue.remove(queue_key(org, &entry.vin, seq))?;
-                    let location_id = match vins.get(vin_key(org, &entry.vin))? {
-                        Some(v) => state::decode_u64(&v, "VIN index").map_err(abort)?,
-                        None => entry.location_id,
-                    };
-                    let mut new_location = location_id;
-                    let mut key = vehicle_key(org, location_id, &entry.vin);
-                    let mut record = match vehicles.get(&key)? {
-                        Some(v) => VehicleRecord::decode(&v).map_err(abort)?,
-                        None => VehicleRecord {
-                            first_seen: now,
-                            ..VehicleRecord::default()
-                        },
-                    };
-                    let mut counters = read_counters(meta)?;
-                    match answer {
-                        Answer::Applied { service_id, sold } => {
-                            counters.acknowledged += 1;
-                            if service_id.is_some() {
-                                record.service_id = *service_id;
-                            }
-                            match &entry.op {
-                                Op::Create(p) | Op::Update(p) => {
-                                    record.digest = Some(payload_digest(p));
-                                    if p.location_id != location_id {
-                                        vehicles.remove(key.clone())?;
-                                        payloads.remove(key.clone())?;
-                                        new_location = p.location_id;
-                                        key = vehicle_key(org, new_location, &entry.vin);
-                                    }
-                                    payloads.insert(
-                                        key.clone(),
-                                        state::records::encode(p, "payload").map_err(abort)?,
-                                    )?;
-                                }
-                                Op::MarkSold => {
-                                    record.sold = true;
-                                    record.absent = 0;
-                                }
-                                Op::MarkInStock => record.sold = false,
-                            }
-                            if let Some(sold) = sold {
-                                record.sold = *sold;
-                            }
-                            if record
-                                .rejected
-                                .as_ref()
-                                .is_some_and(|r| r.op == entry.op.name())
-                            {
-                                record.rejected = None;
-                            }
-                        }
-                        Answer::Rejected { status, messages } => {
-                            counters.rejected += 1;
-                            record.rejected = Some(Rejection {
-                                op: entry.op.name().to_owned(),
-                                digest: entry.op.payload().map(payload_digest),
-                                status: *status,
-                                messages: messages.clone(),
-                                at: now,
-                            });
-                        }
-                    }
-                    record.queued = record.queued.saturating_sub(1);
-                    record.acked_seq = seq;
-                    record.updated_at = now;
-                    if let Some(file_no) = entry.file_no {
-                        let mut counted: Delivered = match delivered.get(file_no.to_be_bytes())? {
-                            Some(v) => {
-                                state::records::decode(&v, "delivery counts").map_err(abort)?
-                            }
-                            None => Delivered::default(),
-                        };
-                        match answer {
-                            Answer::Applied { .. } => entry.op.count_in(&mut counted.applied),
-                            Answer::Rejected { .. } => counted.refused += 1,
-                        }
-                        delivered.insert(
-                            &file_no.to_be_bytes(),
-                            state::records::encode(&counted, "file record").map_err(abort)?,
-                        )?;
-                    }
-                    let (ok, messages) = match answer {
-                        Answer::Applied { .. } => (true, Vec::new()),
-                        Answer::Rejected { messages, .. } => (false, messages.clone()),
-                    };
-                    let status = match answer {
-                        Answer::Rejected { status, .. } => Some(*status),
-                        Answer::Applied { .. } => sent.status,
-                    };
-                    let answered = history::Answer {
-                        at: now,
-                        refused: !ok,
-                        status,
-                        sent: sent.at.filter(|&at| at != now),
-                        retries: sent.retries,
-                        messages,
-                        service_id: record
-                            .service_id
-                            .filter(|_| ok && matches!(entry.op, Op::Create(_))),
-                    };
-                    history::answer(
-                        history_tree,
-                        org,
-                        &entry.vin,
-                        seq,
-                        entry.op.name(),
-                        entry.file_no,
-                        answered,
-                        now,
-                    )?;
-                    vehicles.insert(key, record.encode().map_err(abort)?)?;
-                    vins.insert(vin_key(org, &entry.vin), &new_location.to_be_bytes())?;
-                    meta.insert(
-                        state::records::COUNTERS_KEY,
-                        state::records::encode(&counters, "outbox counters").map_err(abort)?,
-                    )?;
-                    Ok(())
+        let result = self.state.transaction(|tx: &StateTx| -> TxResult<()> {
+            let Some(entry) = tx.dequeue(seq)? else {
+                return Err(ConflictableTransactionError::Abort(OutboxError::NotQueued(
+                    seq,
+                )));
+            };
+            let org = entry.organization_id;
+            let vin = entry.vin.as_str();
+            let location_id = tx.location_of(org, vin)?.unwrap_or(entry.location_id);
+            let mut new_location = location_id;
+            let mut record = match tx.vehicle(org, location_id, vin)? {
+                Some(record) => record,
+                None => VehicleRecord {
+                    first_seen: now,
+                    ..VehicleRecord::default()
                 },
-            );
+            };
+            let mut counters = tx.counters()?;
+            match answer {
+                Answer::Applied { service_id, sold } => {
+                    counters.acknowledged += 1;
+                    if service_id.is_some() {
+                        record.service_id = *service_id;
+                    }
+                    match &entry.op {
+                        Op::Create(p) | Op::Update(p) => {
+                            record.digest = Some(payload_digest(p));
+                            if p.location_id != location_id {
+                                tx.remove_vehicle(org, location_id, vin)?;
+                                new_location = p.location_id;
+                            }
+                            tx.put_payload(org, new_location, vin, p)?;
+                        }
+                        Op::MarkSold => {
+                            record.sold = true;
+                            record.absent = 0;
+                        }
+                        Op::MarkInStock => record.sold = false,
+                    }
+                    if let Some(sold) = sold {
+                        record.sold = *sold;
+                    }
+                    if record
+                        .rejected
+                        .as_ref()
+                        .is_some_and(|r| r.op == entry.op.name())
+                    {
+                        record.rejected = None;
+                    }
+                }
+                Answer::Rejected { status, messages } => {
+                    counters.rejected += 1;
+                    record.rejected = Some(Rejection {
+                        op: entry.op.name().to_owned(),
+                        digest: entry.op.payload().map(payload_digest),
+                        status: *status,
+                        messages: messages.clone(),
+                        at: now,
+                    });
+                }
+            }
+            record.queued = record.queued.saturating_sub(1);
+            record.acked_seq = seq;
+            record.updated_at = now;
+            if let Some(file_no) = entry.file_no {
+                tx.count_delivered(file_no, |counted| match answer {
+                    Answer::Applied { .. } => entry.op.count_in(&mut counted.applied),
+                    Answer::Rejected { .. } => counted.refused += 1,
+                })?;
+            }
+            let (ok, messages) = match answer {
+                Answer::Applied { .. } => (true, Vec::new()),
+                Answer::Rejected { messages, .. } => (false, messages.clone()),
+            };
+            let status = match answer {
+                Answer::Rejected { status, .. } => Some(*status),
+                Answer::Applied { .. } => sent.status,
+            };
+            let answered = history::Answer {
+                at: now,
+                refused: !ok,
+                status,
+                sent: sent.at.filter(|&at| at != now),
+                retries: sent.retries,
+                messages,
+                service_id: record
+                    .service_id
+                    .filter(|_| ok && matches!(entry.op, Op::Create(_))),
+            };
+            tx.answer_history(&entry, answered, now)?;
+            tx.put_vehicle(org, new_location, vin, &record)?;
+            tx.index_vin(org, vin, new_location)?;
+            tx.set_counters(&counters)
+        });
         self.sending().in_flight.remove(&seq);
         result?;
         if self.answers_since_flush.fetch_add(1, Ordering::AcqRel) + 1 >= FLUSH_EVERY {
@@ -1125,37 +924,6 @@ impl Outbox {
             pending: &pending,
         };
         Ok(history::explain(&self.state, &question)?)
-    }
-}
-
-fn read_counters(meta: &sled::transaction::TransactionalTree) -> TxResult<Counters> {
-    match meta.get(state::records::COUNTERS_KEY)? {
-        Some(v) => state::records::decode(&v, "outbox counters").map_err(abort),
-        None => Ok(Counters::default()),
-    }
-}
-
-/// The payload the service last acknowledged for a vehicle, read inside a transaction (for
-/// the fields an update changes); None when there is none or it cannot be read.
-fn acknowledged_payload(
-    vins: &sled::transaction::TransactionalTree,
-    payloads: &sled::transaction::TransactionalTree,
-    org: u64,
-    vin: &str,
-) -> TxResult<Option<VehiclePayload>> {
-    let Some(location) = vins.get(vin_key(org, vin))? else {
-        return Ok(None);
-    };
-    let location = state::decode_u64(&location, "VIN index").map_err(abort)?;
-    Ok(payloads
-        .get(vehicle_key(org, location, vin))?
-        .and_then(|v| serde_json::from_slice(&v).ok()))
-}
-
-fn read_u64(meta: &sled::transaction::TransactionalTree, key: &[u8]) -> TxResult<u64> {
-    match meta.get(key)? {
-        Some(v) => state::decode_u64(&v, "counter").map_err(abort),
-        None => Ok(0),
     }
 }
 

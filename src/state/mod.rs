@@ -32,14 +32,15 @@ mod keys;
 mod lock;
 pub mod memory;
 pub(crate) mod records;
+mod tx;
 
 pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
-pub(crate) use keys::{queue_key, queue_prefix};
 pub use records::{
     AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, Listing,
-    OpCounts, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
+    OpCounts, OutboxEntry, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
 };
+pub use tx::{StateTx, Txn};
 
 use crate::text::Chain;
 use lock::StateLock;
@@ -52,9 +53,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 const SCHEMA_KEY: &[u8] = b"schema_version";
 const STATE_ID_KEY: &[u8] = b"state_id";
 /// The number of the next plan committed (files planned and reconciliations), from 1.
-pub(crate) const PLANS_KEY: &[u8] = b"files_next";
+const PLANS_KEY: &[u8] = b"files_next";
 /// The sequence number of the next operation queued, from 1.
-pub(crate) const NEXT_SEQ_KEY: &[u8] = b"outbox_next_seq";
+const NEXT_SEQ_KEY: &[u8] = b"outbox_next_seq";
 const UPLOAD_RATE_KEY: &[u8] = b"upload_rate";
 const NOTICE_PREFIX: &str = "notice/";
 
@@ -174,7 +175,7 @@ impl Default for Opening {
 pub struct State {
     dir: PathBuf,
     db: sled::Db,
-    pub(crate) trees: Trees,
+    trees: Trees,
     /// Inboxes whose markers are written after each commit; None: no markers.
     markers: Option<Vec<MarkedInbox>>,
     /// When the markers were last written and the vehicle count they said; locked while they
@@ -185,7 +186,7 @@ pub struct State {
 
 /// The trees of the database, cheap to clone (sled trees are shared handles).
 #[derive(Debug, Clone)]
-pub(crate) struct Trees {
+struct Trees {
     pub meta: sled::Tree,
     pub vehicles: sled::Tree,
     pub payloads: sled::Tree,
@@ -312,7 +313,12 @@ impl State {
         Ok(())
     }
 
-    pub(crate) fn meta_u64(&self, key: &[u8]) -> Result<u64, StateError> {
+    /// The number the next plan committed is filed under (from 1).
+    pub fn next_file_no(&self) -> Result<u64, StateError> {
+        Ok(self.meta_u64(PLANS_KEY)?.max(1))
+    }
+
+    fn meta_u64(&self, key: &[u8]) -> Result<u64, StateError> {
         self.trees
             .meta
             .get(key)?
@@ -551,6 +557,68 @@ impl State {
             .map_or(Ok(Delivered::default()), |v| {
                 records::decode(&v, "delivery counts")
             })
+    }
+
+    /// Operations in the outbox.
+    pub fn queue_len(&self) -> usize {
+        self.trees.outbox.len()
+    }
+
+    pub fn queue_is_empty(&self) -> bool {
+        self.trees.outbox.is_empty()
+    }
+
+    /// The queued operations whose sequence numbers are in `seqs`, oldest first.
+    pub fn queued(
+        &self,
+        seqs: std::ops::RangeInclusive<u64>,
+    ) -> impl Iterator<Item = Result<OutboxEntry, StateError>> + '_ {
+        let (first, last) = seqs.into_inner();
+        self.trees
+            .outbox
+            .range(first.to_be_bytes()..=last.to_be_bytes())
+            .values()
+            .map(|v| records::decode(&v?, "outbox entry"))
+    }
+
+    /// Whether an operation is still queued (not answered, not replaced).
+    pub fn is_queued(&self, seq: u64) -> Result<bool, StateError> {
+        Ok(self.trees.outbox.contains_key(seq.to_be_bytes())?)
+    }
+
+    /// One vehicle's queued operations, in order.
+    pub fn queued_of(
+        &self,
+        organization_id: u64,
+        vin: &str,
+    ) -> Result<Vec<OutboxEntry>, StateError> {
+        let mut out = Vec::new();
+        for key in self
+            .trees
+            .queue
+            .scan_prefix(keys::queue_prefix(organization_id, vin))
+            .keys()
+        {
+            let key = key?;
+            let seq = decode_u64(&key[key.len().saturating_sub(8)..], "queue key")?;
+            if let Some(v) = self.trees.outbox.get(seq.to_be_bytes())? {
+                out.push(records::decode(&v, "outbox entry")?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every file planned, newest first, with the number it is filed under.
+    pub fn files_newest_first(
+        &self,
+    ) -> impl Iterator<Item = Result<(u64, FileRecord), StateError>> + '_ {
+        self.trees.files.iter().rev().map(|item| {
+            let (key, value) = item?;
+            Ok((
+                decode_u64(&key, "file number")?,
+                records::decode(&value, "file record")?,
+            ))
+        })
     }
 
     /// Every file planned, oldest first.

@@ -249,6 +249,23 @@ impl Listing {
     }
 }
 
+/// One queued operation, in the `outbox` tree (keyed by its sequence number).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutboxEntry {
+    pub seq: u64,
+    pub organization_id: u64,
+    /// Where the vehicle was when it was queued (create and update: the payload's location).
+    pub location_id: u64,
+    pub vin: String,
+    pub op: crate::plan::Op,
+    /// The file that queued it.
+    pub file: String,
+    /// The number that file is filed under in the state (its answers are counted there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_no: Option<u64>,
+    pub queued_at: i64,
+}
+
 /// The outbox's bookkeeping, updated in the same transactions as the outbox itself:
 /// `queued == superseded + acknowledged + rejected + in the outbox` holds after any crash.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
