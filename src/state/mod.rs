@@ -11,8 +11,9 @@
 //!   ([`Listing`]), so a lot's file does not sell a car another lot lists;
 //! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
 //!   last applied;
-//! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`]; `delivered`:
-//!   per planned file, what the service answered to its operations so far;
+//! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`] through
+//!   [`StateTx`] (as every write that spans trees); `delivered`: per planned file, what the
+//!   service answered to its operations so far;
 //! - `history`: (time, organization, VIN, …) → one event of a vehicle, for `lotsync why`
 //!   ([`history`]); written in the outbox's transactions. A state from before it has none;
 //!   the tree is only added to, so the schema version stays (an older lotsync ignores it);

@@ -329,3 +329,116 @@ impl StateTx<'_> {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Op;
+
+    fn entry(seq: u64, vin: &str) -> OutboxEntry {
+        OutboxEntry {
+            seq,
+            organization_id: 7,
+            location_id: 3,
+            vin: vin.to_owned(),
+            op: Op::MarkSold,
+            file: "inv.csv".to_owned(),
+            file_no: Some(1),
+            queued_at: 0,
+        }
+    }
+
+    /// An operation is queued with its place in its vehicle's queue and taken out of both:
+    /// a vehicle's queue never names an operation that is gone, nor another VIN's.
+    #[test]
+    fn enqueue_and_dequeue_keep_the_queue_and_its_index_together() {
+        let dir = crate::testing::temp_dir("tx");
+        let state = State::open(dir.path()).unwrap();
+        state
+            .transaction(|tx: &StateTx| -> Txn<(), StateError> {
+                tx.enqueue(&entry(1, "VIN1"))?;
+                tx.enqueue(&entry(2, "VIN10"))?;
+                tx.enqueue(&entry(3, "VIN1"))
+            })
+            .unwrap();
+        let seqs = |vin| -> Vec<u64> {
+            let queued = state.queued_of(7, vin).unwrap();
+            queued.iter().map(|e| e.seq).collect()
+        };
+        assert_eq!(seqs("VIN1"), [1, 3]);
+        assert_eq!(seqs("VIN10"), [2]);
+        assert_eq!(state.queue_len(), 3);
+
+        let taken = state
+            .transaction(|tx: &StateTx| -> Txn<_, StateError> { tx.dequeue(1) })
+            .unwrap();
+        assert_eq!(taken, Some(entry(1, "VIN1")));
+        assert_eq!(seqs("VIN1"), [3]);
+        assert!(!state.is_queued(1).unwrap() && state.is_queued(3).unwrap());
+        let again = state
+            .transaction(|tx: &StateTx| -> Txn<_, StateError> { tx.dequeue(1) })
+            .unwrap();
+        assert_eq!(again, None);
+        let left: Vec<u64> = state.queued(0..=u64::MAX).map(|e| e.unwrap().seq).collect();
+        assert_eq!(left, [2, 3]);
+    }
+
+    /// A transaction that fails part-way writes nothing: not the operation it queued, not
+    /// the vehicle, not the counters.
+    #[test]
+    fn an_aborted_transaction_leaves_the_state_as_it_was() {
+        let dir = crate::testing::temp_dir("tx");
+        let state = State::open(dir.path()).unwrap();
+        let failed = state.transaction(|tx: &StateTx| -> Txn<(), StateError> {
+            tx.enqueue(&entry(1, "VIN1"))?;
+            tx.put_vehicle(7, 3, "VIN1", &VehicleRecord::default())?;
+            tx.index_vin(7, "VIN1", 3)?;
+            tx.set_counters(&Counters {
+                queued: 1,
+                ..Counters::default()
+            })?;
+            Err(abort(StateError::Decode {
+                what: "test",
+                source: "stop here".into(),
+            }))
+        });
+        assert!(matches!(
+            failed,
+            Err(StateError::Decode { what: "test", .. })
+        ));
+        assert!(state.queue_is_empty());
+        assert!(state.queued_of(7, "VIN1").unwrap().is_empty());
+        assert_eq!(state.find_vin(7, "VIN1").unwrap(), None);
+        assert_eq!(state.counters().unwrap(), Counters::default());
+    }
+
+    /// A vehicle moved to another location is read there, and its old place holds nothing.
+    #[test]
+    fn a_vehicle_is_read_where_its_vin_is_filed() {
+        let dir = crate::testing::temp_dir("tx");
+        let state = State::open(dir.path()).unwrap();
+        let payload = VehiclePayload::new(3, "S1", "VIN1");
+        state
+            .transaction(|tx: &StateTx| -> Txn<(), StateError> {
+                tx.put_vehicle(7, 3, "VIN1", &VehicleRecord::default())?;
+                tx.put_payload(7, 3, "VIN1", &payload)?;
+                tx.index_vin(7, "VIN1", 3)
+            })
+            .unwrap();
+        let moved = state
+            .transaction(|tx: &StateTx| -> Txn<_, StateError> {
+                assert_eq!(tx.acknowledged_payload(7, "VIN1")?, Some(payload.clone()));
+                tx.remove_vehicle(7, 3, "VIN1")?;
+                tx.put_vehicle(7, 4, "VIN1", &VehicleRecord::default())?;
+                tx.index_vin(7, "VIN1", 4)?;
+                Ok((
+                    tx.vehicle(7, 3, "VIN1")?,
+                    tx.acknowledged_payload(7, "VIN1")?,
+                ))
+            })
+            .unwrap();
+        assert_eq!(moved, (None, None));
+        let (key, _) = state.find_vin(7, "VIN1").unwrap().unwrap();
+        assert_eq!(key.location_id, 4);
+    }
+}
