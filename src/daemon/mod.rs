@@ -16,9 +16,11 @@ mod run;
 mod service_list;
 pub mod status;
 mod watch;
+mod why;
 
-pub use run::{held_feed, why, Daemon, Filed, Signal, StartError};
+pub use run::{held_feed, Daemon, Filed, Signal, StartError};
 pub use service_list::{read_service_list, ServiceListError};
+pub use why::why;
 
 use crate::config::{Config, FeedConfig};
 use crate::diff::{DiffError, FileDiffError, Verdict};

@@ -837,7 +837,7 @@ impl Daemon {
                 let config = self.pipeline.config();
                 let outbox = self.pipeline.outbox().clone();
                 let answered = tokio::task::spawn_blocking(move || {
-                    why(&config, &outbox, &query, feed.as_deref())
+                    super::why(&config, &outbox, &query, feed.as_deref())
                 })
                 .await
                 .map_err(|e| e.to_string())
@@ -1154,39 +1154,6 @@ fn bind_metrics(config: &Config) -> Result<Option<MetricsListener>, MetricsError
         .as_ref()
         .map(MetricsListener::bind)
         .transpose()
-}
-
-/// `lotsync why` over the state `outbox` holds (the daemon's, or one opened to read): the cars
-/// `query` (a VIN or a stock number) names, of `feed` when one is named. An unknown feed or a
-/// state that cannot be read is the message returned.
-pub fn why(
-    config: &Config,
-    outbox: &Outbox,
-    query: &str,
-    feed: Option<&str>,
-) -> Result<crate::state::history::Why, String> {
-    let feed = match feed {
-        Some(name) => match config.feeds.iter().find(|f| f.name == name) {
-            Some(f) => Some((f.name.as_str(), vec![f.location_id])),
-            None => {
-                return Err(format!(
-                    "no feed named {} in the config (feeds: {})",
-                    Escaped(name),
-                    config
-                        .feeds
-                        .iter()
-                        .map(|f| Escaped(&f.name).to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            }
-        },
-        None => None,
-    };
-    let feed = feed.as_ref().map(|(n, l)| (*n, l.as_slice()));
-    outbox
-        .why(config.api.organization_id, query, feed)
-        .map_err(|e| Chain(&e).to_string())
 }
 
 /// The feed a file to release belongs to: named, or the one whose inbox (or its `held/`)

@@ -306,6 +306,11 @@ impl ExportFile {
         &self.reader
     }
 
+    /// The record just read, as written (its fields by the reader's schema).
+    pub fn record(&self) -> &Record {
+        &self.record
+    }
+
     pub fn mapper(&self) -> &Mapper {
         &self.mapper
     }

@@ -18,6 +18,7 @@ mod parse;
 mod profile;
 mod synonyms;
 mod target;
+mod trace;
 mod vin;
 mod vocabulary;
 
@@ -26,6 +27,7 @@ pub use infer::KeptColumns;
 use profile::Twin;
 pub use profile::{Binding, Profile, ProfileError};
 pub use target::Target;
+pub use trace::{trace_record, FieldTrace, RecordTrace, Wanted};
 pub use vin::{check_digit, check_vin, VinCheck};
 
 use crate::api::{

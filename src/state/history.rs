@@ -440,6 +440,10 @@ pub struct VehicleWhy {
     /// Files of its feed planned after its last event (they changed nothing for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quiet_since: Option<Quiet>,
+    /// The last file lotsync knows listed it, and (filled by whoever can read the file's
+    /// archived copy) its record there, field by field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
     /// The service's view now (`--online`), and where it differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub online: Option<serde_json::Value>,
@@ -549,6 +553,61 @@ pub struct Operation {
     pub retries: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
+}
+
+/// The last file that listed a vehicle (a line that changed it, or its location's latest full
+/// snapshot), and what its record there held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    pub file: String,
+    pub feed: String,
+    /// Its content's SHA-256, to find its archived copy.
+    pub sha256: String,
+    /// When it was planned.
+    pub at: i64,
+    /// Its line, when a change recorded it (else the record is found by VIN).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// The record, as its archived copy reads now (none: `note` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<SourceRecord>,
+    /// Why the record is not shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One record of an export, field by field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub line: u64,
+    /// The record could not be sent (`problems` say why).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rejected: bool,
+    pub fields: Vec<SourceField>,
+    /// Values left out and conversions worth knowing (a rejected record: why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<SourceProblem>,
+}
+
+/// A column of a record, and the payload values it became.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceField {
+    /// What the column feeds (`price`, `exterior_color`, `year_make_model`, …).
+    pub field: String,
+    pub column: String,
+    pub raw: String,
+    /// Payload field → value sent (empty: left out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sent: Vec<(String, serde_json::Value)>,
+}
+
+/// A field's value left out, or a record's rejection, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceProblem {
+    pub field: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
 }
 
 /// The files of a feed planned after a vehicle's last event.
@@ -741,6 +800,8 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         }
     }
     let quiet_since = quiet(state, &history)?;
+    let location_id = found.as_ref().map(|(key, _)| key.location_id);
+    let source = last_listed(state, org, vin, location_id, &history)?;
     events.reverse();
     operations.sort_by_key(|o| std::cmp::Reverse(o.seq));
     Ok(VehicleWhy {
@@ -750,8 +811,52 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         events,
         operations,
         quiet_since,
+        source,
         online: None,
     })
+}
+
+/// The last file that listed the vehicle as far as the state knows: the newest of the last
+/// line an event names (a change, a hold, a rejected record that kept it) and its location's
+/// latest full snapshot, when that lists it.
+fn last_listed(
+    state: &State,
+    org: u64,
+    vin: &str,
+    location_id: Option<u64>,
+    history: &[Event],
+) -> Result<Option<Source>, StateError> {
+    let by_line = history.iter().rev().find_map(|e| match &e.what {
+        What::Queued {
+            line: Some(line), ..
+        }
+        | What::Held {
+            line: Some(line), ..
+        }
+        | What::Protected {
+            line: Some(line), ..
+        } => e.file_no.map(|no| (no, Some(*line))),
+        _ => None,
+    });
+    let listed = match location_id {
+        Some(location) => state
+            .listing(org, location)?
+            .filter(|l| l.lists(vin))
+            .map(|l| (l.file_no, None)),
+        None => None,
+    };
+    let Some((file_no, line)) = by_line.into_iter().chain(listed).max_by_key(|(no, _)| *no) else {
+        return Ok(None);
+    };
+    Ok(state.file(file_no)?.map(|file| Source {
+        file: file.name,
+        feed: file.feed,
+        sha256: file.sha256,
+        at: file.seen_at,
+        line,
+        record: None,
+        note: None,
+    }))
 }
 
 /// The files of the feed of a vehicle's last file event planned after it.
@@ -1143,6 +1248,9 @@ impl VehicleWhy {
         if let Some(online) = &self.online {
             let _ = writeln!(out, "  {}", online_line(online));
         }
+        if let Some(source) = &self.source {
+            source.render(out);
+        }
         let _ = writeln!(out, "History, newest first (UTC):");
         if let Some(q) = &self.quiet_since {
             let _ = writeln!(
@@ -1208,6 +1316,100 @@ impl VehicleWhy {
                 o.seq,
                 op_label(&o.op),
                 date(o.queued_at)
+            );
+        }
+    }
+}
+
+impl Source {
+    /// Where the fields came from: per column, what it held and what was sent.
+    fn render(&self, out: &mut String) {
+        let line = match (self.record.as_ref().map(|r| r.line), self.line) {
+            (Some(line), _) | (None, Some(line)) => format!(", line {line}"),
+            (None, None) => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "The last file that listed it: {} (feed {}){line}, taken {} UTC",
+            Escaped(&self.file),
+            Escaped(&self.feed),
+            date(self.at)
+        );
+        if let Some(note) = &self.note {
+            let _ = writeln!(out, "  Its record cannot be shown: {}", Escaped(note));
+        }
+        let Some(record) = &self.record else {
+            return;
+        };
+        if record.rejected {
+            let _ = writeln!(
+                out,
+                "  That record was rejected, so nothing of it was sent:"
+            );
+        }
+        for field in &record.fields {
+            let had = format!(
+                "column \"{}\" had \"{}\"",
+                Escaped(&field.column),
+                Escaped(&field.raw)
+            );
+            let became = if record.rejected {
+                String::new()
+            } else if field.sent.is_empty() {
+                match record.problems.iter().find(|p| p.field == field.field) {
+                    Some(p) => format!(", left out: {}", Escaped(&p.reason)),
+                    None => ", nothing sent".to_owned(),
+                }
+            } else {
+                // `sold` is what the export says of it, sent as a transition, not a field.
+                let read_as = field
+                    .sent
+                    .iter()
+                    .find(|(name, _)| name == "sold")
+                    .map(|(_, v)| match v.as_bool() {
+                        Some(true) => ", read as sold",
+                        _ => ", read as on the lot",
+                    });
+                let sent: Vec<String> = field
+                    .sent
+                    .iter()
+                    .filter(|(name, _)| name != "sold")
+                    .flat_map(|(name, value)| match value {
+                        serde_json::Value::Object(parts) => parts
+                            .iter()
+                            .map(|(part, v)| format!("{name}.{part} {}", short_value(v)))
+                            .collect::<Vec<_>>(),
+                        v => vec![format!("{name} {}", short_value(v))],
+                    })
+                    .collect();
+                let sent = match sent.is_empty() {
+                    true => String::new(),
+                    false => format!(", sent {}", Escaped(&sent.join(", "))),
+                };
+                format!("{}{sent}", read_as.unwrap_or_default())
+            };
+            let _ = writeln!(out, "  {}: {had}{became}", field.field);
+        }
+        let shown: Vec<&str> = record.fields.iter().map(|f| f.field.as_str()).collect();
+        for p in &record.problems {
+            if !record.rejected && shown.contains(&p.field.as_str()) {
+                continue; // said on its field's line
+            }
+            let value = p
+                .value
+                .as_deref()
+                .map(|v| format!(" ({})", Escaped(v)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {} {}: {}{value}",
+                if record.rejected {
+                    "rejected:"
+                } else {
+                    "note:"
+                },
+                Escaped(&p.field),
+                Escaped(&p.reason)
             );
         }
     }

@@ -438,6 +438,19 @@ impl State {
         Ok(out)
     }
 
+    /// The latest listing of one location (the VINs its latest applied full snapshot listed).
+    pub fn listing(
+        &self,
+        organization_id: u64,
+        location_id: u64,
+    ) -> Result<Option<Listing>, StateError> {
+        self.trees
+            .listings
+            .get(location_prefix(organization_id, location_id))?
+            .map(|v| records::decode(&v, "listing"))
+            .transpose()
+    }
+
     /// Every VIN of the organization the state knows, with its location.
     pub fn organization_vins(
         &self,

@@ -236,3 +236,100 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     let car1 = why(&site, &[&vin(1)]).await;
     line_with(&car1, "day2.csv line 3 listed it changed: updated");
 }
+
+/// Issue 28 item 1: "why does it show that price?" The last file that listed a car, its line,
+/// and per field the column, the value as written and what was sent, with what was left out
+/// and why; read from the file's archived copy, also when a later file listed it unchanged
+/// (found by its VIN in the location's latest snapshot), and a note when the copy is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_shows_where_each_field_of_the_last_listing_came_from() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("why-fields", &sb.base_url());
+    let day1 = "\
+VIN,Stock #,Year,Make,Model,Internet Price,Odometer,Ext Color,Int Color
+1HGCM82633A004352,S1,2019,Honda,Accord,\"$21,880\",\"21,880\",Agate Black Metallic,Moonbeam Shimmer
+1M8GDM9AXKP042788,S2,2020,Ford,F-150,\"$35,000\",1200,Oxford White,Ebony
+";
+    assert_eq!(sync(&site, "day1.csv", day1).await, 0);
+    let car = why(&site, &["1HGCM82633A004352"]).await;
+    let listed = line_with(
+        &car,
+        "The last file that listed it: day1.csv (feed main), line 2",
+    );
+    assert!(listed.contains(" UTC"), "{car}");
+    line_with(
+        &car,
+        "internet_price: column \"Internet Price\" had \"$21,880\", sent price.internet 21880",
+    );
+    line_with(
+        &car,
+        "miles: column \"Odometer\" had \"21,880\", sent miles 21880",
+    );
+    line_with(
+        &car,
+        "exterior_color: column \"Ext Color\" had \"Agate Black Metallic\", sent exterior_color Black",
+    );
+    // Left out, with the mapper's reason after it.
+    let left_out = "interior_color: column \"Int Color\" had \"Moonbeam Shimmer\", left out: ";
+    let interior = line_with(&car, left_out);
+    assert!(interior.trim().len() > left_out.len(), "{car}");
+    // Before the history: the source comes first, the events after it.
+    assert!(car.find("The last file").unwrap() < car.find("History, newest first").unwrap());
+
+    // As JSON: the same, for tools.
+    let json = why(&site, &["1HGCM82633A004352", "--format", "json"]).await;
+    let answer: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let source = &answer["vehicles"][0]["source"];
+    assert_eq!(source["file"], "day1.csv", "{json}");
+    assert_eq!(source["record"]["line"], 2, "{json}");
+    let miles = source["record"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["field"] == "miles")
+        .unwrap();
+    assert_eq!(miles["column"], "Odometer", "{json}");
+    assert_eq!(miles["sent"][0][1], 21880, "{json}");
+
+    // Day 2 lists it unchanged (a new line, another file): that file is the last that listed
+    // it, its record found by VIN.
+    let day2 = day1.replace(
+        "1M8GDM9AXKP042788,S2,2020,Ford,F-150,\"$35,000\"",
+        "1M8GDM9AXKP042788,S2,2020,Ford,F-150,\"$34,000\"",
+    );
+    let day2 = {
+        let mut lines: Vec<&str> = day2.lines().collect();
+        lines.swap(1, 2);
+        lines.join("\n") + "\n"
+    };
+    assert_eq!(sync(&site, "day2.csv", &day2).await, 0);
+    let car = why(&site, &["1HGCM82633A004352"]).await;
+    line_with(
+        &car,
+        "The last file that listed it: day2.csv (feed main), line 3",
+    );
+    line_with(
+        &car,
+        "miles: column \"Odometer\" had \"21,880\", sent miles 21880",
+    );
+
+    // Its archived copy gone: said, with where it was looked for.
+    let archive = site.inbox().join("archive");
+    for day in std::fs::read_dir(&archive).unwrap() {
+        for file in std::fs::read_dir(day.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            if path.file_name().unwrap().to_str().unwrap() == "day2.csv" {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+    let car = why(&site, &["1HGCM82633A004352"]).await;
+    line_with(
+        &car,
+        "The last file that listed it: day2.csv (feed main), taken ",
+    );
+    line_with(
+        &car,
+        "Its record cannot be shown: its copy is not in the feed's archive",
+    );
+}
