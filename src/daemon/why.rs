@@ -5,13 +5,14 @@
 //!
 //! It wires the two; it decides nothing, and moves or writes nothing.
 
-use crate::config::{Config, FeedConfig};
+use crate::config::Config;
 use crate::inbox::FeedFolders;
 use crate::mapper::{trace_record, Profile, RecordTrace, Wanted};
 use crate::outbox::Outbox;
 use crate::plan::FileId;
 use crate::state::history::{Source, SourceField, SourceProblem, SourceRecord, Why};
 use crate::text::{Chain, Escaped};
+use std::path::{Path, PathBuf};
 
 /// `lotsync why` over the state `outbox` holds (the daemon's, or one opened to read): the cars
 /// `query` (a VIN or a stock number) names, of `feed` when one is named, each with its record
@@ -73,7 +74,7 @@ fn traced(
             source.feed
         ));
     };
-    let Some(path) = archived_copy(feed, &source.file, &source.sha256) else {
+    let Some(path) = archived_copy(&feed.inbox, &source.file, &source.sha256) else {
         let kept = match config.daemon.archive_days {
             0 => "it keeps every file: this one was moved or removed".to_owned(),
             days => format!("it keeps files {days} days"),
@@ -111,18 +112,24 @@ fn traced(
 }
 
 /// The archived copy of the file dropped as `name` with this content, if the feed's archive
-/// still has it (its report names the file as it was dropped: a second file of one name on one
-/// day is filed under another).
-fn archived_copy(feed: &FeedConfig, name: &str, sha256: &str) -> Option<std::path::PathBuf> {
-    let dropped_as = |report: &std::path::Path| -> Option<String> {
-        let bytes = std::fs::read(report).ok()?;
-        let report: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-        report.get("file")?.as_str().map(str::to_owned)
+/// still has it. Its report names the file as it was dropped (a second file of one name on one
+/// day is filed under another) and its content's hash, so only that copy is read whole, to
+/// check it was not changed since.
+fn archived_copy(inbox: &Path, name: &str, sha256: &str) -> Option<PathBuf> {
+    #[derive(serde::Deserialize)]
+    struct Filed {
+        file: String,
+        sha256: String,
+    }
+    let filed_as = |report: &Path| -> Option<Filed> {
+        serde_json::from_slice(&std::fs::read(report).ok()?).ok()
     };
-    FeedFolders::new(&feed.inbox)
+    FeedFolders::new(inbox)
         .archived_reports()
         .into_iter()
-        .filter(|entry| dropped_as(&entry.report).as_deref() == Some(name))
+        .filter(|entry| {
+            filed_as(&entry.report).is_some_and(|f| f.file == name && f.sha256 == sha256)
+        })
         .map(|entry| entry.export)
         .find(|export| FileId::of_path(export).is_ok_and(|id| id.sha256 == sha256))
 }
@@ -150,5 +157,45 @@ fn shown(trace: RecordTrace) -> SourceRecord {
                 value: p.value,
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inbox::{FileReport, Outcome};
+
+    /// Files `contents` as `name` in the inbox's archive, as `lotsync sync` does; its hash.
+    fn archived(inbox: &Path, name: &str, contents: &str) -> (String, PathBuf) {
+        let source = inbox.parent().unwrap().join(name);
+        std::fs::write(&source, contents).unwrap();
+        let sha256 = FileId::of_path(&source).unwrap().sha256;
+        let report = FileReport::new("main", name, &sha256, Outcome::Applied);
+        let copy = FeedFolders::new(inbox)
+            .archive_copy(&source, &report)
+            .unwrap();
+        (sha256, copy)
+    }
+
+    /// A DMS drops the same name every day: the copy with the planned content is the one read,
+    /// and a copy changed since it was filed is not taken for it.
+    #[test]
+    fn the_archived_copy_is_found_by_name_and_content() {
+        let dir = crate::testing::temp_dir("why-archive");
+        let inbox = dir.path().join("inbox");
+        std::fs::create_dir(&inbox).unwrap();
+        let (monday, _) = archived(&inbox, "inv.csv", "VIN\nA\n");
+        let (tuesday, tuesday_copy) = archived(&inbox, "inv.csv", "VIN\nB\n");
+        assert_ne!(monday, tuesday);
+        let found = archived_copy(&inbox, "inv.csv", &monday).unwrap();
+        assert_eq!(std::fs::read_to_string(found).unwrap(), "VIN\nA\n");
+        assert_eq!(
+            archived_copy(&inbox, "inv.csv", &tuesday),
+            Some(tuesday_copy.clone())
+        );
+        assert_eq!(archived_copy(&inbox, "other.csv", &monday), None);
+
+        std::fs::write(&tuesday_copy, "VIN\nC\n").unwrap();
+        assert_eq!(archived_copy(&inbox, "inv.csv", &tuesday), None);
     }
 }
