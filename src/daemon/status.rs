@@ -217,8 +217,8 @@ pub fn collect(
         let live_feed = live.and_then(|l| l.feeds.get(&feed.name));
         let rejected_vehicles = state
             .location_vehicles(config.api.organization_id, feed.location_id)?
-            .values()
-            .filter(|v| v.rejected.is_some())
+            .iter()
+            .filter(|(_, v)| v.rejected.is_some())
             .count();
         feeds.push(FeedStatus {
             name: feed.name.clone(),

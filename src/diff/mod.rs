@@ -179,7 +179,8 @@ pub struct Differ<'o> {
     file: FileId,
     /// Full mode: the vehicles at the judged locations the file has not listed yet, by VIN
     /// (a listed one is taken out when its record is diffed).
-    at_locations: HashMap<String, Known>,
+    /// By VIN; foldhash, as the mapper's tables: a lot's every vehicle is hashed on each plan.
+    at_locations: foldhash::HashMap<String, Known>,
     /// Full mode: per judged location, its in-stock vehicles as the diff began.
     guard: BTreeMap<u64, GuardCount>,
     /// Every VIN the file's accepted records show: Some(location) on a lot, None when the
@@ -219,13 +220,14 @@ impl<'o> Differ<'o> {
         listed: Option<Listed>,
     ) -> Result<Differ<'o>, DiffError> {
         let mut planning = outbox.planning();
-        let mut at_locations: HashMap<String, Known> = HashMap::new();
+        let mut at_locations: foldhash::HashMap<String, Known> = Default::default();
         let mut guard: BTreeMap<u64, GuardCount> = BTreeMap::new();
         if rules.mode == Mode::Full {
             for &location_id in &rules.locations {
                 let records = outbox
                     .state()
                     .location_vehicles(rules.organization_id, location_id)?;
+                at_locations.reserve(records.len());
                 for (vin, record) in records {
                     let known = if record.queued > 0 {
                         // Read again with its queue, at one instant: an answer may have

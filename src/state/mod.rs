@@ -465,18 +465,18 @@ impl State {
         Ok(out)
     }
 
-    /// Every vehicle recorded at a location, by VIN.
+    /// Every vehicle recorded at a location, with its VIN, in the order of their keys.
     pub fn location_vehicles(
         &self,
         organization_id: u64,
         location_id: u64,
-    ) -> Result<HashMap<String, VehicleRecord>, StateError> {
+    ) -> Result<Vec<(String, VehicleRecord)>, StateError> {
         let prefix = location_prefix(organization_id, location_id);
-        let mut out = HashMap::new();
+        let mut out = Vec::new();
         for item in self.trees.vehicles.scan_prefix(prefix) {
             let (k, v) = item?;
             let vin = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
-            out.insert(vin, VehicleRecord::decode(&v)?);
+            out.push((vin, VehicleRecord::decode(&v)?));
         }
         Ok(out)
     }
