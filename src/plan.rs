@@ -1,6 +1,7 @@
 //! A plan: the operations one file (or one reconciliation) calls for, what they change in the
 //! vehicles' bookkeeping, and whether it may be applied; with the [`Op`]s themselves and the
-//! digest payloads are compared by ([`payload_digest`]).
+//! digest payloads are compared by ([`payload_digest`], a [`Digest`]), and operations counted
+//! by kind ([`OpCounts`]).
 //!
 //! These are the types the stages hand each other: [`crate::diff`] and the reconciliation
 //! make plans, [`crate::outbox`] commits them, [`crate::upload`] sends their operations. It
@@ -8,9 +9,9 @@
 //! storage (the outbox).
 
 use crate::api::VehiclePayload;
-use crate::state::Digest;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 
 /// The feed name the reconciliation's plans are queued under, which no configured feed may
 /// take (the config refuses it).
@@ -42,7 +43,7 @@ impl Op {
     }
 
     /// Counts it in `counts`, by kind.
-    pub fn count_in(&self, counts: &mut crate::state::OpCounts) {
+    pub fn count_in(&self, counts: &mut OpCounts) {
         match self {
             Op::Create(_) => counts.create += 1,
             Op::Update(_) => counts.update += 1,
@@ -56,6 +57,74 @@ impl Op {
             Op::Create(p) | Op::Update(p) => Some(p),
             Op::MarkSold | Op::MarkInStock => None,
         }
+    }
+}
+
+/// 128 bits of SHA-256: enough to tell payloads apart, half the bytes of the whole hash.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Digest(pub [u8; 16]);
+
+impl Digest {
+    /// A vehicle found on the service whose content lotsync did not send (adopted by the first
+    /// diff of an empty state): every payload differs from it, so the next one listing it is
+    /// sent. No SHA-256 prefix is all zeros in practice.
+    pub const UNKNOWN: Digest = Digest([0; 16]);
+
+    pub fn of(bytes: &[u8]) -> Digest {
+        use sha2::Digest as _;
+        let full = sha2::Sha256::digest(bytes);
+        let mut out = [0; 16];
+        out.copy_from_slice(&full[..16]);
+        Digest(out)
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl Serialize for Digest {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        let bad = || serde::de::Error::custom("a digest is 32 hex digits");
+        if text.len() != 32 {
+            return Err(bad());
+        }
+        let mut out = [0; 16];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
+                .map_err(|_| bad())?;
+        }
+        Ok(Digest(out))
+    }
+}
+
+/// Operations, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCounts {
+    pub create: u64,
+    pub update: u64,
+    pub sold: u64,
+    pub in_stock: u64,
+}
+
+impl OpCounts {
+    pub fn total(&self) -> u64 {
+        self.create + self.update + self.sold + self.in_stock
     }
 }
 
@@ -119,8 +188,8 @@ pub struct Learned {
     pub service_id: u64,
     pub sold: bool,
     /// The file's payload's digest when the service shows the same fields
-    /// ([`crate::diff::field_drift`]), else [`crate::state::Digest::UNKNOWN`].
-    pub digest: crate::state::Digest,
+    /// ([`crate::diff::field_drift`]), else [`Digest::UNKNOWN`].
+    pub digest: Digest,
     /// The file's payload, recorded as acknowledged when the service shows the same fields.
     pub payload: Option<Box<crate::api::VehiclePayload>>,
 }
@@ -475,7 +544,16 @@ impl FileId {
 
 #[cfg(test)]
 mod tests {
-    use super::{Op, Plan, ProtectedBy};
+    use super::{Digest, Op, Plan, ProtectedBy};
+
+    #[test]
+    fn digest_round_trips_as_hex() {
+        let d = Digest::of(b"abc");
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(json, "\"ba7816bf8f01cfea414140de5dae2223\"");
+        assert_eq!(serde_json::from_str::<Digest>(&json).unwrap(), d);
+        assert!(serde_json::from_str::<Digest>("\"xyz\"").is_err());
+    }
 
     /// 90 updates then 10 sales, one vehicle back in stock and updated at the start: the sales
     /// come one in ten, each vehicle's operations together and in order.

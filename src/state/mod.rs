@@ -35,11 +35,13 @@ pub mod memory;
 pub(crate) mod records;
 mod tx;
 
+/// Stored in its records; the plan's types.
+pub use crate::plan::{Digest, OpCounts};
 pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
 pub use records::{
-    AppliedFile, Counters, Delivered, Digest, FeedRecord, FileOutcome, FileRecord, Listing,
-    OpCounts, OutboxEntry, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
+    AppliedFile, Counters, Delivered, FeedRecord, FileOutcome, FileRecord, Listing, OutboxEntry,
+    Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
 };
 pub use tx::{StateTx, Txn};
 

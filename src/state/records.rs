@@ -3,61 +3,8 @@
 
 use super::{StateError, VehicleKey};
 use crate::api::VehiclePayload;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::fmt;
-
-/// 128 bits of SHA-256: enough to tell payloads apart, half the bytes of the whole hash.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Digest(pub [u8; 16]);
-
-impl Digest {
-    /// A vehicle found on the service whose content lotsync did not send (adopted by the first
-    /// diff of an empty state): every payload differs from it, so the next one listing it is
-    /// sent. No SHA-256 prefix is all zeros in practice.
-    pub const UNKNOWN: Digest = Digest([0; 16]);
-
-    pub fn of(bytes: &[u8]) -> Digest {
-        use sha2::Digest as _;
-        let full = sha2::Sha256::digest(bytes);
-        let mut out = [0; 16];
-        out.copy_from_slice(&full[..16]);
-        Digest(out)
-    }
-}
-
-impl fmt::Debug for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&hex::encode(self.0))
-    }
-}
-
-impl Serialize for Digest {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Digest {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        let bad = || serde::de::Error::custom("a digest is 32 hex digits");
-        if text.len() != 32 {
-            return Err(bad());
-        }
-        let mut out = [0; 16];
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16)
-                .map_err(|_| bad())?;
-        }
-        Ok(Digest(out))
-    }
-}
+use crate::plan::{Digest, OpCounts};
+use serde::{Deserialize, Serialize};
 
 /// What lotsync knows of one vehicle.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -168,21 +115,6 @@ pub enum FileOutcome {
     Superseded { newer: String },
     /// The safety guard held it; nothing was queued.
     Held { reason: String },
-}
-
-/// Operations, by kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OpCounts {
-    pub create: u64,
-    pub update: u64,
-    pub sold: u64,
-    pub in_stock: u64,
-}
-
-impl OpCounts {
-    pub fn total(&self) -> u64 {
-        self.create + self.update + self.sold + self.in_stock
-    }
 }
 
 /// What the service answered to one planned file's operations so far: written in the same
@@ -308,15 +240,6 @@ pub(crate) fn encode<T: Serialize>(value: &T, what: &'static str) -> Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn digest_round_trips_as_hex() {
-        let d = Digest::of(b"abc");
-        let json = serde_json::to_string(&d).unwrap();
-        assert_eq!(json, "\"ba7816bf8f01cfea414140de5dae2223\"");
-        assert_eq!(serde_json::from_str::<Digest>(&json).unwrap(), d);
-        assert!(serde_json::from_str::<Digest>("\"xyz\"").is_err());
-    }
 
     #[test]
     fn records_keep_small() {
