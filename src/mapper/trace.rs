@@ -223,6 +223,38 @@ VIN,Stock #,Year,Make,Model,Internet Price,Odometer,Ext Color,Int Color
         );
     }
 
+    /// An XML feed laid out as Google's vehicle ads specification gives it (the blind corpus's
+    /// `google-vehicle-ads-rss`, its sources in that folder's SOURCE.md): each field's element,
+    /// its text as written and what was sent.
+    #[test]
+    fn a_google_vehicle_ads_item_is_traced_from_its_elements() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fidelity-blind/google-vehicle-ads-rss/vehicle_ads_feed.xml");
+        let wanted = Wanted {
+            line: None,
+            vin: "1GC7CBZ2XMT776470",
+        };
+        let trace = trace_record(&path, &Profile::auto(), 10, None, wanted)
+            .unwrap()
+            .unwrap();
+        assert!(!trace.rejected, "{trace:#?}");
+        let miles = field(&trace, "miles");
+        assert!(miles.column.ends_with("mileage"), "{miles:?}");
+        assert_eq!(miles.raw, "86,516 miles");
+        assert_eq!(miles.sent, [("miles", serde_json::json!(86516))]);
+        let price = trace
+            .fields
+            .iter()
+            .find(|f| f.raw == "37,250.00 USD")
+            .unwrap_or_else(|| panic!("no price in {trace:#?}"));
+        assert!(price.column.ends_with("price"), "{price:?}");
+        assert_eq!(price.sent[0].0, "price", "{price:?}");
+        assert_eq!(price.sent[0].1["selling"], 37250, "{price:?}");
+        let color = field(&trace, "exterior_color");
+        assert_eq!(color.raw, "Magnetite Gray");
+        assert_eq!(color.sent, [("exterior_color", serde_json::json!("Gray"))]);
+    }
+
     #[test]
     fn a_vin_the_file_does_not_list_is_none() {
         let none = traced(Wanted {
