@@ -15,6 +15,7 @@
 //! endpoint's address ([`crate::daemon::metrics::MetricsListen`], which it reads).
 
 mod checks;
+mod coherence;
 mod read;
 mod token;
 mod types;
@@ -175,8 +176,196 @@ fn config_dir(path: &Path) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    use super::checks::duration;
+    use super::read::{read, ReadError, Refusal};
     use super::*;
     use crate::diff::Mode;
+    use std::time::Duration;
+
+    const MINIMAL: &str = "[api]\nbase_url = \"https://x\"\norganization_id = 1\n";
+
+    /// What the structured reader says of `text`: Ok, or the one refusal that stopped it.
+    fn refusal(text: &str) -> Option<Refusal> {
+        let table: toml::Table = toml::from_str(text).unwrap();
+        read::<Config>(toml::Value::Table(table)).err()
+    }
+
+    /// Every range is refused where the value is read, at its key, with its reason; a value
+    /// at either end of its range is taken.
+    #[test]
+    fn a_value_out_of_range_is_refused_where_it_is_read() {
+        for (section, line, key, said) in [
+            (
+                "api",
+                "organization_id = 0",
+                "api.organization_id",
+                "must be the organization's id (not 0)",
+            ),
+            (
+                "api",
+                "max_requests_per_second = 0",
+                "api.max_requests_per_second",
+                "must be more than 0",
+            ),
+            (
+                "api",
+                "max_requests_per_second = nan",
+                "api.max_requests_per_second",
+                "must be more than 0",
+            ),
+            ("api", "burst = 0", "api.burst", "must be at least 1"),
+            (
+                "api",
+                "max_in_flight = 0",
+                "api.max_in_flight",
+                "must be at least 1",
+            ),
+            (
+                "api",
+                "max_attempts = 0",
+                "api.max_attempts",
+                "must be at least 1",
+            ),
+            (
+                "api",
+                "max_answer_kib = 8",
+                "api.max_answer_kib",
+                "8 is not between 16 and 1048576 KiB",
+            ),
+            (
+                "api",
+                "max_list_page_kib = 2000000",
+                "api.max_list_page_kib",
+                "2000000 is not between 256 and",
+            ),
+            (
+                "state",
+                "cache_mib = 0",
+                "state.cache_mib",
+                "0 is not between 1 and 4096 MiB",
+            ),
+            (
+                "daemon",
+                "settle_secs = 3601",
+                "daemon.settle_secs",
+                "3601 is not between 0 and 3600 seconds",
+            ),
+            (
+                "daemon",
+                "settle_secs = -1",
+                "daemon.settle_secs",
+                "-1 is not between 0 and 3600 seconds",
+            ),
+            (
+                "daemon",
+                "incomplete_wait_secs = nan",
+                "daemon.incomplete_wait_secs",
+                "NaN is not between 0 and 86400 seconds",
+            ),
+            (
+                "daemon",
+                "reconcile_retry_secs = 0",
+                "daemon.reconcile_retry_secs",
+                "0 is not between 1 and 86400 seconds",
+            ),
+            (
+                "daemon",
+                "log_level = \"info,[\"",
+                "daemon.log_level",
+                "is not a level",
+            ),
+            (
+                "daemon",
+                "metrics = \"0.0.0.0:9187\"",
+                "daemon.metrics",
+                "\"0.0.0.0:9187\" is not a loopback address",
+            ),
+            (
+                "notifications",
+                "application_slug = \"a/b\"",
+                "notifications.application_slug",
+                "must be the application's slug",
+            ),
+            (
+                "feed",
+                "max_sold_fraction = 1.5",
+                "feed[0].max_sold_fraction",
+                "1.5 is not a share between 0 and 1",
+            ),
+            (
+                "feed",
+                "sold_after_absent = 0",
+                "feed[0].sold_after_absent",
+                "must be at least 1",
+            ),
+            (
+                "feed",
+                "poll_interval_secs = 0.05",
+                "feed[0].poll_interval_secs",
+                "0.05 is not between 0.1 and 3600 seconds",
+            ),
+            ("feed", "name = \" \"", "feed[0].name", "must not be empty"),
+            (
+                "feed",
+                "name = \"reconcile\"",
+                "feed[0].name",
+                "is the name the nightly reconciliation uses",
+            ),
+        ] {
+            let text = match section {
+                "api" if line.starts_with("organization_id") => {
+                    format!("[api]\nbase_url = \"https://x\"\n{line}\n")
+                }
+                "api" => format!("{MINIMAL}{line}\n"),
+                "feed" if line.starts_with("name") => {
+                    format!("{MINIMAL}[[feed]]\ninbox = \"in\"\nlocation_id = 1\n{line}\n")
+                }
+                "feed" => format!(
+                    "{MINIMAL}[[feed]]\nname = \"a\"\ninbox = \"in\"\nlocation_id = 1\n{line}\n"
+                ),
+                s => format!("{MINIMAL}[{s}]\n{line}\n"),
+            };
+            let Some(Refusal { at, error }) = refusal(&text) else {
+                panic!("{line}: taken");
+            };
+            assert_eq!(at.to_string(), key, "{line}");
+            let ReadError::Value(reason) = &error else {
+                panic!("{line}: {error:?}");
+            };
+            assert!(reason.contains(said), "{line}: {reason}");
+            // toml's own reader (the types, whoever reads them) refuses it the same.
+            let err = toml::from_str::<Config>(&text).unwrap_err();
+            assert!(err.message().contains(said), "{line}: {err}");
+        }
+        for (section, line) in [
+            ("daemon", "settle_secs = 0"),
+            ("daemon", "settle_secs = 3600"),
+            ("daemon", "incomplete_wait_secs = 86400"),
+            ("daemon", "reconcile_retry_secs = 86400"),
+            ("state", "cache_mib = 4096"),
+            ("api", "max_answer_kib = 16"),
+            ("api", "max_list_page_kib = 1048576"),
+            ("api", "max_requests_per_second = 0.1"),
+        ] {
+            let text = match section {
+                "api" => format!("{MINIMAL}{line}\n"),
+                s => format!("{MINIMAL}[{s}]\n{line}\n"),
+            };
+            assert!(refusal(&text).is_none(), "{line}");
+        }
+    }
+
+    /// A range is checked once: the durations are what was read, not clamped again.
+    #[test]
+    fn durations_are_the_seconds_read() {
+        let config: Config = toml::from_str(&format!(
+            "{MINIMAL}[daemon]\nsettle_secs = 3600\nincomplete_wait_secs = 0.5\n"
+        ))
+        .unwrap();
+        assert_eq!(config.daemon.settle(), Duration::from_secs(3600));
+        assert_eq!(config.daemon.incomplete_wait(), Duration::from_millis(500));
+        assert_eq!(duration(-1.0), Duration::ZERO);
+    }
 
     #[test]
     fn a_missing_config_names_the_ways_to_give_one_and_a_bare_host_gets_https() {
