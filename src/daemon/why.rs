@@ -48,20 +48,17 @@ pub fn why(
         .map_err(|e| Chain(&e).to_string())?;
     for vehicle in &mut answer.vehicles {
         if let Some(source) = &mut vehicle.source {
-            read_source(config, outbox, &vehicle.vin, source);
+            match traced(config, outbox, &vehicle.vin, source) {
+                Ok(record) => source.record = Some(record),
+                Err(note) => source.note = Some(note),
+            }
         }
     }
     Ok(answer)
 }
 
-/// Fills in the vehicle's record in the file `source` names, or the note saying why not.
-fn read_source(config: &Config, outbox: &Outbox, vin: &str, source: &mut Source) {
-    match traced(config, outbox, vin, source) {
-        Ok(record) => source.record = Some(record),
-        Err(note) => source.note = Some(note),
-    }
-}
-
+/// The vehicle's record in the file `source` names, read from its archived copy; or the note
+/// saying why it cannot be shown.
 fn traced(
     config: &Config,
     outbox: &Outbox,

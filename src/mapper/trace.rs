@@ -117,10 +117,7 @@ fn fields(export: &ExportFile, payload: Option<&serde_json::Value>) -> Vec<Field
         }
         let sent = payload_fields(target)
             .iter()
-            .filter_map(|&name| {
-                let value = payload?.get(name)?;
-                Some((name, value.clone()))
-            })
+            .filter_map(|&name| Some((name, sent_value(payload?, name)?)))
             .collect();
         out.push(FieldTrace {
             field: target.name(),
@@ -132,10 +129,26 @@ fn fields(export: &ExportFile, payload: Option<&serde_json::Value>) -> Vec<Field
     out
 }
 
-/// The payload fields a target's column feeds (`sold`: what the export says of it).
+/// A payload field's value by its name, `price.selling` for a part of the price object (a
+/// bare price is the selling one).
+fn sent_value(payload: &serde_json::Value, name: &str) -> Option<serde_json::Value> {
+    let Some((field, part)) = name.split_once('.') else {
+        return payload.get(name).cloned();
+    };
+    match payload.get(field)? {
+        serde_json::Value::Object(parts) => parts.get(part).cloned(),
+        bare if part == "selling" => Some(bare.clone()),
+        _ => None,
+    }
+}
+
+/// The payload fields a target's column feeds (`sold`: what the export says of it; a price's
+/// part by its path).
 fn payload_fields(target: Target) -> Vec<&'static str> {
     match target {
-        Target::Price | Target::InternetPrice => vec!["price"],
+        Target::Price => vec!["price.selling"],
+        Target::InternetPrice => vec!["price.internet"],
+        Target::Msrp => vec!["price.msrp"],
         Target::Type | Target::NewFlag => vec!["type"],
         Target::Miles | Target::MileageUnit => vec!["miles"],
         Target::Transmission => vec!["transmission_type", "transmission_speed"],
@@ -187,8 +200,7 @@ VIN,Stock #,Year,Make,Model,Internet Price,Odometer,Ext Color,Int Color
         let price = field(&trace, "internet_price");
         assert_eq!(price.column, "Internet Price");
         assert_eq!(price.raw, "$21,880");
-        assert_eq!(price.sent.len(), 1, "{price:?}");
-        assert_eq!(price.sent[0].0, "price");
+        assert_eq!(price.sent, [("price.internet", serde_json::json!(21880))]);
         let miles = field(&trace, "miles");
         assert_eq!(
             (miles.column.as_str(), miles.raw.as_str()),
@@ -248,11 +260,41 @@ VIN,Stock #,Year,Make,Model,Internet Price,Odometer,Ext Color,Int Color
             .find(|f| f.raw == "37,250.00 USD")
             .unwrap_or_else(|| panic!("no price in {trace:#?}"));
         assert!(price.column.ends_with("price"), "{price:?}");
-        assert_eq!(price.sent[0].0, "price", "{price:?}");
-        assert_eq!(price.sent[0].1["selling"], 37250, "{price:?}");
+        assert_eq!(price.sent, [("price.selling", serde_json::json!(37250))]);
         let color = field(&trace, "exterior_color");
         assert_eq!(color.raw, "Magnetite Gray");
         assert_eq!(color.sent, [("exterior_color", serde_json::json!("Gray"))]);
+    }
+
+    /// Two price columns: each says only the part of the price it fed.
+    #[test]
+    fn each_price_column_says_its_own_part_of_the_price() {
+        let dir = crate::testing::temp_dir("trace-prices");
+        let path = dir.path().join("inv.csv");
+        std::fs::write(
+            &path,
+            "VIN,Stock #,Price,Internet Price,MSRP\n1HGCM82633A004352,S1,22000,21000,25000\n",
+        )
+        .unwrap();
+        let wanted = Wanted {
+            line: Some(2),
+            vin: "",
+        };
+        let trace = trace_record(&path, &Profile::auto(), 10, None, wanted)
+            .unwrap()
+            .unwrap();
+        for (name, sent, value) in [
+            ("price", "price.selling", 22000),
+            ("internet_price", "price.internet", 21000),
+            ("msrp", "price.msrp", 25000),
+        ] {
+            let traced = field(&trace, name);
+            assert_eq!(
+                traced.sent,
+                [(sent, serde_json::json!(value))],
+                "{trace:#?}"
+            );
+        }
     }
 
     #[test]

@@ -845,7 +845,12 @@ fn last_listed(
             .map(|l| (l.file_no, None)),
         None => None,
     };
-    let Some((file_no, line)) = by_line.into_iter().chain(listed).max_by_key(|(no, _)| *no) else {
+    // The newest file; of one file, the line its event names (the record is found by it).
+    let newest = by_line
+        .into_iter()
+        .chain(listed)
+        .max_by_key(|(no, line)| (*no, line.is_some()));
+    let Some((file_no, line)) = newest else {
         return Ok(None);
     };
     Ok(state.file(file_no)?.map(|file| Source {
@@ -1374,13 +1379,7 @@ impl Source {
                     .sent
                     .iter()
                     .filter(|(name, _)| name != "sold")
-                    .flat_map(|(name, value)| match value {
-                        serde_json::Value::Object(parts) => parts
-                            .iter()
-                            .map(|(part, v)| format!("{name}.{part} {}", short_value(v)))
-                            .collect::<Vec<_>>(),
-                        v => vec![format!("{name} {}", short_value(v))],
-                    })
+                    .map(|(name, value)| format!("{name} {}", short_value(value)))
                     .collect();
                 let sent = match sent.is_empty() {
                     true => String::new(),
