@@ -16,8 +16,8 @@ use crate::api::VehiclePayload;
 use crate::plan::{payload_digest, Op, Plan, Verdict};
 use crate::state::history::{self, Event, What};
 use crate::state::{
-    self, AppliedFile, Counters, FeedRecord, FileOutcome, FileRecord, OpCounts, Rejection, State,
-    StateError, StateTx, Txn, VehicleKey, VehicleRecord,
+    self, AppliedFile, Counters, FeedRecord, FileOutcome, FileRecord, OpCounts, Queuing, Rejection,
+    State, StateError, StateTx, Txn, VehicleKey, VehicleRecord,
 };
 use sled::transaction::ConflictableTransactionError;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -338,10 +338,15 @@ impl Outbox {
                 for (vin, seqs) in &replaced {
                     let mut gone = Vec::new();
                     for &seq in *seqs {
-                        if tx.dequeue(seq)?.is_some() {
+                        if let Some(entry) = tx.dequeue(seq)? {
                             counters.superseded += 1;
                             *removed.entry(vin).or_default() += 1;
                             gone.push(seq);
+                            // Never answered: its queueing is told now.
+                            events
+                                .entry(vin)
+                                .or_default()
+                                .push(history::queued_event(&entry));
                         }
                     }
                     if !gone.is_empty() {
@@ -356,18 +361,6 @@ impl Outbox {
                     next_seq += 1;
                     first_seq.get_or_insert(seq);
                     last_seq = Some(seq);
-                    let entry = Entry {
-                        seq,
-                        organization_id: org,
-                        location_id: planned.location_id,
-                        vin: planned.vin.clone(),
-                        op: planned.op.clone(),
-                        file: plan.file.name.clone(),
-                        file_no: Some(file_no),
-                        queued_at: now,
-                    };
-                    tx.enqueue(&entry)?;
-                    counters.queued += 1;
                     let change = plan.changes.get(&planned.vin);
                     let line = change.and_then(|c| c.line);
                     let changed = match &planned.op {
@@ -381,17 +374,26 @@ impl Outbox {
                         (Op::MarkSold, None) => change.and_then(|c| c.absent),
                         _ => None,
                     };
-                    events
-                        .entry(planned.vin.as_str())
-                        .or_default()
-                        .push(event(What::Queued {
-                            seq,
-                            op: history::op_code(planned.op.name()),
-                            line,
-                            changed,
-                            forced: forced && absent.is_some(),
-                            absent,
-                        }));
+                    // Told in the vehicle's history with the service's answer.
+                    let queuing = Queuing {
+                        line,
+                        changed,
+                        forced: forced && absent.is_some(),
+                        absent,
+                    };
+                    let entry = Entry {
+                        seq,
+                        organization_id: org,
+                        location_id: planned.location_id,
+                        vin: planned.vin.clone(),
+                        op: planned.op.clone(),
+                        file: plan.file.name.clone(),
+                        file_no: Some(file_no),
+                        queued_at: now,
+                        queuing,
+                    };
+                    tx.enqueue(&entry)?;
+                    counters.queued += 1;
                 }
                 for protection in &plan.protected {
                     events
@@ -905,17 +907,9 @@ impl Outbox {
         let mut pending = Vec::new();
         for entry in self.entries() {
             let entry = entry?;
-            if entry.organization_id != organization_id {
-                continue;
+            if entry.organization_id == organization_id {
+                pending.push(entry);
             }
-            pending.push(history::Pending {
-                seq: entry.seq,
-                op: entry.op.name().to_owned(),
-                payload: entry.op.payload().cloned(),
-                vin: entry.vin,
-                file: entry.file,
-                queued_at: entry.queued_at,
-            });
         }
         let question = history::Question {
             organization_id,

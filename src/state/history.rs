@@ -4,20 +4,25 @@
 //! One key per event in the `history` tree, time first ([`history_key`]): new events go to
 //! its end, and a write reads nothing, so recording them touches a few pages at the end of
 //! one tree (a value per vehicle, rewritten, touched one page per vehicle across the tree and
-//! took a third more disk over a month). None is kept older than [`KEEP_DAYS`] days
+//! took a third more disk over a month). An operation is one event, written with the
+//! service's answer ([`What::QueuedAndAnswered`]): why the plan queued it waits with it in the
+//! outbox until then ([`OutboxEntry::queuing`]), and one still waiting, or replaced, is told
+//! from its entry ([`queued_event`]). A value holds neither the time nor the operation's
+//! number, which its key holds. None is kept older than [`KEEP_DAYS`] days
 //! ([`State::prune_history`]), and `why` tells a vehicle's newest [`KEEP_EVENTS`]. The outbox
 //! writes them inside the transactions that already commit plans, answers and findings
 //! ([`append`] on the transaction's tree), so they are exactly as durable as what they tell
 //! and cost no flush of their own. An event names its file by the
 //! number the file is filed under (`files`), not by name, to stay small. A state from before
-//! the history simply has none for its vehicles.
+//! the history simply has none for its vehicles; one from before an operation was one event
+//! (its queueing and its answer two, each with its time) reads back the same.
 //!
 //! It owns the events' storage and how they read to people ([`Why`]). It does not decide what
 //! happened (the diff, the outbox and the reconciliation say so), nor read export files or the
 //! service.
 
-use super::keys::{history_key, history_vehicle, is_history_of};
-use super::{FileRecord, State, StateError, VehicleKey};
+use super::keys::{history_key, history_key_parts, history_vehicle, is_history_of};
+use super::{FieldChange, FileRecord, OutboxEntry, Queuing, State, StateError, VehicleKey};
 use crate::text::Escaped;
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
@@ -93,7 +98,36 @@ pub enum What {
     Adopted { service_id: u64 },
     /// Its operations not sent yet were replaced by this plan's (superseded).
     Replaced { seqs: Vec<u64> },
-    /// The service's answer to operation `seq`.
+    /// An operation and the service's answer to it, stored as one event at the answer (an
+    /// operation's queueing waits in the outbox with it: [`OutboxEntry::queuing`]). Read back
+    /// as its [`What::Queued`] and [`What::Answered`] ([`expand`]); its `seq` is its key's.
+    #[serde(rename = "d")]
+    QueuedAndAnswered {
+        #[serde(skip)]
+        seq: u64,
+        #[serde(rename = "o")]
+        op: String,
+        /// Seconds from its queueing to the answer.
+        #[serde(default, rename = "q", skip_serializing_if = "is_zero64")]
+        waited: u64,
+        #[serde(default, rename = "w", skip_serializing_if = "Queuing::is_empty")]
+        queuing: Queuing,
+        #[serde(default, rename = "r", skip_serializing_if = "is_false")]
+        refused: bool,
+        #[serde(default, rename = "h", skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// Seconds from its last call to the answer, when not the same second.
+        #[serde(default, rename = "t", skip_serializing_if = "Option::is_none")]
+        sent_before: Option<u64>,
+        #[serde(default, rename = "n", skip_serializing_if = "is_zero")]
+        retries: u32,
+        #[serde(default, rename = "m", skip_serializing_if = "Vec::is_empty")]
+        messages: Vec<String>,
+        #[serde(default, rename = "i", skip_serializing_if = "Option::is_none")]
+        service_id: Option<u64>,
+    },
+    /// The service's answer to operation `seq` (as told, and as a state before
+    /// [`What::QueuedAndAnswered`] stored it).
     #[serde(rename = "a")]
     Answered {
         #[serde(rename = "s")]
@@ -186,22 +220,26 @@ pub fn op_name(code: &str) -> &str {
     }
 }
 
-/// A field an update changes, as sent (values cut to a few dozen characters).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FieldChange {
-    pub field: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-}
-
 fn is_false(b: &bool) -> bool {
     !*b
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_zero64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// An event as its value in the `history` tree: its time, and an operation's number, are its
+/// key's ([`history_key`]). A value written before carries its time too (`at`, ignored).
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    #[serde(default, rename = "f", skip_serializing_if = "Option::is_none")]
+    file_no: Option<u64>,
+    #[serde(flatten)]
+    what: What,
 }
 
 impl Event {
@@ -278,52 +316,75 @@ pub(crate) fn append<E: From<StateError>>(
     events: Vec<Event>,
     _now: i64,
 ) -> Result<(), ConflictableTransactionError<E>> {
-    for (index, event) in events.iter().enumerate() {
-        let tag = match &event.what {
-            What::Queued { seq, .. } | What::Answered { seq, .. } => *seq,
-            _ => event.file_no.unwrap_or(0),
+    for (index, Event { at, file_no, what }) in events.into_iter().enumerate() {
+        let tag = match &what {
+            What::Queued { seq, .. }
+            | What::Answered { seq, .. }
+            | What::QueuedAndAnswered { seq, .. } => *seq,
+            _ => file_no.unwrap_or(0),
         };
         // An answer may come within the second its operation was queued: apart by its index.
-        let index = match event.what {
-            What::Answered { .. } => u8::MAX,
+        let index = match what {
+            What::Answered { .. } | What::QueuedAndAnswered { .. } => u8::MAX,
             _ => u8::try_from(index).unwrap_or(u8::MAX - 1).min(u8::MAX - 1),
         };
-        let key = history_key(event.at, organization_id, vin, tag, index);
-        let value = super::records::encode(event, "history event")
+        let key = history_key(at, organization_id, vin, tag, index);
+        let value = super::records::encode(&Stored { file_no, what }, "history event")
             .map_err(|e| ConflictableTransactionError::Abort(E::from(e)))?;
         tree.insert(key, value)?;
     }
     Ok(())
 }
 
-/// Records the service's answer to operation `seq` in the vehicle's history, in a
-/// transaction of the `history` tree: an [`What::Answered`] event, told with its operation.
-#[allow(clippy::too_many_arguments)]
+/// Records the service's answer to a queued operation in its vehicle's history, in a
+/// transaction of the `history` tree: the operation's one event, its queueing and its answer
+/// ([`What::QueuedAndAnswered`]).
 pub(crate) fn answer<E: From<StateError>>(
     tree: &TransactionalTree,
-    organization_id: u64,
-    vin: &str,
-    seq: u64,
-    op: &str,
-    file_no: Option<u64>,
+    entry: &OutboxEntry,
     answer: Answer,
     now: i64,
 ) -> Result<(), ConflictableTransactionError<E>> {
     let event = Event::new(
         now,
-        file_no,
-        What::Answered {
-            seq,
-            op: op_code(op),
-            ok: !answer.refused,
+        entry.file_no,
+        What::QueuedAndAnswered {
+            seq: entry.seq,
+            op: op_code(entry.op.name()),
+            waited: u64::try_from(now - entry.queued_at).unwrap_or(0),
+            queuing: entry.queuing.clone(),
+            refused: answer.refused,
             status: answer.status,
-            sent: answer.sent,
+            sent_before: answer.sent.and_then(|sent| u64::try_from(now - sent).ok()),
             retries: answer.retries,
             messages: answer.messages,
             service_id: answer.service_id,
         },
     );
-    append(tree, organization_id, vin, vec![event], now)
+    append(tree, entry.organization_id, &entry.vin, vec![event], now)
+}
+
+/// An operation's queueing as its history tells it, from its entry in the outbox (one still
+/// waiting, or one a newer plan replaced).
+pub fn queued_event(entry: &OutboxEntry) -> Event {
+    let Queuing {
+        line,
+        changed,
+        absent,
+        forced,
+    } = entry.queuing.clone();
+    Event::new(
+        entry.queued_at,
+        entry.file_no,
+        What::Queued {
+            seq: entry.seq,
+            op: op_code(entry.op.name()),
+            line,
+            changed,
+            absent,
+            forced,
+        },
+    )
 }
 
 /// The first key of events recent enough to keep at `now`.
@@ -340,9 +401,15 @@ impl State {
         let mut out = Vec::new();
         for item in self.trees.history.iter() {
             let (k, v) = item?;
-            if is_history_of(&k, &vehicle) {
-                out.push(super::records::decode::<Event>(&v, "history event")?);
+            if !is_history_of(&k, &vehicle) {
+                continue;
             }
+            let Stored { file_no, mut what } = super::records::decode(&v, "history event")?;
+            let (at, tag) = history_key_parts(&k);
+            if let What::QueuedAndAnswered { seq, .. } = &mut what {
+                *seq = tag;
+            }
+            out.push(Event { at, file_no, what });
         }
         if out.len() > KEEP_EVENTS {
             out.drain(..out.len() - KEEP_EVENTS);
@@ -397,19 +464,6 @@ impl State {
     pub fn history_count(&self) -> usize {
         self.trees.history.len()
     }
-}
-
-/// An operation still in the outbox, as `why` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Pending {
-    pub seq: u64,
-    pub vin: String,
-    pub op: String,
-    pub file: String,
-    pub queued_at: i64,
-    /// Its payload (create and update).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<crate::api::VehiclePayload>,
 }
 
 /// What `lotsync why` answers: every vehicle the question matches.
@@ -496,6 +550,8 @@ fn kind(what: &What) -> &'static str {
         What::Adopted { .. } => "adopted",
         What::Replaced { .. } => "replaced",
         What::Answered { .. } => "answered",
+        // Told as its two events ([`expand`]).
+        What::QueuedAndAnswered { .. } => "queued_and_answered",
         What::Restored { .. } => "restored",
         What::IdLearned { .. } => "id_learned",
         What::Forgotten => "forgotten",
@@ -517,19 +573,65 @@ fn oldest_first(history: &mut [Event]) {
     });
 }
 
-/// The stored events as they are told: operations by name.
+/// The stored events as they are told: an operation's one event as its queueing and its
+/// answer, operations by name.
 fn expand(stored: Vec<Event>) -> Vec<Event> {
-    stored
-        .into_iter()
-        .map(|mut event| {
-            if let What::Queued { op, .. } | What::Held { op, .. } | What::Answered { op, .. } =
-                &mut event.what
-            {
-                *op = op_name(op).to_owned();
+    let mut told = Vec::with_capacity(stored.len() + stored.len() / 2);
+    for event in stored {
+        let Event { at, file_no, what } = event;
+        let what = match what {
+            What::QueuedAndAnswered {
+                seq,
+                op,
+                waited,
+                queuing,
+                refused,
+                status,
+                sent_before,
+                retries,
+                messages,
+                service_id,
+            } => {
+                let queued_at = at.saturating_sub(i64::try_from(waited).unwrap_or(i64::MAX));
+                let Queuing {
+                    line,
+                    changed,
+                    absent,
+                    forced,
+                } = queuing;
+                let queued = What::Queued {
+                    seq,
+                    op: op.clone(),
+                    line,
+                    changed,
+                    absent,
+                    forced,
+                };
+                told.push(Event::new(queued_at, file_no, queued));
+                What::Answered {
+                    seq,
+                    op,
+                    ok: !refused,
+                    status,
+                    sent: sent_before
+                        .map(|before| at.saturating_sub(i64::try_from(before).unwrap_or(0))),
+                    retries,
+                    messages,
+                    service_id,
+                }
             }
-            event
-        })
-        .collect()
+            what => what,
+        };
+        told.push(Event::new(at, file_no, what));
+    }
+    for event in &mut told {
+        if let What::Queued { op, .. } | What::Held { op, .. } | What::Answered { op, .. } =
+            &mut event.what
+        {
+            *op = op_name(op).to_owned();
+        }
+    }
+    told
 }
 
 /// One operation and what became of it.
@@ -627,7 +729,7 @@ pub struct Question<'a> {
     /// Only vehicles of this feed: its name and the locations its files speak for.
     pub feed: Option<(&'a str, &'a [u64])>,
     /// The outbox's operations of the organization.
-    pub pending: &'a [Pending],
+    pub pending: &'a [OutboxEntry],
 }
 
 /// Answers `lotsync why` from the state: the vehicles the question matches (its VIN, else its
@@ -645,7 +747,7 @@ pub fn explain(state: &State, question: &Question) -> Result<Why, StateError> {
     } else {
         vins = state.vins_by_stock(org, asked)?;
         for p in question.pending {
-            let stock = p.payload.as_ref().map(|p| p.stock.trim());
+            let stock = p.op.payload().map(|p| p.stock.trim());
             if stock.is_some_and(|s| s.eq_ignore_ascii_case(asked)) && !vins.contains(&p.vin) {
                 vins.push(p.vin.clone());
             }
@@ -706,7 +808,18 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         }),
         None => None,
     };
-    let mut history = expand(state.history(org, vin)?);
+    let mut stored = state.history(org, vin)?;
+    // Its operations still in the outbox: their queueing (a state from before
+    // `QueuedAndAnswered` has it in the history already).
+    for entry in question.pending.iter().filter(|p| p.vin == vin) {
+        let told = stored
+            .iter()
+            .any(|e| matches!(e.what, What::Queued { seq, .. } if seq == entry.seq));
+        if !told {
+            stored.push(queued_event(entry));
+        }
+    }
+    let mut history = expand(stored);
     oldest_first(&mut history);
     let mut files: std::collections::HashMap<u64, Option<FileRecord>> = Default::default();
     let mut file_of = |no: Option<u64>| -> Result<Option<FileRecord>, StateError> {
@@ -783,20 +896,8 @@ fn vehicle(state: &State, question: &Question, vin: &str) -> Result<VehicleWhy, 
         });
     }
     for p in question.pending.iter().filter(|p| p.vin == vin) {
-        match operations.iter_mut().find(|o| o.seq == p.seq) {
-            Some(o) => o.outcome = "queued".into(),
-            None => operations.push(Operation {
-                seq: p.seq,
-                op: p.op.clone(),
-                file: Some(p.file.clone()),
-                queued_at: p.queued_at,
-                outcome: "queued".into(),
-                sent: None,
-                answered: None,
-                status: None,
-                retries: 0,
-                messages: Vec::new(),
-            }),
+        if let Some(o) = operations.iter_mut().find(|o| o.seq == p.seq) {
+            o.outcome = "queued".into();
         }
     }
     let quiet_since = quiet(state, &history)?;
@@ -1044,6 +1145,10 @@ fn sentence(event: &Event, file: Option<&FileRecord>) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        // Told as its two events ([`expand`]).
+        What::QueuedAndAnswered { seq, op, .. } => {
+            write!(out, "{by}: {} (operation {seq}), answered", op_words(op))
+        }
         What::Answered {
             seq,
             op,
@@ -1576,6 +1681,116 @@ mod tests {
         assert_eq!(state.prune_history(now).unwrap(), 1);
         assert!(state.history(100, "VIN2").unwrap().is_empty());
         assert_eq!(state.history(100, "VIN12").unwrap().len(), 1);
+    }
+
+    /// An answered operation is one small value in the tree, read back as its queueing (with
+    /// why the plan queued it) and the service's answer, each at its own time.
+    #[test]
+    fn an_answered_operation_is_one_event_told_as_two() {
+        let tmp = crate::testing::temp_dir("history-one-op");
+        let state = State::open(&tmp.path().join("state")).unwrap();
+        let queued_at = 1_764_115_200;
+        let entry = OutboxEntry {
+            seq: 98_765,
+            organization_id: 100,
+            location_id: 10,
+            vin: "1HGCM82633A004352".into(),
+            op: crate::plan::Op::MarkSold,
+            file: "inv.csv".into(),
+            file_no: Some(3),
+            queued_at,
+            queuing: Queuing {
+                line: None,
+                changed: Vec::new(),
+                absent: Some(2),
+                forced: true,
+            },
+        };
+        let answered = Answer {
+            at: queued_at + 40,
+            refused: false,
+            status: Some(200),
+            sent: Some(queued_at + 38),
+            retries: 1,
+            messages: Vec::new(),
+            service_id: None,
+        };
+        state
+            .trees
+            .history
+            .transaction(|tx| {
+                answer(tx, &entry, answered.clone(), queued_at + 40)?;
+                Ok::<_, ConflictableTransactionError<StateError>>(())
+            })
+            .unwrap();
+        assert_eq!(state.history_count(), 1, "one key per operation");
+        let (_, value) = state.trees.history.first().unwrap().unwrap();
+        assert!(value.len() < 80, "{}", String::from_utf8_lossy(&value));
+        let told = expand(state.history(100, &entry.vin).unwrap());
+        assert_eq!(
+            told,
+            [
+                Event::new(
+                    queued_at,
+                    Some(3),
+                    What::Queued {
+                        seq: 98_765,
+                        op: "sold".into(),
+                        line: None,
+                        changed: Vec::new(),
+                        absent: Some(2),
+                        forced: true,
+                    }
+                ),
+                Event::new(
+                    queued_at + 40,
+                    Some(3),
+                    What::Answered {
+                        seq: 98_765,
+                        op: "sold".into(),
+                        ok: true,
+                        status: Some(200),
+                        sent: Some(queued_at + 38),
+                        retries: 1,
+                        messages: Vec::new(),
+                        service_id: None,
+                    }
+                )
+            ]
+        );
+    }
+
+    /// A state written before an operation was one event (each event with its time in its
+    /// value) reads back the same.
+    #[test]
+    fn events_stored_with_their_time_read_back() {
+        let tmp = crate::testing::temp_dir("history-before");
+        let state = State::open(&tmp.path().join("state")).unwrap();
+        let at = 1_764_115_200;
+        let key = history_key(at, 100, "VIN1", 17, 0);
+        let value = br#"{"at":1764115200,"f":2,"k":"q","s":17,"o":"u","l":2}"#;
+        state.trees.history.insert(key, &value[..]).unwrap();
+        let key = history_key(at + 5, 100, "VIN1", 17, u8::MAX);
+        let value = br#"{"at":1764115205,"f":2,"k":"a","s":17,"op":"u","ok":true,"status":200}"#;
+        state.trees.history.insert(key, &value[..]).unwrap();
+        let told = expand(state.history(100, "VIN1").unwrap());
+        assert_eq!(
+            told[0],
+            Event {
+                file_no: Some(2),
+                ..event(at, 17)
+            }
+        );
+        assert_eq!(told[1].at, at + 5);
+        assert!(matches!(
+            told[1].what,
+            What::Answered {
+                seq: 17,
+                ok: true,
+                status: Some(200),
+                ..
+            }
+        ));
     }
 
     /// Events read back as written, and small.

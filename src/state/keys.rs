@@ -108,6 +108,18 @@ pub fn history_vehicle(organization_id: u64, vin: &str) -> Vec<u8> {
     part
 }
 
+/// A history key's time and tag (see [`history_key`]); zero for a part a short key lacks.
+pub fn history_key_parts(key: &[u8]) -> (i64, u64) {
+    let at = key.first_chunk::<8>().map_or(0, |b| u64::from_be_bytes(*b));
+    let tag = key
+        .len()
+        .checked_sub(9)
+        .and_then(|start| key.get(start..start + 8))
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_be_bytes);
+    (i64::try_from(at).unwrap_or(i64::MAX), tag)
+}
+
 /// Whether a history key is one of this vehicle's (`vehicle` from [`history_vehicle`]).
 pub fn is_history_of(key: &[u8], vehicle: &[u8]) -> bool {
     key.len() == 8 + vehicle.len() + 9 && key.get(8..8 + vehicle.len()) == Some(vehicle)
@@ -123,5 +135,15 @@ mod tests {
         assert_eq!(VehicleKey::from_bytes(&key.bytes()).unwrap(), key);
         assert!(vehicle_key(100, 9, "Z") < vehicle_key(100, 10, "A"));
         assert!(key.bytes().starts_with(&location_prefix(100, 10)));
+    }
+
+    #[test]
+    fn a_history_key_gives_back_its_time_and_tag() {
+        let key = history_key(1_764_115_200, 100, "1HGCM82633A004352", 4711, 255);
+        assert_eq!(history_key_parts(&key), (1_764_115_200, 4711));
+        assert!(is_history_of(
+            &key,
+            &history_vehicle(100, "1HGCM82633A004352")
+        ));
     }
 }

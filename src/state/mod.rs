@@ -40,8 +40,8 @@ pub use crate::plan::{Digest, OpCounts};
 pub use identity::{MarkedInbox, Marker};
 pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
 pub use records::{
-    AppliedFile, Counters, Delivered, FeedRecord, FileOutcome, FileRecord, Listing, OutboxEntry,
-    Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
+    AppliedFile, Counters, Delivered, FeedRecord, FieldChange, FileOutcome, FileRecord, Listing,
+    OutboxEntry, Queuing, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
 };
 pub use tx::{StateTx, Txn};
 

@@ -196,6 +196,47 @@ pub struct OutboxEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_no: Option<u64>,
     pub queued_at: i64,
+    /// Why the plan queued it, for the vehicle's history: kept here until the service answers,
+    /// then stored with the answer as one event (see `history`).
+    #[serde(default, rename = "why", skip_serializing_if = "Queuing::is_empty")]
+    pub queuing: Queuing,
+}
+
+/// Why a plan queued an operation, as the vehicle's history tells it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Queuing {
+    /// The file's line that listed the vehicle (none: left out, or a reconciliation's repair).
+    #[serde(default, rename = "l", skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    /// An update: the fields that differ from the payload last acknowledged.
+    #[serde(default, rename = "c", skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<FieldChange>,
+    /// Sold by absence: the files in a row that left it out.
+    #[serde(default, rename = "a", skip_serializing_if = "Option::is_none")]
+    pub absent: Option<u32>,
+    /// Sold by absence although the safety guard would have held the file (overridden).
+    #[serde(default, rename = "x", skip_serializing_if = "is_false")]
+    pub forced: bool,
+}
+
+impl Queuing {
+    pub fn is_empty(&self) -> bool {
+        self == &Queuing::default()
+    }
+}
+
+/// A field an update changes, as sent (values cut to a few dozen characters).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldChange {
+    pub field: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The outbox's bookkeeping, updated in the same transactions as the outbox itself:

@@ -317,16 +317,7 @@ impl StateTx<'_> {
         answer: history::Answer,
         now: i64,
     ) -> Txn<(), E> {
-        history::answer(
-            self.history,
-            entry.organization_id,
-            &entry.vin,
-            entry.seq,
-            entry.op.name(),
-            entry.file_no,
-            answer,
-            now,
-        )
+        history::answer(self.history, entry, answer, now)
     }
 }
 
@@ -345,6 +336,7 @@ mod tests {
             file: "inv.csv".to_owned(),
             file_no: Some(1),
             queued_at: 0,
+            queuing: Default::default(),
         }
     }
 

@@ -519,6 +519,7 @@ mod tests {
                 file: "f.csv".into(),
                 file_no: None,
                 queued_at: 0,
+                queuing: Default::default(),
             },
             service_id,
             known_payload: None,
