@@ -574,8 +574,16 @@ fn oldest_first(history: &mut [Event]) {
 }
 
 /// The stored events as they are told: an operation's one event as its queueing and its
-/// answer, operations by name.
+/// answer, operations by name. An operation queued before its queueing waited in the outbox
+/// (a state upgraded with operations in flight) has its queueing stored already: told once.
 fn expand(stored: Vec<Event>) -> Vec<Event> {
+    let told_queued: std::collections::HashSet<u64> = stored
+        .iter()
+        .filter_map(|e| match e.what {
+            What::Queued { seq, .. } => Some(seq),
+            _ => None,
+        })
+        .collect();
     let mut told = Vec::with_capacity(stored.len() + stored.len() / 2);
     for event in stored {
         let Event { at, file_no, what } = event;
@@ -607,7 +615,9 @@ fn expand(stored: Vec<Event>) -> Vec<Event> {
                     absent,
                     forced,
                 };
-                told.push(Event::new(queued_at, file_no, queued));
+                if !told_queued.contains(&seq) {
+                    told.push(Event::new(queued_at, file_no, queued));
+                }
                 What::Answered {
                     seq,
                     op,
@@ -1767,13 +1777,49 @@ mod tests {
         let tmp = crate::testing::temp_dir("history-before");
         let state = State::open(&tmp.path().join("state")).unwrap();
         let at = 1_764_115_200;
-        let key = history_key(at, 100, "VIN1", 17, 0);
-        let value = br#"{"at":1764115200,"f":2,"k":"q","s":17,"o":"u","l":2}"#;
-        state.trees.history.insert(key, &value[..]).unwrap();
-        let key = history_key(at + 5, 100, "VIN1", 17, u8::MAX);
-        let value = br#"{"at":1764115205,"f":2,"k":"a","s":17,"op":"u","ok":true,"status":200}"#;
-        state.trees.history.insert(key, &value[..]).unwrap();
-        let told = expand(state.history(100, "VIN1").unwrap());
+        let stored: [(i64, u64, u8, &[u8]); 4] = [
+            (
+                at,
+                17,
+                0,
+                br#"{"at":1764115200,"f":2,"k":"q","s":17,"o":"u","l":2}"#,
+            ),
+            (
+                at + 5,
+                17,
+                u8::MAX,
+                br#"{"at":1764115205,"f":2,"k":"a","s":17,"op":"u","ok":true,"status":200}"#,
+            ),
+            // Queued before the upgrade, answered after: its queueing is told once.
+            (
+                at + 1,
+                18,
+                0,
+                br#"{"at":1764115201,"f":2,"k":"q","s":18,"o":"s"}"#,
+            ),
+            (
+                at + 9,
+                18,
+                u8::MAX,
+                br#"{"f":2,"k":"d","o":"s","q":8,"h":200}"#,
+            ),
+        ];
+        for (at, seq, index, value) in stored {
+            let key = history_key(at, 100, "VIN1", seq, index);
+            state.trees.history.insert(key, value).unwrap();
+        }
+        let mut told = expand(state.history(100, "VIN1").unwrap());
+        oldest_first(&mut told);
+        let order: Vec<_> = told.iter().map(|e| (e.at - at, kind(&e.what))).collect();
+        assert_eq!(
+            order,
+            [
+                (0, "queued"),
+                (1, "queued"),
+                (5, "answered"),
+                (9, "answered")
+            ]
+        );
         assert_eq!(
             told[0],
             Event {
@@ -1781,12 +1827,19 @@ mod tests {
                 ..event(at, 17)
             }
         );
-        assert_eq!(told[1].at, at + 5);
         assert!(matches!(
-            told[1].what,
+            told[2].what,
             What::Answered {
                 seq: 17,
                 ok: true,
+                status: Some(200),
+                ..
+            }
+        ));
+        assert!(matches!(
+            told[3].what,
+            What::Answered {
+                seq: 18,
                 status: Some(200),
                 ..
             }
