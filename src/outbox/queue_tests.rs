@@ -416,6 +416,31 @@ fn a_newer_plan_replaces_the_pending_operations_it_read() {
     assert_eq!(record(&outbox, "VINA").1.queued, 2);
     assert_eq!(record(&outbox, "VINB").1.queued, 1);
     conserved(&outbox);
+    // The history tells the replaced create (from its outbox entry, written when it was
+    // replaced) and the one waiting (from the outbox), each with its file and line.
+    let why = outbox.why(ORG, "VINB", None).unwrap();
+    let told: Vec<_> = why.vehicles[0]
+        .events
+        .iter()
+        .map(|e| (e.kind.as_str(), e.file.as_deref(), e.line))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("queued", Some("day2.csv"), Some(2)),
+            ("replaced", Some("day2.csv"), None),
+            ("queued", Some("day1.csv"), Some(2)),
+        ]
+    );
+    let outcomes: Vec<_> = why.vehicles[0]
+        .operations
+        .iter()
+        .map(|o| (o.file.as_deref(), o.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [(Some("day2.csv"), "queued"), (Some("day1.csv"), "replaced")]
+    );
 }
 
 /// A held plan files the file and queues nothing; `record_held` files one without a plan.

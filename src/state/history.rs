@@ -173,26 +173,19 @@ pub enum What {
     },
 }
 
-/// The service's answer to a queued operation, kept in its event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The service's answer to a queued operation, as the outbox hands it to [`answer`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     /// When it was recorded.
-    #[serde(rename = "t")]
     pub at: i64,
     /// Refused (else done).
-    #[serde(default, rename = "r", skip_serializing_if = "is_false")]
     pub refused: bool,
-    #[serde(default, rename = "h", skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// When its last call went out, when another second than `at`.
-    #[serde(default, rename = "w", skip_serializing_if = "Option::is_none")]
     pub sent: Option<i64>,
-    #[serde(default, rename = "n", skip_serializing_if = "is_zero")]
     pub retries: u32,
-    #[serde(default, rename = "m", skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
     /// The service's id, for a create.
-    #[serde(default, rename = "i", skip_serializing_if = "Option::is_none")]
     pub service_id: Option<u64>,
 }
 
