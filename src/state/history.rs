@@ -360,24 +360,26 @@ pub(crate) fn answer<E: From<StateError>>(
 /// An operation's queueing as its history tells it, from its entry in the outbox (one still
 /// waiting, or one a newer plan replaced).
 pub fn queued_event(entry: &OutboxEntry) -> Event {
+    let what = queued(entry.seq, op_code(entry.op.name()), entry.queuing.clone());
+    Event::new(entry.queued_at, entry.file_no, what)
+}
+
+/// Operation `seq` queued for the reasons `queuing` tells.
+fn queued(seq: u64, op: String, queuing: Queuing) -> What {
     let Queuing {
         line,
         changed,
         absent,
         forced,
-    } = entry.queuing.clone();
-    Event::new(
-        entry.queued_at,
-        entry.file_no,
-        What::Queued {
-            seq: entry.seq,
-            op: op_code(entry.op.name()),
-            line,
-            changed,
-            absent,
-            forced,
-        },
-    )
+    } = queuing;
+    What::Queued {
+        seq,
+        op,
+        line,
+        changed,
+        absent,
+        forced,
+    }
 }
 
 /// The first key of events recent enough to keep at `now`.
@@ -593,22 +595,9 @@ fn expand(stored: Vec<Event>) -> Vec<Event> {
                 messages,
                 service_id,
             } => {
-                let queued_at = at.saturating_sub(i64::try_from(waited).unwrap_or(i64::MAX));
-                let Queuing {
-                    line,
-                    changed,
-                    absent,
-                    forced,
-                } = queuing;
-                let queued = What::Queued {
-                    seq,
-                    op: op.clone(),
-                    line,
-                    changed,
-                    absent,
-                    forced,
-                };
                 if !told_queued.contains(&seq) {
+                    let queued_at = at.saturating_sub(i64::try_from(waited).unwrap_or(i64::MAX));
+                    let queued = queued(seq, op.clone(), queuing);
                     told.push(Event::new(queued_at, file_no, queued));
                 }
                 What::Answered {
