@@ -210,7 +210,7 @@ impl Pace {
             if !Arc::ptr_eq(&limiter, &lock(&self.limiter)) || self.wait.window().is_some() {
                 continue; // the rate changed or the service asked to wait meanwhile
             }
-            self.lock().rate.sent();
+            self.lock().rate.sent(monotonic_now());
             // The same turn goes back: a copy (`..turn`) would drop this one here and with it
             // the probe's mark, and every waiter at the gate would send a probe of its own.
             turn.sent_at = monotonic_now();

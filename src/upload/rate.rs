@@ -37,7 +37,12 @@
 //!   alone, once the rate is near what the service takes and the share of 429s did not fall
 //!   (429s after a spell without any are a rate that climbed back into a limit). A trial lasts
 //!   until it saw [`TRIAL_THROTTLED`] 429s, and is kept when it delivered as much without
-//!   being refused more often than chance explains; pauses alone then climb like a start, and
+//!   being refused more often than chance explains, and its pauses did not each let about the
+//!   same number through ([`ALIKE_DISPERSION`]): a limit's bucket, refilled by each pause and
+//!   emptied at once by a rate far above it, does; 429s that come whatever the pace end each
+//!   run after a number that varies like chance. (The 429s of requests already in flight when
+//!   a pause began are echoes and not counted, so near a limit the trial's share of 429s looks
+//!   like chance; its pauses do not.) Pauses alone then climb like a start, and
 //!   stop when 429s come more often than chance explains or deliveries fall by half.
 //!
 //! Tried first on a model of the service's pushback under paused time (`model_tests.rs`: the
@@ -96,6 +101,10 @@ const WINDOW_ROUNDING: Duration = Duration::from_secs(1);
 /// and [`FIRST_CUT`], rather than [`CUT`].
 const SOON: Duration = Duration::from_secs(1);
 const DEEPEST_SOON: f64 = 0.25;
+/// Sending starts again after a spell without requests of at least this long and
+/// [`IDLE_INTERVALS`] of the pace's interval: the service's bucket refilled meanwhile.
+const IDLE: Duration = Duration::from_millis(100);
+const IDLE_INTERVALS: f64 = 10.0;
 /// After a blind cut, a round raises the rate by at least this share of the way back to
 /// [`RECOVER_TO`] of the rate before it: back quickly near where it worked, then slowly.
 const RECOVER: f64 = 0.25;
@@ -133,6 +142,12 @@ const SHARE_SLACK: f64 = 0.01;
 /// Cuts are suspected of not paying while the share of 429s they leave is at least this share of
 /// the one before (it does not fall).
 const PAYS_NOT: f64 = 0.8;
+/// A trial whose pauses each let about the same number of answers through met a limit's
+/// bucket, refilled by each pause: their variance is below this share of their mean, over at
+/// least [`ALIKE_WINDOWS`] pauses (429s that come whatever the pace end each run after a
+/// number that varies like chance, a variance near mean·(mean+1)).
+const ALIKE_DISPERSION: f64 = 0.5;
+const ALIKE_WINDOWS: usize = 4;
 /// Pauses alone stop when a run of requests delivered less than this share of the trial.
 const DELIVERED_FALLS_TO: f64 = 0.5;
 /// Pauses alone are weighed again over each run of this many requests.
@@ -276,6 +291,8 @@ struct Payoff {
     trial_again: Duration,
     /// Requests answered during a trial, and how many were 429s.
     trial_share: Share,
+    /// What got through between the trial's 429s.
+    trial_windows: Windows,
     /// The counted answers of the last [`TRIAL`] (whether each was a 429): the share of 429s
     /// the cuts have lately, which a trial is weighed against (not the share since the cuts
     /// began, which the descent from far above a limit fills with 429s).
@@ -293,8 +310,52 @@ impl Default for Payoff {
             next_trial: None,
             trial_again: TRIAL_AGAIN,
             trial_share: Share::default(),
+            trial_windows: Windows::default(),
             recent: VecDeque::new(),
         }
+    }
+}
+
+/// What got through between the 429s of a trial, each one's pause to the next 429.
+#[derive(Debug, Clone, Default)]
+struct Windows {
+    /// Answers other than 429 since the last counted 429.
+    current: Option<u32>,
+    counts: Vec<u32>,
+}
+
+impl Windows {
+    /// Counting from a 429 (a trial starts on one).
+    fn started() -> Windows {
+        Windows {
+            current: Some(0),
+            counts: Vec::new(),
+        }
+    }
+
+    /// An answer; `throttled`: a 429 that is not an echo, which ends a window.
+    fn answered(&mut self, throttled: bool) {
+        match (throttled, self.current.as_mut()) {
+            (false, Some(count)) => *count += 1,
+            (false, None) => {}
+            (true, _) => {
+                if let Some(count) = self.current.replace(0) {
+                    self.counts.push(count);
+                }
+            }
+        }
+    }
+
+    /// The windows let about the same number through (see [`ALIKE_DISPERSION`]).
+    fn alike(&self) -> bool {
+        let n = self.counts.len();
+        if n < ALIKE_WINDOWS {
+            return false;
+        }
+        let counts = self.counts.iter().map(|c| f64::from(*c));
+        let mean = counts.clone().sum::<f64>() / n as f64;
+        let variance = counts.map(|c| (c - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        mean > 0.0 && variance < ALIKE_DISPERSION * mean
     }
 }
 
@@ -350,6 +411,9 @@ impl Payoff {
         self.good += u64::from(ok);
         if counted && self.mode != Answering::Cuts {
             self.trial_share.add(throttled);
+        }
+        if matches!(self.mode, Answering::Trial { .. }) {
+            self.trial_windows.answered(throttled);
         }
         if counted {
             self.recent.push_back((now, throttled));
@@ -436,7 +500,10 @@ impl Payoff {
                 let refused_no_more = !self
                     .trial_share
                     .more_than_chance(SHARE_KEPT_FACTOR * baseline_share);
-                if delivered >= TRIAL_KEPT_AT * baseline && refused_no_more {
+                // Each pause let the same number through: a limit's bucket, which pauses alone
+                // empty again at once (at any rate above the limit, whatever it delivers).
+                let a_bucket = self.trial_windows.alike();
+                if delivered >= TRIAL_KEPT_AT * baseline && refused_no_more && !a_bucket {
                     self.mode = Answering::PausesOnly {
                         until: now + PAUSE_ONLY_FOR,
                         share: self.trial_share.share(),
@@ -460,7 +527,9 @@ impl Payoff {
                 tracing::debug!(
                     answered_per_sec = round1(delivered),
                     with_cuts = round1(baseline),
-                    "pauses alone delivered less than cuts; the rate goes back down"
+                    a_bucket,
+                    "pauses alone delivered less than cuts, were refused more often, or met a \
+                     bucket; the rate goes back down"
                 );
                 Some(back_to)
             }
@@ -576,6 +645,7 @@ impl Payoff {
             baseline_share: self.recent_share(now),
         };
         self.trial_share = Share::default();
+        self.trial_windows = Windows::started();
         Verdict::SetRate(from)
     }
 }
@@ -614,7 +684,11 @@ pub struct RateControl {
     /// The pause (by its end) whose first moments' empty-bucket refusals were excused, until a
     /// request sent after a pause gets through.
     excused: Option<Instant>,
+    /// When sending started, after a spell without requests (until then, when the control
+    /// was made): a 429 soon after it says the rate is far above the limit, as one soon after
+    /// a pause does.
     started: Instant,
+    last_sent: Option<Instant>,
     /// Where the rate comes back to quickly after a cut (see [`RECOVER`]).
     recover_to: f64,
     bucket: Bucket,
@@ -660,6 +734,7 @@ impl RateControl {
             resumed: None,
             excused: None,
             started: now,
+            last_sent: None,
             recover_to: 0.0,
             bucket: Bucket::default(),
             remaining_at_trim: None,
@@ -691,9 +766,30 @@ impl RateControl {
         (span >= TAKEN_SPAN.as_secs_f64()).then(|| (f64::from(taken) / span, span))
     }
 
-    /// A request leaves now: it may take a token from the service's bucket (see
-    /// [`Self::empty_claim_refuted`]).
-    pub fn sent(&mut self) {
+    /// A request leaves `now`: it may take a token from the service's bucket (see
+    /// [`Self::empty_claim_refuted`]). After a spell without requests (see [`IDLE`]) it starts
+    /// sending again: the list read and the plan before a sync's first write, a daemon's wait
+    /// for the next file.
+    pub fn sent(&mut self, now: Instant) {
+        let idle = IDLE.max(Duration::from_secs_f64(IDLE_INTERVALS / self.rate));
+        // A spell of ours: no pause of the service ended in it (after a pause, `resumed` says
+        // when sending began again, and its window stays in what was taken: see `throttled`).
+        let ours = self
+            .resumed
+            .is_none_or(|r| self.last_sent.is_none_or(|last| r <= last));
+        if ours
+            && self
+                .last_sent
+                .is_none_or(|last| now.duration_since(last) >= idle)
+        {
+            self.started = now;
+            // What the service took since the last 429 is measured from here: the spell took
+            // nothing, which says nothing of the limit.
+            if self.taken_since.is_some() {
+                self.taken_since = Some((now, 0));
+            }
+        }
+        self.last_sent = Some(now);
         self.sent += 1;
     }
 
@@ -803,7 +899,8 @@ impl RateControl {
         }
         // Far above the limit (the first 429 of a run, or one soon after sending resumed) the
         // cut is deep, and as deep as a rough measure of the bucket says, within reason.
-        let after = sent_at.duration_since(self.resumed.unwrap_or(self.started));
+        let began = self.resumed.map_or(self.started, |r| r.max(self.started));
+        let after = sent_at.saturating_duration_since(began);
         let share = if after < SOON {
             // Refused this soon: the sooner, the farther above the limit.
             (after.as_secs_f64() / SOON.as_secs_f64()).clamp(DEEPEST_SOON, FIRST_CUT)
@@ -1101,6 +1198,31 @@ mod tests {
     }
 
     #[test]
+    fn sending_starts_after_a_spell_without_requests_not_with_the_control() {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(1000.0, None, t0);
+        // The list read, then the plan for 400 ms; the first write's 429 came 10 ms after it
+        // left: far above the limit, cut to a quarter as at once.
+        c.sent(ms(t0, 0));
+        c.answered(ms(t0, 0), ms(t0, 20), true, None);
+        c.sent(ms(t0, 420));
+        assert_eq!(c.throttled(ms(t0, 420), ms(t0, 430), None), Some(250.0));
+        // A daemon's next file, long after the last pause: the same (and not a cut to the
+        // nothing the service took while nothing was sent).
+        c.resumes_at(ms(t0, 1430));
+        c.sent(ms(t0, 1500));
+        c.sent(ms(t0, 60_000));
+        let cut = c.throttled(ms(t0, 60_000), ms(t0, 60_010), None).unwrap();
+        assert!(close(cut, 250.0 * DEEPEST_SOON), "{cut}");
+        // Requests at the pace's own interval are one spell of sending.
+        let mut c = RateControl::new(10.0, None, t0);
+        for k in 0..20 {
+            c.sent(ms(t0, k * 100));
+        }
+        assert_eq!(c.throttled(ms(t0, 1900), ms(t0, 1910), None), Some(5.0));
+    }
+
+    #[test]
     fn requests_sent_before_a_pause_ended_are_echoes() {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, None, t0);
@@ -1337,7 +1459,7 @@ mod tests {
         for k in 0..count {
             at += 1000.0 / c.rate();
             let now = t0 + Duration::from_secs_f64(at / 1000.0);
-            c.sent();
+            c.sent(now);
             if throttle(k, c.rate()) {
                 c.throttled(now, now, limits);
                 if pause_ms > 0.0 {
@@ -1350,6 +1472,14 @@ mod tests {
             lowest = lowest.min(c.rate());
         }
         (lowest, c.rate())
+    }
+
+    /// Refuses a share `p` of requests at random, whatever the rate (a fixed seed: each run the
+    /// same): the spurious 429s of a proxy's throttle or a flaky server, whose runs between
+    /// refusals vary as chance makes them (a fixed period would look like a bucket).
+    fn chance(p: f64) -> impl FnMut(u64, f64) -> bool {
+        let mut rng = fastrand::Rng::with_seed(7);
+        move |_, _| rng.f64() < p
     }
 
     /// [`refused_at`] with 429s that carry no header and no pause.
@@ -1367,7 +1497,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = RateControl::new(100.0, None, t0);
         // One request in ten refused, whatever the rate.
-        let (lowest, last) = header_less(&mut c, t0, 3000, |k, _| k % 10 == 9);
+        let (lowest, last) = header_less(&mut c, t0, 3000, chance(0.1));
         assert!(lowest < 60.0, "cut first: {lowest}");
         assert!(last >= 90.0, "then back: {last}");
     }
@@ -1378,7 +1508,7 @@ mod tests {
         let mut c = RateControl::new(100.0, None, t0);
         // One request in fifty refused, whatever the rate: each cut costs more than the rare
         // 429 it answers, and additive increase alone would settle far below the ceiling.
-        let (_, last) = header_less(&mut c, t0, 20_000, |k, _| k % 50 == 49);
+        let (_, last) = header_less(&mut c, t0, 20_000, chance(0.02));
         assert!(last >= 90.0, "back: {last}");
     }
 
@@ -1388,14 +1518,15 @@ mod tests {
         let mut c = RateControl::new(100.0, None, t0);
         // One request in ten refused whatever the pace, for 60 s.
         let mut at = 0.0_f64;
-        for k in 0.. {
+        let mut refused = chance(0.1);
+        loop {
             at += 1.0 / c.rate();
             if at > 60.0 {
                 break;
             }
             let now = t0 + Duration::from_secs_f64(at);
-            c.sent();
-            if k % 10 == 9 {
+            c.sent(now);
+            if refused(0, c.rate()) {
                 c.throttled(now, now, None);
             } else {
                 c.answered(now, now, true, None);
@@ -1418,7 +1549,7 @@ mod tests {
         // One request in fifty refused whatever the rate, each pausing every sender a second:
         // once cut to a few per second, 429s come more than 10 s apart, which must not end
         // the run of cuts they belong to (it would never be weighed).
-        let (_, last) = refused_at(&mut c, t0, 20_000, (None, 1000.0), |k, _| k % 50 == 49);
+        let (_, last) = refused_at(&mut c, t0, 20_000, (None, 1000.0), chance(0.02));
         assert!(last >= 500.0, "back: {last}");
     }
 
@@ -1447,7 +1578,7 @@ mod tests {
         let mut c = RateControl::new(100.0, None, t0);
         for k in 0..5 {
             let at = ms(t0, k * 10);
-            c.sent();
+            c.sent(at);
             c.answered(
                 at,
                 at + Duration::from_millis(5),
@@ -1457,17 +1588,17 @@ mod tests {
         }
         // Six requests since 986 tokens were left: the bucket cannot be empty.
         let at = ms(t0, 60);
-        c.sent();
+        c.sent(at);
         assert_eq!(c.throttled(at, ms(t0, 65), empty_claim()), None);
         assert_eq!(c.rate(), 100.0);
 
         // A small bucket that more requests than it held could have emptied is believed.
         let mut c = RateControl::new(100.0, None, t0);
         let at = ms(t0, 1000);
-        c.sent();
+        c.sent(at);
         c.answered(at, at, true, limits(10, 8));
         for _ in 1..=12 {
-            c.sent();
+            c.sent(at);
         }
         assert!(c
             .throttled(ms(t0, 1012), ms(t0, 1020), limits(10, 0))
@@ -1490,7 +1621,7 @@ mod tests {
         let mut c = RateControl::new(100.0, None, t0);
         // One request in ten refused, whatever the rate, each refusal claiming an empty
         // bucket that no answer showed filling: cuts do not pay, and are undone.
-        let (lowest, last) = claimed_empty(&mut c, t0, 3000, |k, _| k % 10 == 9);
+        let (lowest, last) = claimed_empty(&mut c, t0, 3000, chance(0.1));
         assert!(lowest < 60.0, "cut first: {lowest}");
         assert!(last >= 90.0, "then back: {last}");
     }
@@ -1533,7 +1664,7 @@ mod tests {
                 if admitted {
                     tokens -= 1.0;
                 }
-                c.sent();
+                c.sent(at(send_at));
                 pending.push_back((send_at, admitted));
                 next_send = send_at + 1.0 / c.rate();
             } else if let Some((sent, admitted)) = pending.pop_front() {
@@ -1564,6 +1695,30 @@ mod tests {
         let (delivered, share) = quiet_limit(&mut c, t0, 600.0, (5.0, 5.0), 0.02);
         assert!(delivered >= 4.0, "{delivered}");
         assert!(share < 0.1, "429s: {share}");
+    }
+
+    #[test]
+    fn pauses_that_each_let_the_same_number_through_are_a_bucket() {
+        let windows = |counts: &[u32]| {
+            let mut w = Windows::started();
+            for count in counts {
+                for _ in 0..*count {
+                    w.answered(false);
+                }
+                w.answered(true);
+            }
+            w.alike()
+        };
+        // A bucket of 5 refilled by each pause, one more now and then.
+        assert!(windows(&[5, 5, 6, 5, 5, 5, 6]));
+        // With 5xx among them: they use tokens too, and count.
+        assert!(windows(&[10, 11, 10, 10, 11]));
+        // Spurious 429s: runs as chance makes them (geometric, mean about 3 at 25%).
+        assert!(!windows(&[0, 4, 1, 7, 2, 3, 0]));
+        assert!(!windows(&[9, 2, 15, 4, 30, 1, 6]));
+        // Too few pauses to tell, or nothing through at all.
+        assert!(!windows(&[5, 5, 5]));
+        assert!(!windows(&[0, 0, 0, 0, 0]));
     }
 
     #[test]
