@@ -544,6 +544,11 @@ async fn the_matrix_on_the_model() {
 
 /// Runs `flavour` over three seeds with the matrix's size for it.
 async fn three_runs(flavour: Flavour) -> Vec<Figures> {
+    runs(flavour, 7..10).await
+}
+
+/// Runs `flavour` over `seeds` with the matrix's size for it.
+async fn runs(flavour: Flavour, seeds: impl IntoIterator<Item = u64>) -> Vec<Figures> {
     let rows = matrix()
         .into_iter()
         .find(|(f, _)| {
@@ -555,7 +560,7 @@ async fn three_runs(flavour: Flavour) -> Vec<Figures> {
         .map(|(_, rows)| rows)
         .expect("a flavour of the matrix");
     let mut runs = Vec::new();
-    for seed in 7..10 {
+    for seed in seeds {
         runs.push(run(flavour, rows, seed).await);
     }
     runs
@@ -575,6 +580,24 @@ async fn a_limit_without_headers_is_kept_below_without_trials_far_above_it() {
     };
     for f in three_runs(flavour).await {
         assert!(f.met, "{}", row(flavour, &f));
+    }
+}
+
+/// Seeds 13 and 16 of 5/s with 5xx and no headers start a trial of pauses alone, at the
+/// ceiling. On 073e00a it was kept (the service's share of 429s looked like chance, its early
+/// ones being echoes) and 70% of the requests after the first 10 s were refused; its pauses
+/// each let the same number through, and it is not kept now. The trial itself still costs
+/// about 45%: these two seeds miss the row's 3%.
+#[tokio::test(start_paused = true)]
+async fn a_trial_of_pauses_alone_against_a_limit_is_not_kept() {
+    let flavour = Flavour {
+        tells: Tells::Nothing,
+        limit: Some((5.0, 5)),
+        spurious: 0.0,
+        failures: true,
+    };
+    for f in runs(flavour, [13, 16]).await {
+        assert!(f.late_429 < 0.6, "{}", row(flavour, &f));
     }
 }
 
