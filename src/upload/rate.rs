@@ -35,14 +35,15 @@
 //! - Whatever the headers, a cut is kept only while it pays (`Payoff`): 429s that keep coming
 //!   as often whatever the pace (a proxy's throttle, a flaky server) are tried with pauses
 //!   alone, once the rate is near what the service takes and the share of 429s did not fall
-//!   (429s after a spell without any are a rate that climbed back into a limit). A trial lasts
-//!   until it saw [`TRIAL_THROTTLED`] 429s, and is kept when it delivered as much without
-//!   being refused more often than chance explains, and its pauses did not each let about the
-//!   same number through ([`ALIKE_DISPERSION`]): a limit's bucket, refilled by each pause and
-//!   emptied at once by a rate far above it, does; 429s that come whatever the pace end each
-//!   run after a number that varies like chance. (The 429s of requests already in flight when
-//!   a pause began are echoes and not counted, so near a limit the trial's share of 429s looks
-//!   like chance; its pauses do not.) Pauses alone then climb like a start, and
+//!   (429s after a spell without any are a rate that climbed back into a limit), unless no
+//!   pause between the last 429s let through less than half as much as the others did
+//!   ([`Windows::bucket_like`]): a limit's bucket, refilled by each pause, lets at least its
+//!   size through every time; 429s that come whatever the pace end some runs at once. A
+//!   trial lasts until it saw [`TRIAL_THROTTLED`] 429s, and is kept when it delivered as much
+//!   without being refused more often than chance explains, and its pauses were not a
+//!   bucket's either. (The 429s of requests already in flight when a pause began are echoes and
+//!   not counted, so near a limit the trial's share of 429s looks like chance; its pauses do
+//!   not.) Pauses alone then climb like a start, and
 //!   stop when 429s come more often than chance explains or deliveries fall by half.
 //!
 //! Tried first on a model of the service's pushback under paused time (`model_tests.rs`: the
@@ -142,12 +143,12 @@ const SHARE_SLACK: f64 = 0.01;
 /// Cuts are suspected of not paying while the share of 429s they leave is at least this share of
 /// the one before (it does not fall).
 const PAYS_NOT: f64 = 0.8;
-/// A trial whose pauses each let about the same number of answers through met a limit's
-/// bucket, refilled by each pause: their variance is below this share of their mean, over at
-/// least [`ALIKE_WINDOWS`] pauses (429s that come whatever the pace end each run after a
-/// number that varies like chance, a variance near mean·(mean+1)).
-const ALIKE_DISPERSION: f64 = 0.5;
-const ALIKE_WINDOWS: usize = 4;
+/// Pauses are a bucket's when none of at least [`BUCKET_WINDOWS`] of them let through less
+/// than this share of their mean (see [`Windows::bucket_like`]); the last [`WINDOWS_KEPT`] are
+/// weighed.
+const SHORT_WINDOW: f64 = 0.5;
+const BUCKET_WINDOWS: usize = 6;
+const WINDOWS_KEPT: usize = 8;
 /// Pauses alone stop when a run of requests delivered less than this share of the trial.
 const DELIVERED_FALLS_TO: f64 = 0.5;
 /// Pauses alone are weighed again over each run of this many requests.
@@ -293,6 +294,8 @@ struct Payoff {
     trial_share: Share,
     /// What got through between the trial's 429s.
     trial_windows: Windows,
+    /// What got through between the last 429s while cuts answer them.
+    cut_windows: Windows,
     /// The counted answers of the last [`TRIAL`] (whether each was a 429): the share of 429s
     /// the cuts have lately, which a trial is weighed against (not the share since the cuts
     /// began, which the descent from far above a limit fills with 429s).
@@ -311,12 +314,14 @@ impl Default for Payoff {
             trial_again: TRIAL_AGAIN,
             trial_share: Share::default(),
             trial_windows: Windows::default(),
+            cut_windows: Windows::default(),
             recent: VecDeque::new(),
         }
     }
 }
 
-/// What got through between the 429s of a trial, each one's pause to the next 429.
+/// What got through between 429s, each one's pause to the next 429 (the last
+/// [`WINDOWS_KEPT`]).
 #[derive(Debug, Clone, Default)]
 struct Windows {
     /// Answers other than 429 since the last counted 429.
@@ -341,21 +346,25 @@ impl Windows {
             (true, _) => {
                 if let Some(count) = self.current.replace(0) {
                     self.counts.push(count);
+                    let n = self.counts.len();
+                    self.counts.drain(..n.saturating_sub(WINDOWS_KEPT));
                 }
             }
         }
     }
 
-    /// The windows let about the same number through (see [`ALIKE_DISPERSION`]).
-    fn alike(&self) -> bool {
+    /// A limit's bucket: none of the windows let through less than [`SHORT_WINDOW`] of
+    /// their mean. Refilled by each pause, a bucket lets at least its size through every time
+    /// (more as cuts bring the rate near its refill). 429s that come whatever the pace end
+    /// each run after a number that varies like chance (geometric): one in three or more is
+    /// that short, and six or more without one come about 2% of the time.
+    fn bucket_like(&self) -> bool {
         let n = self.counts.len();
-        if n < ALIKE_WINDOWS {
+        let Some(least) = self.counts.iter().min() else {
             return false;
-        }
-        let counts = self.counts.iter().map(|c| f64::from(*c));
-        let mean = counts.clone().sum::<f64>() / n as f64;
-        let variance = counts.map(|c| (c - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        mean > 0.0 && variance < ALIKE_DISPERSION * mean
+        };
+        let mean = self.counts.iter().map(|c| f64::from(*c)).sum::<f64>() / n as f64;
+        n >= BUCKET_WINDOWS && mean > 0.0 && f64::from(*least) >= SHORT_WINDOW * mean
     }
 }
 
@@ -412,8 +421,10 @@ impl Payoff {
         if counted && self.mode != Answering::Cuts {
             self.trial_share.add(throttled);
         }
-        if matches!(self.mode, Answering::Trial { .. }) {
-            self.trial_windows.answered(throttled);
+        match self.mode {
+            Answering::Trial { .. } => self.trial_windows.answered(throttled),
+            Answering::Cuts => self.cut_windows.answered(throttled),
+            Answering::PausesOnly { .. } => {}
         }
         if counted {
             self.recent.push_back((now, throttled));
@@ -500,9 +511,9 @@ impl Payoff {
                 let refused_no_more = !self
                     .trial_share
                     .more_than_chance(SHARE_KEPT_FACTOR * baseline_share);
-                // Each pause let the same number through: a limit's bucket, which pauses alone
-                // empty again at once (at any rate above the limit, whatever it delivers).
-                let a_bucket = self.trial_windows.alike();
+                // Each pause let a bucket's worth through: a limit's, which pauses alone empty
+                // again at once (at any rate above the limit, whatever it delivers).
+                let a_bucket = self.trial_windows.bucket_like();
                 if delivered >= TRIAL_KEPT_AT * baseline && refused_no_more && !a_bucket {
                     self.mode = Answering::PausesOnly {
                         until: now + PAUSE_ONLY_FOR,
@@ -522,6 +533,7 @@ impl Payoff {
                     return None;
                 }
                 self.mode = Answering::Cuts;
+                self.cut_windows = Windows::default();
                 self.next_trial = Some(now + self.trial_again);
                 self.trial_again = (self.trial_again * 2).min(TRIAL_AGAIN_MAX);
                 tracing::debug!(
@@ -554,6 +566,7 @@ impl Payoff {
                     || delivered_now < DELIVERED_FALLS_TO * delivered
                 {
                     self.mode = Answering::Cuts;
+                    self.cut_windows = Windows::default();
                     tracing::debug!(
                         share = now_share,
                         in_trial = share,
@@ -628,7 +641,8 @@ impl Payoff {
             && chain.low.share() >= SUSPECT_SHARE
             && lasted >= TRIAL
             && self.next_trial.is_none_or(|at| now >= at)
-            && do_not_pay;
+            && do_not_pay
+            && !self.cut_windows.bucket_like();
         if !suspect {
             return Verdict::Cut;
         }
@@ -1698,7 +1712,7 @@ mod tests {
     }
 
     #[test]
-    fn pauses_that_each_let_the_same_number_through_are_a_bucket() {
+    fn pauses_that_each_let_a_bucket_through_are_a_limit() {
         let windows = |counts: &[u32]| {
             let mut w = Windows::started();
             for count in counts {
@@ -1707,18 +1721,22 @@ mod tests {
                 }
                 w.answered(true);
             }
-            w.alike()
+            w.bucket_like()
         };
         // A bucket of 5 refilled by each pause, one more now and then.
         assert!(windows(&[5, 5, 6, 5, 5, 5, 6]));
         // With 5xx among them: they use tokens too, and count.
-        assert!(windows(&[10, 11, 10, 10, 11]));
+        assert!(windows(&[10, 11, 10, 10, 11, 10]));
+        // Cuts nearing the limit (5/s, the model's seed 13): more gets through each time.
+        assert!(windows(&[5, 5, 6, 11, 12, 19]));
+        // Only the last eight are weighed: the start's short runs are forgotten.
+        assert!(windows(&[0, 1, 5, 5, 6, 5, 5, 5, 6, 5]));
         // Spurious 429s: runs as chance makes them (geometric, mean about 3 at 25%).
         assert!(!windows(&[0, 4, 1, 7, 2, 3, 0]));
         assert!(!windows(&[9, 2, 15, 4, 30, 1, 6]));
         // Too few pauses to tell, or nothing through at all.
-        assert!(!windows(&[5, 5, 5]));
-        assert!(!windows(&[0, 0, 0, 0, 0]));
+        assert!(!windows(&[5, 5, 5, 5, 5]));
+        assert!(!windows(&[0, 0, 0, 0, 0, 0]));
     }
 
     #[test]
