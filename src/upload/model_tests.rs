@@ -583,13 +583,14 @@ async fn a_limit_without_headers_is_kept_below_without_trials_far_above_it() {
     }
 }
 
-/// Seeds 13 and 16 of 5/s with 5xx and no headers start a trial of pauses alone, at the
-/// ceiling. On 073e00a it was kept (the service's share of 429s looked like chance, its early
-/// ones being echoes) and 70% of the requests after the first 10 s were refused; its pauses
-/// each let the same number through, and it is not kept now. The trial itself still costs
-/// about 45%: these two seeds miss the row's 3%.
+/// Seeds 13 and 16 of 5/s with 5xx and no headers: on 073e00a the cuts, still above the
+/// limit, were suspected of not paying, and a trial of pauses alone at the ceiling was kept
+/// (the service's share of 429s looked like chance, its early ones being echoes): 71% and 70%
+/// of the requests after the first 10 s refused. On a42fb5f the trial was no longer kept, but
+/// cost 45% and 48% itself. Now the pauses between the cuts' 429s, each letting a bucket's
+/// worth through, start no trial: the row is met (1.3%, 1.4%).
 #[tokio::test(start_paused = true)]
-async fn a_trial_of_pauses_alone_against_a_limit_is_not_kept() {
+async fn a_limit_without_headers_gets_no_trial_of_pauses_alone() {
     let flavour = Flavour {
         tells: Tells::Nothing,
         limit: Some((5.0, 5)),
@@ -597,7 +598,7 @@ async fn a_trial_of_pauses_alone_against_a_limit_is_not_kept() {
         failures: true,
     };
     for f in runs(flavour, [13, 16]).await {
-        assert!(f.late_429 < 0.6, "{}", row(flavour, &f));
+        assert!(f.met, "{}", row(flavour, &f));
     }
 }
 
