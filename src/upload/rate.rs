@@ -44,7 +44,9 @@
 //!   bucket's either. (The 429s of requests already in flight when a pause began are echoes and
 //!   not counted, so near a limit the trial's share of 429s looks like chance; its pauses do
 //!   not.) Pauses alone then climb like a start, and
-//!   stop when 429s come more often than chance explains or deliveries fall by half.
+//!   stop when 429s come more often than chance explains or deliveries fall by half (weighed
+//!   over [`WEIGH_THROTTLED`] pauses against all that pauses alone delivered before: fewer
+//!   pauses halve it by chance).
 //!
 //! Tried first on a model of the service's pushback under paused time (`model_tests.rs`: the
 //! whole matrix of `examples/sync_bench` in seconds, over several seeds).
