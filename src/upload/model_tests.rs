@@ -617,6 +617,26 @@ async fn spurious_429s_without_headers_only_pause() {
     }
 }
 
+/// A limit that tells nothing, with 5xx and drops, measured to the run's last answer: on
+/// 570ea46 seeds 7 and 15 gave 87% and 87% at 200/s, 89% and 88% at 50/s. Two causes: the
+/// operations that drew four or five 5xx in a row waited up to 3 s in backoff after the rest
+/// were done, and the rate walked back into the limit every 10 to 20 s, each 429 holding every
+/// sender for its second of Retry-After.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_limit_with_failures_is_met_to_the_runs_end() {
+    for limit in [(50.0, 10), (200.0, 20)] {
+        let flavour = Flavour {
+            tells: Tells::Nothing,
+            limit: Some(limit),
+            spurious: 0.0,
+            failures: true,
+        };
+        for f in runs(flavour, [7, 15]).await {
+            assert!(f.met, "{}", row(flavour, &f));
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn failures_at_a_limit_do_not_slow_delivery_below_it() {
     let flavour = Flavour {

@@ -31,7 +31,10 @@
 //!   was, and the rate goes just below them (back quickly by the share of the span the window
 //!   took, since a short span shows the bucket's burst rather than its rate). No blind cut
 //!   goes below what was taken over the last [`TRIAL`]: 429s that come whatever the pace would
-//!   otherwise take the rate to the floor, where telling them apart takes minutes.
+//!   otherwise take the rate to the floor, where telling them apart takes minutes. Near what
+//!   the service took when such a limit refused, the rate then creeps up ([`PROBE_FROM`]):
+//!   each 429 holds every sender for its Retry-After, so walking back into the limit every
+//!   few seconds costs more than a slow climb to it.
 //! - Whatever the headers, a cut is kept only while it pays (`Payoff`): 429s that keep coming
 //!   as often whatever the pace (a proxy's throttle, a flaky server) are tried with pauses
 //!   alone, once the rate is near what the service takes and the share of 429s did not fall
@@ -164,6 +167,14 @@ const TRIAL_AGAIN: Duration = Duration::from_secs(60);
 const TRIAL_AGAIN_MAX: Duration = Duration::from_secs(1800);
 /// A quiet spell that ends a chain of cuts.
 const CHAIN_QUIET: Duration = Duration::from_secs(10);
+/// Between these shares of what the service took when it last refused without a measured
+/// bucket, the rate rises by [`PROBE_STEP`] of the step: the limit that refused there most
+/// likely still does, and each 429 costs every sender its Retry-After (a second of nothing at
+/// 200/s), so the rate creeps up to it rather than walking into it every few seconds. Beyond
+/// [`PROBE_TO`] of it, a limit that rose is found at the usual step.
+const PROBE_FROM: f64 = 0.98;
+const PROBE_TO: f64 = 1.05;
+const PROBE_STEP: f64 = 0.25;
 
 /// The service's bucket as its `X-RateLimit-Remaining` shows it.
 #[derive(Debug, Clone, Default)]
@@ -725,6 +736,9 @@ pub struct RateControl {
     last_sent: Option<Instant>,
     /// Where the rate comes back to quickly after a cut (see [`RECOVER`]).
     recover_to: f64,
+    /// What the service took (answers other than 429 per second) when it last refused with
+    /// nothing measured from its bucket: where the rate creeps (see [`PROBE_FROM`]).
+    refused_taking: Option<f64>,
     bucket: Bucket,
     /// What remained in the bucket at the last trim (a bucket that has filled since is
     /// refilling faster than it is used).
@@ -770,6 +784,7 @@ impl RateControl {
             started: now,
             last_sent: None,
             recover_to: 0.0,
+            refused_taking: None,
             bucket: Bucket::default(),
             remaining_at_trim: None,
             trimmed_from: None,
@@ -947,7 +962,8 @@ impl RateControl {
         // No blind cut goes below what the service took lately: 429s that come whatever the
         // pace would otherwise take the rate to the floor in a few windows, where telling
         // them from a limit (see `Payoff`) takes minutes.
-        let least = self.payoff.taken_lately(now).map_or(0.0, |t| TARGET * t);
+        let lately = self.payoff.taken_lately(now);
+        let least = lately.map_or(0.0, |t| TARGET * t);
         let (to, measured) = match (self.bucket.refill_rate(), self.bucket.rough_refill_rate()) {
             (Some(refill), _) if TARGET * refill < self.rate => (TARGET * refill, true),
             (None, Some(rough)) => (
@@ -971,9 +987,13 @@ impl RateControl {
                     let back = to + (RECOVER_TO * self.rate - to).max(0.0) * window_share;
                     let cut = self.cut_to(to, sent_at, now, Cut::Throttled { measured: true });
                     self.recover_to = self.recover_to.max(back);
+                    self.refused_taking = Some(lately.map_or(taken, |l| l.max(taken)));
                     return cut;
                 }
-                None => ((self.rate * share).max(least.min(self.rate)), false),
+                None => {
+                    self.refused_taking = lately.or(self.refused_taking);
+                    ((self.rate * share).max(least.min(self.rate)), false)
+                }
             },
         };
         self.cut_to(to, sent_at, now, Cut::Throttled { measured })
@@ -1129,15 +1149,24 @@ impl RateControl {
         }
         // Until the first decrease the rate may be far below what the service allows (a
         // slow last run): it grows by a quarter per round. After one, by the additive step,
-        // or faster back toward where a blind cut came from; and while the service's bucket
-        // stays nearly full, the rate leaves room unused: by [`FULL_STEP`].
+        // or faster back toward where a blind cut came from, or slower near where the service
+        // refused (see [`PROBE_FROM`]); and while the service's bucket stays nearly full, the
+        // rate leaves room unused: by [`FULL_STEP`].
         let raised = match self.last_cut {
             // Before the first decrease, and while 429s only pause (they come whatever the
             // pace, and the faster between their windows, the more gets through).
             None => self.rate * SLOW_START,
             Some(_) if self.payoff.pauses_only() => self.rate * SLOW_START,
             Some(_) => {
-                let back = self.rate + self.step.max((self.recover_to - self.rate) * RECOVER);
+                let near_refusal = self.refused_taking.is_some_and(|took| {
+                    self.rate >= PROBE_FROM * took && self.rate < PROBE_TO * took
+                });
+                let step = if near_refusal {
+                    self.step * PROBE_STEP
+                } else {
+                    self.step
+                };
+                let back = self.rate + step.max((self.recover_to - self.rate) * RECOVER);
                 if full {
                     back.max(self.rate * FULL_STEP)
                 } else {
@@ -1763,6 +1792,21 @@ mod tests {
         let (delivered, share) = quiet_limit(&mut c, t0, 600.0, (5.0, 5.0), 0.02);
         assert!(delivered >= 4.0, "{delivered}");
         assert!(share < 0.1, "429s: {share}");
+    }
+
+    #[test]
+    fn the_rate_creeps_up_to_where_a_quiet_limit_refused_rather_than_into_it() {
+        // Each 429 of a limit that tells nothing holds every sender for its second of
+        // Retry-After; walking back into the limit every few seconds loses more than creeping
+        // up to where it refused.
+        for (limit, burst) in [(50.0, 10.0), (200.0, 20.0)] {
+            let t0 = Instant::now();
+            let mut c = RateControl::new(1000.0, None, t0);
+            let (delivered, share) = quiet_limit(&mut c, t0, 240.0, (limit, burst), 0.02);
+            // Climbing at the usual step: 46.7/s and 185.0/s (93.5% and 92.5%).
+            assert!(delivered >= 0.95 * limit, "{limit}/s: {delivered}");
+            assert!(share < 0.01, "{limit}/s: 429s {share}");
+        }
     }
 
     #[test]
