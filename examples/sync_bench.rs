@@ -30,7 +30,10 @@
 //!
 //! Each run is the real release binary in a fresh process with a fresh state; the sandbox runs
 //! in this process and is sampled every 100 ms to time the delivery (first request, the stats
-//! 2 s and 10 s after it, exit).
+//! 2 s and 10 s after it, exit). `LOTSYNC_BENCH_LOG=lotsync::upload=debug` shows the client's
+//! own log; `LOTSYNC_BENCH_SAMPLES=FILE` appends every sample (seconds since the process
+//! started, then the sandbox's stats as JSON; `END` after each process) to see where a run lost
+//! its time.
 //!
 //! ```text
 //! cargo build --release && cargo run --release --example sync_bench -- --sections matrix
@@ -736,6 +739,18 @@ impl Bench {
             let every = if watching_first_ok { 5 } else { 100 };
             tokio::time::sleep(Duration::from_millis(every)).await;
         };
+        // Every sample, for a look at where a run lost its time.
+        if let Ok(path) = std::env::var("LOTSYNC_BENCH_SAMPLES") {
+            use std::io::Write as _;
+            let mut out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            for (at, st) in &samples {
+                writeln!(out, "{:.2} {}", (*at - start).as_secs_f64(), st)?;
+            }
+            writeln!(out, "END")?;
+        }
         Ok(Run {
             first_request: first_request.ok_or_else(|| anyhow::anyhow!("no request was sent"))?,
             end,
