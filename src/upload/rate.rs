@@ -1412,12 +1412,7 @@ mod tests {
 
     #[test]
     fn a_bucket_that_stays_nearly_full_lets_the_rate_rise_by_five_percent() {
-        let t0 = Instant::now();
-        let mut c = RateControl::new(100.0, None, t0);
-        assert_eq!(
-            c.throttled(ms(t0, 1500), ms(t0, 1501), limits(10, 0)),
-            Some(50.0)
-        );
+        let (t0, mut c) = blindly_cut_from_100_to_50();
         // Answered at the rate, with 9 of 10 left.
         let rates = answered_at_the_rate(&mut c, ms(t0, 1600), 6, |_| 9);
         // A blind cut comes back a quarter of the way to 90 per second, or by 5% when that
@@ -1425,6 +1420,18 @@ mod tests {
         assert!(rates.len() >= 5, "{rates:?}");
         assert!(close(rates[0], 60.0) && close(rates[1], 67.5), "{rates:?}");
         assert!(close(rates[4], rates[3] * 1.05), "{rates:?}");
+    }
+
+    /// A control at 100/s cut blindly to 50 by a 429 that says the bucket of 10 is empty, 1.5 s
+    /// in (nothing measured yet): its way back leads to 90.
+    fn blindly_cut_from_100_to_50() -> (Instant, RateControl) {
+        let t0 = Instant::now();
+        let mut c = RateControl::new(100.0, None, t0);
+        assert_eq!(
+            c.throttled(ms(t0, 1500), ms(t0, 1501), limits(10, 0)),
+            Some(50.0)
+        );
+        (t0, c)
     }
 
     /// Answers at the control's own rate from `from` for `secs`, the `k`th showing `left(k)`
@@ -1452,12 +1459,7 @@ mod tests {
     /// sender for its second and the sales already on their way for another).
     #[test]
     fn a_nearly_full_bucket_raises_by_five_percent_only_a_rate_that_was_used() {
-        let t0 = Instant::now();
-        let mut c = RateControl::new(100.0, None, t0);
-        assert_eq!(
-            c.throttled(ms(t0, 1500), ms(t0, 1501), limits(10, 0)),
-            Some(50.0)
-        );
+        let (t0, mut c) = blindly_cut_from_100_to_50();
         // 10 answers a second, whatever the rate, with 9 of 10 left.
         let mut rates = vec![];
         for k in 0..60 {
@@ -1479,12 +1481,7 @@ mod tests {
     /// blind cut to 40.5 against a limit of 50 took 40 s to come back).
     #[test]
     fn a_bucket_dipped_for_a_moment_is_still_nearly_full() {
-        let t0 = Instant::now();
-        let mut c = RateControl::new(100.0, None, t0);
-        assert_eq!(
-            c.throttled(ms(t0, 1500), ms(t0, 1501), limits(10, 0)),
-            Some(50.0)
-        );
+        let (t0, mut c) = blindly_cut_from_100_to_50();
         // Every tenth answer finds a bunch ahead of it: 5 of 10 left.
         let rates =
             answered_at_the_rate(&mut c, ms(t0, 1600), 6, |k| if k % 10 == 9 { 5 } else { 9 });
