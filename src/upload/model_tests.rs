@@ -247,16 +247,10 @@ async fn request(client: &Client, slow: bool) -> Result<Answer<()>, ApiError> {
         path: "/v1/inventory".to_owned(),
     })?;
     let latency = if slow { SLOW_LATENCY } else { LATENCY };
-    let jitter = if client.service_slow {
-        let most = JITTER.as_micros() as u64;
-        let mut rng = client
-            .jitter
-            .lock()
-            .expect("not poisoned: no panic holds it");
-        Duration::from_micros(rng.u64(0..most))
-    } else {
-        Duration::ZERO
-    };
+    let jitter = client.jitter.as_ref().map_or(Duration::ZERO, |rng| {
+        let mut rng = rng.lock().expect("not poisoned: no panic holds it");
+        Duration::from_micros(rng.u64(0..JITTER.as_micros() as u64))
+    });
     tokio::time::sleep(latency + jitter).await;
     let now = crate::clock::monotonic_now();
     let (status, headers, wall) = {
@@ -320,10 +314,9 @@ struct Client {
     retry: RetryPolicy,
     /// Operations not yet taken.
     left: AtomicUsize,
-    /// Every tenth operation is slow ([`Flavour::slow`]).
-    service_slow: bool,
-    /// Draws each request's [`JITTER`].
-    jitter: Mutex<fastrand::Rng>,
+    /// Draws each request's [`JITTER`], when the flavour has a slow endpoint
+    /// ([`Flavour::slow`]: every tenth operation is slow).
+    jitter: Option<Mutex<fastrand::Rng>>,
     trace: bool,
 }
 
@@ -339,8 +332,9 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
         stats: UploadStats::default(),
         retry: RetryPolicy::default(),
         left: AtomicUsize::new(creates),
-        service_slow: flavour.slow,
-        jitter: Mutex::new(fastrand::Rng::with_seed(seed ^ 0x5eed)),
+        jitter: flavour
+            .slow
+            .then(|| Mutex::new(fastrand::Rng::with_seed(seed ^ 0x5eed))),
         trace: std::env::var_os("LOTSYNC_MODEL_TRACE").is_some(),
     });
     let started = crate::clock::monotonic_now();
@@ -358,7 +352,7 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
                 .left
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             {
-                let slow = client.service_slow && n % 10 == 5;
+                let slow = client.jitter.is_some() && n % 10 == 5;
                 // An operation that exhausts its attempts goes back to the outbox: taken again.
                 while call(&lane, || request(&client, slow)).await.is_err() {}
             }
