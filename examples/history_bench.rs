@@ -137,7 +137,7 @@ fn main() -> anyhow::Result<()> {
         answer_total.as_secs_f64()
     );
     println!(
-        "on disk: {:.1} MB (sled size_on_disk), state dir {:.1} MB, for {stored} vehicles",
+        "on disk: {:.1} MB (state.db and its WAL), state dir {:.1} MB, for {stored} vehicles",
         on_disk as f64 / 1e6,
         du as f64 / 1e6
     );

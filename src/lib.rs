@@ -15,7 +15,7 @@
 //!   it and axum out).
 //! - [`feed`]: streaming CSV and XML readers of DMS exports, yielding records.
 //! - [`mapper`]: a record to a spec §4.2 payload through a profile, with warnings or a rejection.
-//! - [`state`]: what the service holds as far as lotsync knows, in sled.
+//! - [`state`]: what the service holds as far as lotsync knows, in one SQLite file.
 //! - [`diff`]: one file's payloads against the state become operations, behind a safety guard.
 //! - [`plan`]: a plan and its operations ([`plan::Op`]), the types the diff and the
 //!   reconciliation make, the outbox commits and the uploader sends.

@@ -11,10 +11,9 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let args = Args::parse();
     // The demo tells its own story on stdout; its log keeps to warnings unless RUST_LOG asks.
-    // The daemon takes its level from its config; it allocates in two glibc heaps, set before
-    // its threads start (issue 25 item 7).
+    // The daemon takes its level from its config.
     match args.command {
-        Command::Run(_) => lotsync::state::memory::limit_arenas(),
+        Command::Run(_) => {}
         #[cfg(feature = "sandbox")]
         Command::Demo(_) => cli::init_logging("warn"),
         _ => cli::init_logging("info"),
@@ -36,6 +35,7 @@ fn main() -> ExitCode {
         Command::Release(a) => cli::release(a),
         Command::Why(a) => cli::why(a),
         Command::State(StateCommand::Export(a)) => cli::state_export(a),
+        Command::State(StateCommand::Backup(a)) => cli::state_backup(a),
         #[cfg(feature = "sandbox")]
         Command::Sandbox(a) => tokio_runtime()
             .and_then(|rt| rt.block_on(cli::sandbox(a)))

@@ -1,7 +1,7 @@
 //! Crash safety of the state and the outbox, with real processes and real signals.
 //!
 //! A child process (this test binary, re-run with `LOTSYNC_CRASH_CHILD` set) plans a long run
-//! of full snapshots into a real sled state and answers the queued operations as the service
+//! of full snapshots into a real SQLite state and answers the queued operations as the service
 //! would, writing each operation it "sends" to a journal file first (the service's memory,
 //! which survives the child). The parent kills it with SIGKILL at random instants, at least
 //! 50 times, reopens the state each time and checks:

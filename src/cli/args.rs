@@ -72,4 +72,6 @@ pub enum Command {
 pub enum StateCommand {
     /// Print every stored vehicle: service id, sold or in stock, last acknowledged payload.
     Export(super::StateExportArgs),
+    /// Write a consistent copy of the state to a new file, beside a running daemon.
+    Backup(super::StateBackupArgs),
 }

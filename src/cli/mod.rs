@@ -32,7 +32,10 @@ pub use daemon::{run, status, validate, RunArgs, StatusArgs, ValidateArgs};
 pub use demo::{demo, DemoArgs};
 #[cfg(not(feature = "sandbox"))]
 pub use no_sandbox::{without_sandbox, WithoutSandboxArgs};
-pub use plan::{plan, release, state_export, PlanArgs, ReleaseArgs, StateExportArgs};
+pub use plan::{
+    plan, release, state_backup, state_export, PlanArgs, ReleaseArgs, StateBackupArgs,
+    StateExportArgs,
+};
 pub use reconcile::{reconcile, ReconcileArgs};
 #[cfg(feature = "sandbox")]
 pub use sandbox::{sandbox, SandboxArgs};

@@ -61,6 +61,20 @@ pub struct StateExportArgs {
     pub format: OutputFormat,
 }
 
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The copy is one consistent snapshot of state.db, taken beside a \
+running daemon without stopping it (a `cp` of state.db while the daemon writes is not).\n\n\
+Example:\n  lotsync state backup --to /root/lotsync-state-$(date +%F).db"
+)]
+pub struct StateBackupArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The copy's file; it must not exist yet.
+    #[arg(long, value_name = "FILE")]
+    pub to: PathBuf,
+}
+
 /// A file planned ([`lifecycle::plan_file`], on `runtime`), or why not as a command says it:
 /// the inner error is this file's (it cannot be read, is cut, its feed's profile is not
 /// there: an error naming the file), the outer one stops every file (the service's list
@@ -256,6 +270,22 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<CommandOutcome> {
         out,
         "released: {} operations queued (nothing sent yet); `lotsync sync` or the daemon delivers them",
         planned.planned.plan.ops.len()
+    )?;
+    Ok(CommandOutcome::Done)
+}
+
+/// `lotsync state backup`.
+pub fn state_backup(args: StateBackupArgs) -> anyhow::Result<CommandOutcome> {
+    let config = Config::load(&args.config.config)?;
+    let outbox = open(&config, Holder::Reader("state-backup"))?;
+    outbox.state().backup_to(&args.to)?;
+    let size = std::fs::metadata(&args.to).map_or(0, |m| m.len());
+    writeln!(
+        super::stdout(),
+        "state backed up to {} ({:.1} MB): one consistent copy of {}",
+        shown_path(&args.to),
+        size as f64 / 1e6,
+        shown_path(&config.state.dir.join(lotsync::state::DB_FILE))
     )?;
     Ok(CommandOutcome::Done)
 }

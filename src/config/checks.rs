@@ -117,6 +117,14 @@ pub(super) fn cache_mib<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u6
     )
 }
 
+pub(super) fn keep_days<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    read_if(
+        deserializer,
+        |days: &u32| (1..=36_500).contains(days),
+        |days| format!("{days} is not between 1 and 36500 days"),
+    )
+}
+
 pub(super) fn at_least_one<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
     read_if(
         deserializer,

@@ -189,14 +189,21 @@ pub struct NotificationsConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
-    /// The sled database and its lock live here (systemd's StateDirectory).
+    /// The state's database (`state.db`) and its lock live here (systemd's StateDirectory).
     #[serde(default = "default_state_dir")]
     pub dir: PathBuf,
-    /// The database's page cache, in MiB (1 to 4096). sled's own default (1 GiB) suits a
-    /// server; the state of a dealership's lots fits a few MiB, and a cache larger than the
-    /// data only lets the daemon's memory grow with every file.
+    /// SQLite's page cache, in MiB (1 to 4096), shared by the daemon's connections: the
+    /// most the state's pages take of its memory, however large the state grows.
     #[serde(default = "default_cache_mib", deserialize_with = "checks::cache_mib")]
     pub cache_mib: u64,
+    /// A sold vehicle with nothing queued is forgotten this many days after its record last
+    /// changed (1 to 36500); one that comes back later is created again.
+    #[serde(default = "default_keep_days", deserialize_with = "checks::keep_days")]
+    pub keep_sold_days: u32,
+    /// `lotsync why`'s history, the records of planned files and sent notifications are kept
+    /// this many days (1 to 36500).
+    #[serde(default = "default_keep_days", deserialize_with = "checks::keep_days")]
+    pub keep_history_days: u32,
 }
 
 impl Default for StateConfig {
@@ -204,6 +211,8 @@ impl Default for StateConfig {
         StateConfig {
             dir: default_state_dir(),
             cache_mib: default_cache_mib(),
+            keep_sold_days: default_keep_days(),
+            keep_history_days: default_keep_days(),
         }
     }
 }
@@ -360,6 +369,10 @@ fn default_state_dir() -> PathBuf {
 
 fn default_cache_mib() -> u64 {
     crate::state::DEFAULT_CACHE_MIB
+}
+
+fn default_keep_days() -> u32 {
+    crate::state::retention::DEFAULT_KEEP_DAYS
 }
 
 fn default_socket() -> PathBuf {

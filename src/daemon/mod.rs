@@ -219,8 +219,6 @@ impl FilePipeline {
         // report) are not kept for ever.
         let excess = carried.len().saturating_sub(10_000);
         carried.drain(..excess);
-        // What the plan's transaction and the answers freed goes back to the system.
-        let _ = tokio::task::spawn_blocking(crate::state::memory::return_free_memory).await;
         Ok(report)
     }
 
@@ -791,5 +789,9 @@ pub fn state_opening(config: &Config, holder: crate::state::Holder) -> crate::st
         markers: Some(markers),
         verify: true,
         cache_mib: config.state.cache_mib,
+        retention: crate::state::Retention {
+            keep_sold_days: config.state.keep_sold_days,
+            keep_history_days: config.state.keep_history_days,
+        },
     }
 }

@@ -754,7 +754,13 @@ impl Daemon {
                 .iter()
                 .map(|f| (f.name.clone(), f.inbox.clone()))
                 .collect();
+            let outbox = self.pipeline.outbox().clone();
             let _ = tokio::task::spawn_blocking(move || {
+                // What the state no longer keeps ([state] keep_*_days), also on a lot whose
+                // files stopped coming (each plan prunes too).
+                if let Err(e) = outbox.state().prune(crate::state::now()) {
+                    tracing::warn!(error = %Chain(&e), "cannot let go of what the state no longer keeps");
+                }
                 for (feed, inbox) in inboxes {
                     match FeedFolders::new(&inbox).prune_archive(days) {
                         Ok(deleted) if !deleted.is_empty() => {

@@ -1,4 +1,4 @@
-//! The diff's decisions on a real sled state in a temporary folder: create, update, sold,
+//! The diff's decisions on a real SQLite state in a temporary folder: create, update, sold,
 //! back in stock and unchanged against what the service acknowledged (projected through what
 //! is in flight), absence in full and delta snapshots, the safety guard, a refusal not sent
 //! again, a re-dropped file, and a vehicle kept by a rejected record.
@@ -402,4 +402,30 @@ fn a_rejected_record_keeps_its_vehicle_on_the_lot() {
             ("VIN3", ProtectedBy::Stock, Some(5))
         ]
     );
+}
+
+/// A sold car that later full snapshots leave out keeps the time it was sold at: nothing of
+/// it changed, so its record is not written again, and `[state] keep_sold_days` counts from
+/// its sale (rewriting it with each file kept it for ever).
+#[test]
+fn a_sold_car_left_out_again_keeps_the_time_of_its_sale() {
+    let (outbox, _tmp) = outbox("sold-time");
+    let lines = settled_lot(&outbox, 3);
+    file(&outbox, rules(Mode::Full), "day1.csv", &lines[..2]);
+    answer_all(&outbox);
+    let key = crate::state::VehicleKey::new(ORG, LOT, "VIN2");
+    let sold = outbox.state().vehicle(&key).unwrap().unwrap();
+    assert!(sold.sold);
+    let stored_at = |outbox: &Outbox| outbox.state().vehicle(&key).unwrap().unwrap().updated_at;
+    // Times are whole seconds: the next files are planned in a later one.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    for day in 2..4 {
+        file(
+            &outbox,
+            rules(Mode::Full),
+            &format!("day{day}.csv"),
+            &lines[..2],
+        );
+        assert_eq!(stored_at(&outbox), sold.updated_at, "day {day}");
+    }
 }

@@ -1,6 +1,6 @@
 //! The outbox: the durable queue of operations between the diff and the uploader.
 //!
-//! A file's plan is committed in one sled transaction with the file's bookkeeping and the
+//! A file's plan is committed in one transaction of the state with the file's bookkeeping and the
 //! vehicles' records, and flushed before anything is sent. Each answer of the service removes
 //! its operation in the same transaction that records the answer on the vehicle, and answers
 //! are flushed in small batches ([`FLUSH_EVERY`]), so a crash at any instant loses nothing and
@@ -19,7 +19,6 @@ use crate::state::{
     self, AppliedFile, Counters, FeedRecord, FileOutcome, FileRecord, OpCounts, Queuing, Rejection,
     State, StateError, StateTx, Txn, VehicleKey, VehicleRecord,
 };
-use sled::transaction::ConflictableTransactionError;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -408,7 +407,8 @@ impl Outbox {
                 for (vin, change) in &plan.changes {
                     let indexed = tx.location_of(org, vin)?;
                     let location_id = indexed.unwrap_or(change.location_id);
-                    let mut record = match (tx.vehicle(org, location_id, vin)?, &change.learned) {
+                    let stored = tx.vehicle(org, location_id, vin)?;
+                    let mut record = match (stored.clone(), &change.learned) {
                         (Some(record), _) => record,
                         // Found on the service's list: known as the list showed it.
                         (None, Some(learned)) => {
@@ -453,11 +453,17 @@ impl Outbox {
                     if change.new_ops > 0 {
                         record.file = plan.file.name.clone();
                     }
-                    record.updated_at = now;
                     let unwanted = change.drop_stub
                         && !record.exists()
                         && record.queued == 0
                         && record.rejected.is_none();
+                    // A record the plan left as it was keeps its time and is not written
+                    // again: `updated_at` says when its state last changed (a sold car is
+                    // forgotten that long after, `[state] keep_sold_days`).
+                    if !unwanted && indexed.is_some() && stored.as_ref() == Some(&record) {
+                        continue;
+                    }
+                    record.updated_at = now;
                     if unwanted {
                         tx.remove_vehicle(org, location_id, vin)?;
                         tx.unindex_vin(org, vin)?;
@@ -517,8 +523,8 @@ impl Outbox {
             tx.set_counters(&counters)?;
             Ok(file_no)
         })?;
-        if let Err(e) = self.state.prune_history(now) {
-            tracing::warn!(error = %crate::text::Chain(&e), "cannot let go of the history's oldest events");
+        if let Err(e) = self.state.prune(now) {
+            tracing::warn!(error = %crate::text::Chain(&e), "cannot let go of what the state no longer keeps");
         }
         self.state.flush()?;
         Ok(filed)
@@ -549,7 +555,7 @@ impl Outbox {
             self.state.transaction(|tx: &StateTx| -> TxResult<()> {
                 let file_no = tx.next_file_no()?;
                 tx.put_file(file_no, &record)?;
-                tx.set_next_file_no(file_no + 1)
+                Ok(tx.set_next_file_no(file_no + 1)?)
             })?;
         }
         self.state.write_markers();
@@ -592,7 +598,7 @@ impl Outbox {
         let now = state::now();
         self.state.transaction(|tx: &StateTx| -> TxResult<()> {
             let told = |vin: &str, what: What| -> TxResult<()> {
-                tx.append_history(org, vin, vec![Event::new(now, None, what)], now)
+                Ok(tx.append_history(org, vin, vec![Event::new(now, None, what)], now)?)
             };
             for finding in findings {
                 let vin = match finding {
@@ -775,9 +781,7 @@ impl Outbox {
         let now = state::now();
         let result = self.state.transaction(|tx: &StateTx| -> TxResult<()> {
             let Some(entry) = tx.dequeue(seq)? else {
-                return Err(ConflictableTransactionError::Abort(OutboxError::NotQueued(
-                    seq,
-                )));
+                return Err(OutboxError::NotQueued(seq));
             };
             let org = entry.organization_id;
             let vin = entry.vin.as_str();
@@ -865,7 +869,7 @@ impl Outbox {
             tx.answer_history(&entry, answered, now)?;
             tx.put_vehicle(org, new_location, vin, &record)?;
             tx.index_vin(org, vin, new_location)?;
-            tx.set_counters(&counters)
+            Ok(tx.set_counters(&counters)?)
         });
         self.sending().in_flight.remove(&seq);
         result?;

@@ -1,4 +1,4 @@
-//! The outbox's bookkeeping on a real sled state in a temporary folder: what `take` hands out
+//! The outbox's bookkeeping on a real SQLite state in a temporary folder: what `take` hands out
 //! (order, one operation per vehicle, per organization), what `give_back` and `acknowledge`
 //! do to the queue, the vehicles' records and the counters, and what survives a reopen.
 

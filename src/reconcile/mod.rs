@@ -91,7 +91,7 @@ pub enum ReconcileError {
         #[source]
         source: std::io::Error,
     },
-    /// A blocking task of the reconciliation (sled and file work off the async threads) did
+    /// A blocking task of the reconciliation (state and file work off the async threads) did
     /// not finish.
     #[error("reconciliation task failed")]
     Task(#[source] tokio::task::JoinError),
@@ -256,7 +256,7 @@ pub async fn reconcile(
     Ok(report)
 }
 
-/// Runs sled and file work off the async threads.
+/// Runs state and file work off the async threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ReconcileError> + Send + 'static,
 ) -> Result<T, ReconcileError> {

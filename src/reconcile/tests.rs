@@ -1,4 +1,4 @@
-//! [`reconcile`] against the sandbox on loopback, over a real sled state in a temporary
+//! [`reconcile`] against the sandbox on loopback, over a real SQLite state in a temporary
 //! folder: what each kind of drift becomes (one plan of the pseudo-feed, queued, not sent),
 //! what it leaves alone, the report it writes, and what stops it before anything is queued.
 

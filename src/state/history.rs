@@ -1,17 +1,16 @@
 //! The vehicles' history, for `lotsync why`: per vehicle, what each file, each answer of the
 //! service and each reconciliation did to it.
 //!
-//! One key per event in the `history` tree, time first ([`history_key`]): new events go to
-//! its end, and a write reads nothing, so recording them touches a few pages at the end of
-//! one tree (a value per vehicle, rewritten, touched one page per vehicle across the tree and
-//! took a third more disk over a month). An operation is one event, written with the
+//! One row per event in the `history` table, keyed by (organization, VIN, time, tag, index):
+//! a vehicle's events are one range of it, and a write reads nothing. An operation is one
+//! event, written with the
 //! service's answer ([`What::QueuedAndAnswered`]): why the plan queued it waits with it in the
 //! outbox until then ([`OutboxEntry::queuing`]), and one still waiting, or replaced, is told
 //! from its entry ([`queued_event`]). A value holds neither the time nor the operation's
-//! number, which its key holds. None is kept older than [`KEEP_DAYS`] days
-//! ([`State::prune_history`]), and `why` tells a vehicle's newest [`KEEP_EVENTS`]. The outbox
+//! number, which its key holds. None is kept longer than `[state] keep_history_days`
+//! ([`super::retention`]), and `why` tells a vehicle's newest [`KEEP_EVENTS`]. The outbox
 //! writes them inside the transactions that already commit plans, answers and findings
-//! ([`append`] on the transaction's tree), so they are exactly as durable as what they tell
+//! ([`append`] on the transaction's connection), so they are exactly as durable as what they tell
 //! and cost no flush of their own. An event names its file by the
 //! number the file is filed under (`files`), not by name, to stay small. A state from before
 //! the history simply has none for its vehicles; one from before an operation was one event
@@ -21,17 +20,14 @@
 //! happened (the diff, the outbox and the reconciliation say so), nor read export files or the
 //! service.
 
-use super::keys::{history_key, history_key_parts, history_vehicle, is_history_of};
-use super::{FieldChange, FileRecord, OutboxEntry, Queuing, State, StateError, VehicleKey};
+use super::{FieldChange, FileRecord, OutboxEntry, Queuing, State, StateError};
 use crate::text::Escaped;
+use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
-use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use std::fmt::Write as _;
 
-/// Events kept per vehicle (the newest).
+/// Events told per vehicle (the newest).
 pub const KEEP_EVENTS: usize = 50;
-/// Events older than this many days are let go.
-pub const KEEP_DAYS: i64 = 400;
 
 /// The longest value an event keeps of a changed field (the rest is cut, marked `…`).
 const VALUE_CHARS: usize = 60;
@@ -158,6 +154,9 @@ pub enum What {
     IdLearned { service_id: u64 },
     /// The reconciliation let its record go: sold, and gone from the service.
     Forgotten,
+    /// Its record was let go: sold, with nothing queued, and unchanged for more than `days`
+    /// (`[state] keep_sold_days`).
+    Expired { days: u32 },
     /// Told again by `reconcile --rebuild` from an archived export: what that file did to it
     /// (`op` as in [`What::Queued`]; `line` none: left out of a full snapshot).
     Rebuilt {
@@ -300,15 +299,21 @@ fn short_value(value: &serde_json::Value) -> String {
     cut
 }
 
-/// Adds `events` to a vehicle's history inside a transaction of the `history` tree: each
-/// one a key of its own, inserted without reading anything (see [`history_key`]).
-pub(crate) fn append<E: From<StateError>>(
-    tree: &TransactionalTree,
+/// Adds `events` to a vehicle's history inside a transaction: each one a row of its own,
+/// inserted without reading anything. `tag` (the operation's sequence number, or the plan's
+/// file number) and the index (the event's place among those written together) keep two
+/// events of one second apart.
+pub(crate) fn append(
+    conn: &Connection,
     organization_id: u64,
     vin: &str,
     events: Vec<Event>,
     _now: i64,
-) -> Result<(), ConflictableTransactionError<E>> {
+) -> Result<(), StateError> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT OR REPLACE INTO history (organization_id, vin, at, tag, idx, event)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
     for (index, Event { at, file_no, what }) in events.into_iter().enumerate() {
         let tag = match &what {
             What::Queued { seq, .. }
@@ -321,23 +326,21 @@ pub(crate) fn append<E: From<StateError>>(
             What::Answered { .. } | What::QueuedAndAnswered { .. } => u8::MAX,
             _ => u8::try_from(index).unwrap_or(u8::MAX - 1).min(u8::MAX - 1),
         };
-        let key = history_key(at, organization_id, vin, tag, index);
-        let value = super::records::encode(&Stored { file_no, what }, "history event")
-            .map_err(|e| ConflictableTransactionError::Abort(E::from(e)))?;
-        tree.insert(key, value)?;
+        let value = super::records::encode(&Stored { file_no, what }, "history event")?;
+        stmt.execute(params![organization_id, vin, at.max(0), tag, index, value])?;
     }
     Ok(())
 }
 
-/// Records the service's answer to a queued operation in its vehicle's history, in a
-/// transaction of the `history` tree: the operation's one event, its queueing and its answer
+/// Records the service's answer to a queued operation in its vehicle's history, inside a
+/// transaction: the operation's one event, its queueing and its answer
 /// ([`What::QueuedAndAnswered`]).
-pub(crate) fn answer<E: From<StateError>>(
-    tree: &TransactionalTree,
+pub(crate) fn answer(
+    conn: &Connection,
     entry: &OutboxEntry,
     answer: Answer,
     now: i64,
-) -> Result<(), ConflictableTransactionError<E>> {
+) -> Result<(), StateError> {
     let event = Event::new(
         now,
         entry.file_no,
@@ -354,7 +357,7 @@ pub(crate) fn answer<E: From<StateError>>(
             service_id: answer.service_id,
         },
     );
-    append(tree, entry.organization_id, &entry.vin, vec![event], now)
+    append(conn, entry.organization_id, &entry.vin, vec![event], now)
 }
 
 /// An operation's queueing as its history tells it, from its entry in the outbox (one still
@@ -382,45 +385,29 @@ fn queued(seq: u64, op: String, queuing: Queuing) -> What {
     }
 }
 
-/// The first key of events recent enough to keep at `now`.
-fn keep_from(now: i64) -> [u8; 8] {
-    (now.saturating_sub(KEEP_DAYS * 24 * 3600).max(0) as u64).to_be_bytes()
-}
-
 impl State {
-    /// A vehicle's history, oldest first (empty when none was recorded): the tree is read
-    /// through, its keys compared, only the vehicle's events decoded; the newest
+    /// A vehicle's history, oldest first (empty when none was recorded); the newest
     /// [`KEEP_EVENTS`] are kept.
     pub fn history(&self, organization_id: u64, vin: &str) -> Result<Vec<Event>, StateError> {
-        let vehicle = history_vehicle(organization_id, vin);
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT at, tag, event FROM history WHERE organization_id = ?1 AND vin = ?2
+             ORDER BY at DESC, tag DESC, idx DESC LIMIT ?3",
+        )?;
+        let mut rows = stmt.query(params![organization_id, vin, KEEP_EVENTS as i64])?;
         let mut out = Vec::new();
-        for item in self.trees.history.iter() {
-            let (k, v) = item?;
-            if !is_history_of(&k, &vehicle) {
-                continue;
-            }
-            let Stored { file_no, mut what } = super::records::decode(&v, "history event")?;
-            let (at, tag) = history_key_parts(&k);
+        while let Some(row) = rows.next()? {
+            let at: i64 = row.get(0)?;
+            let tag: u64 = row.get(1)?;
+            let Stored { file_no, mut what } =
+                super::records::decode(super::text(row, 2)?, "history event")?;
             if let What::QueuedAndAnswered { seq, .. } = &mut what {
                 *seq = tag;
             }
             out.push(Event { at, file_no, what });
         }
-        if out.len() > KEEP_EVENTS {
-            out.drain(..out.len() - KEEP_EVENTS);
-        }
+        out.reverse();
         Ok(out)
-    }
-
-    /// Lets go of the events older than [`KEEP_DAYS`] days: a range at the tree's start (none,
-    /// most days). After each plan; not in its transaction (nothing depends on them).
-    pub fn prune_history(&self, now: i64) -> Result<usize, StateError> {
-        let mut pruned = 0;
-        for key in self.trees.history.range(..keep_from(now)).keys() {
-            self.trees.history.remove(key?)?;
-            pruned += 1;
-        }
-        Ok(pruned)
     }
 
     /// The VINs of the organization whose acknowledged payload carries `stock` (compared
@@ -435,21 +422,18 @@ impl State {
         if wanted.is_empty() {
             return Ok(out);
         }
-        for item in self
-            .trees
-            .payloads
-            .scan_prefix(organization_id.to_be_bytes())
-        {
-            let (k, v) = item?;
-            // Only payloads holding the text are decoded (stock numbers are short and
-            // escaped the same way in JSON).
-            let upper = v.to_ascii_uppercase();
-            if memchr::memmem::find(&upper, wanted.as_bytes()).is_none() {
-                continue;
-            }
-            let payload: crate::api::VehiclePayload = super::records::decode(&v, "payload")?;
+        let conn = self.reader();
+        // Only payloads holding the text are decoded (stock numbers are short and escaped the
+        // same way in JSON).
+        let mut stmt = conn.prepare_cached(
+            "SELECT vin, payload FROM payloads WHERE organization_id = ?1 AND instr(upper(payload), ?2) > 0",
+        )?;
+        let mut rows = stmt.query(params![organization_id, wanted])?;
+        while let Some(row) = rows.next()? {
+            let payload: crate::api::VehiclePayload =
+                super::records::decode(super::text(row, 1)?, "payload")?;
             if payload.stock.trim().eq_ignore_ascii_case(&wanted) {
-                out.push(VehicleKey::from_bytes(&k)?.vin);
+                out.push(row.get(0)?);
             }
         }
         Ok(out)
@@ -457,7 +441,7 @@ impl State {
 
     /// Events in the history (for the figures).
     pub fn history_count(&self) -> usize {
-        self.trees.history.len()
+        self.count("history")
     }
 }
 
@@ -550,6 +534,7 @@ fn kind(what: &What) -> &'static str {
         What::Restored { .. } => "restored",
         What::IdLearned { .. } => "id_learned",
         What::Forgotten => "forgotten",
+        What::Expired { .. } => "expired",
         What::Rebuilt { .. } => "rebuilt",
     }
 }
@@ -766,7 +751,7 @@ pub fn explain(state: &State, question: &Question) -> Result<Why, StateError> {
                 state.vehicle_count()
             ),
             format!(
-                "the history ({} events of the last {KEEP_DAYS} days)",
+                "the history ({} events, as many days as [state] keep_history_days keeps)",
                 state.history_count()
             ),
             format!("the {} operations in the outbox", question.pending.len()),
@@ -1224,6 +1209,10 @@ fn sentence(event: &Event, file: Option<&FileRecord>) -> String {
             out,
             "the reconciliation let its record go: sold, and no longer on the service (a file listing it again creates it again)"
         ),
+        What::Expired { days } => write!(
+            out,
+            "its record was let go: sold and unchanged for more than {days} days ([state] keep_sold_days; a file listing it again creates it again)"
+        ),
     };
     out
 }
@@ -1368,7 +1357,7 @@ impl VehicleWhy {
         if self.events.is_empty() {
             let _ = writeln!(
                 out,
-                "  (none recorded: the state's history began after its last change, or is older than {KEEP_DAYS} days)"
+                "  (none recorded: the state's history began after its last change, or is older than [state] keep_history_days)"
             );
         }
         for e in &self.events {
@@ -1615,12 +1604,7 @@ mod tests {
         ];
         for e in &happened {
             state
-                .trees
-                .history
-                .transaction(|tx| {
-                    append(tx, 1, "VIN1", vec![e.clone()], at)?;
-                    Ok::<_, ConflictableTransactionError<StateError>>(())
-                })
+                .transaction(|tx| append(tx.conn(), 1, "VIN1", vec![e.clone()], at))
                 .unwrap();
         }
         let mut told = state.history(1, "VIN1").unwrap();
@@ -1648,16 +1632,14 @@ mod tests {
         let tmp = crate::testing::temp_dir("history");
         let state = State::open(&tmp.path().join("state")).unwrap();
         let now = 1_000 * 24 * 3600;
-        let old = now - (KEEP_DAYS + 1) * 24 * 3600;
+        let keep_days = i64::from(crate::state::retention::DEFAULT_KEEP_DAYS);
+        let old = now - (keep_days + 1) * 24 * 3600;
         state
-            .trees
-            .history
-            .transaction(|tree| {
+            .transaction(|tx| {
                 let many: Vec<Event> = (0..80).map(|i| event(now - 100 + i, i as u64)).collect();
-                append(tree, 100, "VIN1", many, now)?;
-                append(tree, 100, "VIN12", vec![event(now, 500)], now)?;
-                append(tree, 100, "VIN2", vec![event(old, 600)], now)?;
-                Ok::<_, ConflictableTransactionError<StateError>>(())
+                append(tx.conn(), 100, "VIN1", many, now)?;
+                append(tx.conn(), 100, "VIN12", vec![event(now, 500)], now)?;
+                append(tx.conn(), 100, "VIN2", vec![event(old, 600)], now)
             })
             .unwrap();
         let vin1 = state.history(100, "VIN1").unwrap();
@@ -1670,7 +1652,7 @@ mod tests {
             "another organization"
         );
         assert_eq!(state.history(100, "VIN2").unwrap().len(), 1);
-        assert_eq!(state.prune_history(now).unwrap(), 1);
+        assert_eq!(state.prune(now).unwrap().events, 1);
         assert!(state.history(100, "VIN2").unwrap().is_empty());
         assert_eq!(state.history(100, "VIN12").unwrap().len(), 1);
     }
@@ -1708,16 +1690,14 @@ mod tests {
             service_id: None,
         };
         state
-            .trees
-            .history
-            .transaction(|tx| {
-                answer(tx, &entry, answered.clone(), queued_at + 40)?;
-                Ok::<_, ConflictableTransactionError<StateError>>(())
-            })
+            .transaction(|tx| answer(tx.conn(), &entry, answered.clone(), queued_at + 40))
             .unwrap();
-        assert_eq!(state.history_count(), 1, "one key per operation");
-        let (_, value) = state.trees.history.first().unwrap().unwrap();
-        assert!(value.len() < 80, "{}", String::from_utf8_lossy(&value));
+        assert_eq!(state.history_count(), 1, "one row per operation");
+        let value: String = state
+            .reader()
+            .query_row("SELECT event FROM history", [], |row| row.get(0))
+            .unwrap();
+        assert!(value.len() < 80, "{value}");
         let told = expand(state.history(100, &entry.vin).unwrap());
         assert_eq!(
             told,
@@ -1787,8 +1767,15 @@ mod tests {
             ),
         ];
         for (at, seq, index, value) in stored {
-            let key = history_key(at, 100, "VIN1", seq, index);
-            state.trees.history.insert(key, value).unwrap();
+            state
+                .transaction(|tx| -> Result<usize, StateError> {
+                    Ok(tx.conn().execute(
+                        "INSERT INTO history (organization_id, vin, at, tag, idx, event)
+                         VALUES (100, 'VIN1', ?1, ?2, ?3, ?4)",
+                        rusqlite::params![at, seq, index, std::str::from_utf8(value).unwrap()],
+                    )?)
+                })
+                .unwrap();
         }
         let mut told = expand(state.history(100, "VIN1").unwrap());
         oldest_first(&mut told);
@@ -1833,8 +1820,8 @@ mod tests {
     fn events_round_trip_compactly() {
         let e = event(1_764_115_200, 17);
         let bytes = crate::state::records::encode(&e, "event").unwrap();
-        assert!(bytes.len() < 70, "{}", String::from_utf8_lossy(&bytes));
-        let back: Event = crate::state::records::decode(&bytes, "event").unwrap();
+        assert!(bytes.len() < 70, "{bytes}");
+        let back: Event = crate::state::records::decode(bytes.as_bytes(), "event").unwrap();
         assert_eq!(back, e);
     }
 

@@ -1,7 +1,7 @@
-//! The state's identity kept outside sled, so that a database that lost its data is noticed
+//! The state's identity kept outside the database, so that a database that lost its data is noticed
 //! instead of being taken for a new, empty state.
 //!
-//! Every state has a random id, stored in sled. After each plan is committed (and flushed), a
+//! Every state has a random id, stored in the database. After each plan is committed (and flushed), a
 //! small marker is written, fsynced, beside the database (`<state dir>/identity.json`) and in
 //! each feed's inbox (`<inbox>/.lotsync-state.json`): the id, how many plans and operations the
 //! state had committed, its vehicle count and each feed's last applied file. Plans and
@@ -95,7 +95,7 @@ impl Progress {
 pub fn verify(state: &State, inboxes: &[MarkedInbox]) -> Result<(), StateError> {
     let id = state.id()?;
     let now = Progress::of(state)?;
-    let blank = now.plans == 0 && state.trees.vehicles.is_empty() && state.trees.outbox.is_empty();
+    let blank = now.plans == 0 && state.is_blank()?;
     let mut places = vec![(state.dir().join(STATE_MARKER), None)];
     places.extend(
         inboxes
@@ -151,12 +151,10 @@ pub(super) fn write(
     vehicles: u64,
 ) -> Result<(), StateError> {
     let mut last_applied = BTreeMap::new();
-    for item in state.trees.feeds.iter() {
-        let (k, v) = item?;
-        let record: super::FeedRecord = super::records::decode(&v, "feed record")?;
+    for (feed, record) in state.feeds()? {
         if let Some(applied) = record.last_applied {
             last_applied.insert(
-                String::from_utf8_lossy(&k).into_owned(),
+                feed,
                 MarkedFile {
                     name: applied.name,
                     at: crate::clock::utc_unix(applied.at),
@@ -289,7 +287,7 @@ mod tests {
         }
     }
 
-    /// A database that kept its id but lost its latest plans (sled recovering an older prefix)
+    /// A database that kept its id but lost its latest plans (a copy restored from an older backup)
     /// is refused: the marker says more than it holds.
     #[test]
     fn a_database_holding_less_than_its_marker_is_lost() {
@@ -328,7 +326,9 @@ mod tests {
             ..opening(&dir)
         };
         let second = State::open_with(&dir.join("b"), &other).unwrap();
-        second.trees.vehicles.insert(b"k", &b"v"[..]).unwrap();
+        second
+            .transaction(|tx| tx.put_vehicle(1, 2, "K", &crate::state::VehicleRecord::default()))
+            .unwrap();
         second.flush().unwrap();
         drop(second);
         let err = State::open_with(&dir.join("b"), &opening(&dir))

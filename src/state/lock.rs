@@ -2,9 +2,11 @@
 //! it is (`1234 writer run`), so a second process is told who owns the state instead of waiting
 //! or failing obscurely. The kernel drops the lock when the owner exits, however it exits.
 //!
-//! Readers (`status`, `plan`) hold it for a moment; anyone who finds a reader (or an owner that
-//! has not written its name yet) waits for it up to [`READER_WAIT`] rather than failing, so a
-//! `lotsync status` run at the wrong instant never stops the daemon from starting.
+//! Writers hold it as long as they run. Readers (`status`, `plan`, `why`, `state export`) take
+//! it only to create a state that does not exist yet, for a moment; anyone who finds such a
+//! reader (or an owner that has not written its name yet) waits for it up to [`READER_WAIT`]
+//! rather than failing, so a `lotsync status` run at the wrong instant never stops the daemon
+//! from starting.
 
 use super::{Holder, StateError};
 use std::fs::{File, OpenOptions, TryLockError};

@@ -1,6 +1,8 @@
-//! The state: what lotsync knows the service holds, in one sled database in the state dir.
+//! The state: what lotsync knows the service holds, in one SQLite file, `state.db`, in the
+//! state dir.
 //!
-//! Owns the database, its lock, its schema version and the layout of its trees:
+//! Owns the database, its lock, its schema ([`schema`]: the tables, their version and the
+//! migrations) and how its rows are read and written:
 //! - `vehicles`: (organization, location, VIN) → [`VehicleRecord`]: the service's id, sold or in
 //!   stock and the digest of the payload as last acknowledged, the count of full snapshots it
 //!   has been absent from, its ops in the outbox, the service's last rejection;
@@ -11,18 +13,27 @@
 //!   ([`Listing`]), so a lot's file does not sell a car another lot lists;
 //! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
 //!   last applied;
-//! - `outbox` and `queue`: the durable queue, written only by [`crate::outbox`] through
-//!   [`StateTx`] (as every write that spans trees); `delivered`: per planned file, what the
-//!   service answered to its operations so far;
-//! - `history`: (time, organization, VIN, …) → one event of a vehicle, for `lotsync why`
-//!   ([`history`]); written in the outbox's transactions. A state from before it has none;
-//!   the tree is only added to, so the schema version stays (an older lotsync ignores it);
-//! - `meta`: the schema version, the state's id, the outbox's conservation counters, the request
-//!   rate the uploader settled on, and the notifications already sent (`notice/<key>`).
+//! - `outbox`: the durable queue, written only by [`crate::outbox`] through [`StateTx`] (as
+//!   every write that spans tables); `delivered`: per planned file, what the service answered
+//!   to its operations so far;
+//! - `history`: one event of a vehicle per row, for `lotsync why` ([`history`]), written in
+//!   the outbox's transactions;
+//! - `meta` and `notices`: the state's id, the next numbers, the outbox's conservation
+//!   counters, the request rate the uploader settled on; the notifications already sent.
 //!
-//! The state's identity is also kept outside sled ([`identity`]), so a database that lost its
-//! data is refused rather than taken for a new one. Read-only commands and writers share the
-//! lock politely: a writer waits a few seconds for a reader to finish ([`Holder`]).
+//! Durability: the database is in WAL mode with `synchronous = NORMAL`, so a commit survives
+//! the process being killed at once, and [`State::flush`] makes every commit so far survive a
+//! power cut too (one fsync of the WAL): after each plan before anything of it is sent, and
+//! after each small batch of answers (the outbox's), so delivering is not bound by fsyncs.
+//!
+//! One writer at a time (the state dir's lock, [`Holder::Writer`]); readers
+//! ([`Holder::Reader`]: `status`, `plan`, `why`, `state export`) open the file read-only beside
+//! a running writer and never wait for it. In a writer, reads outside a transaction go through
+//! a connection of their own, so a large plan being committed never holds up `status`.
+//!
+//! The state's identity is also kept outside the database ([`identity`]), so a database that
+//! lost its data is refused rather than taken for a new one; so is the sled database of
+//! lotsync 0.1.0, which this build does not read ([`StateError::Sled`]).
 //!
 //! It does not decide what to send (that is [`crate::diff`]) nor change vehicles' acknowledged
 //! state (that happens only when the outbox records an answer of the service).
@@ -31,36 +42,41 @@ pub mod history;
 pub mod identity;
 mod keys;
 mod lock;
-pub mod memory;
 pub(crate) mod records;
+pub mod retention;
+mod schema;
 mod tx;
 
 /// Stored in its records; the plan's types.
 pub use crate::plan::{Digest, OpCounts};
 pub use identity::{MarkedInbox, Marker};
-pub use keys::{location_prefix, vehicle_key, vin_key, VehicleKey};
+pub use keys::VehicleKey;
 pub use records::{
     AppliedFile, Counters, Delivered, FeedRecord, FieldChange, FileOutcome, FileRecord, Listing,
     OutboxEntry, Queuing, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
 };
+pub use retention::Retention;
+pub use schema::SCHEMA_VERSION;
 pub use tx::{StateTx, Txn};
 
 use crate::text::Chain;
 use lock::StateLock;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-/// The layout this build reads and writes. Bump it with a step in `migrate`.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The database's file in the state dir.
+pub const DB_FILE: &str = "state.db";
 
-const SCHEMA_KEY: &[u8] = b"schema_version";
-const STATE_ID_KEY: &[u8] = b"state_id";
+const STATE_ID_KEY: &str = "state_id";
 /// The number of the next plan committed (files planned and reconciliations), from 1.
-const PLANS_KEY: &[u8] = b"files_next";
+const PLANS_KEY: &str = "files_next";
 /// The sequence number of the next operation queued, from 1.
-const NEXT_SEQ_KEY: &[u8] = b"outbox_next_seq";
-const UPLOAD_RATE_KEY: &[u8] = b"upload_rate";
-const NOTICE_PREFIX: &str = "notice/";
+const NEXT_SEQ_KEY: &str = "outbox_next_seq";
+const UPLOAD_RATE_KEY: &str = "upload_rate";
+/// Rows read per query by the iterators over whole tables.
+const BATCH: usize = 1000;
 
 /// The state cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -79,17 +95,33 @@ pub enum StateError {
         source: std::io::Error,
     },
     #[error(
-        "the state database in {dir} cannot be opened ({reason}); move it aside \
-         (mv {dir} {dir}.broken) and rebuild the state from the service with `lotsync reconcile --rebuild`"
+        "the state database {dir}/state.db cannot be opened ({reason}); move the state aside \
+         (mv {dir} {dir}.broken) and rebuild it from the service with `lotsync reconcile --rebuild`"
     )]
     Corrupt { dir: PathBuf, reason: String },
+    #[error(
+        "the state database {path} cannot be opened by this user ({reason}): run this as root \
+         or as the user lotsync runs as (a member of its group can read it only while the \
+         daemon runs)"
+    )]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("{path} exists already: a backup is written to a new file")]
+    BackupExists { path: PathBuf },
     #[error(
         "the state in {dir} has schema version {found}, newer than this lotsync ({SCHEMA_VERSION}); \
          run the newer lotsync, or move the state aside and rebuild it with `lotsync reconcile --rebuild`"
     )]
     TooNew { dir: PathBuf, found: u32 },
+    #[error(
+        "the state in {dir} is lotsync 0.1.0's (a sled database in {dir}/db), which this \
+         lotsync does not read. Rebuild it from the service and the archived exports: stop \
+         lotsync, then run: mv {dir} {dir}.0.1.0 && lotsync reconcile --rebuild"
+    )]
+    Sled { dir: PathBuf },
     #[error("state database")]
-    Storage(#[from] sled::Error),
+    Storage(#[from] rusqlite::Error),
+    #[error("the state was opened read-only ({what} needs a writer)")]
+    ReadOnly { what: &'static str },
     /// A stored value or key that does not read back; `source` says why (the JSON parser's
     /// error, or a length that is not the key's).
     #[error("state database: a stored {what} cannot be read")]
@@ -137,11 +169,11 @@ pub enum StateError {
 /// Who opens the state, written in its lock so that others know whom they wait for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Holder {
-    /// Changes the state (`run`, `sync`, `reconcile`, `release`); others wait for it only
-    /// through its control socket.
+    /// Changes the state (`run`, `sync`, `reconcile`, `release`): holds the state dir's lock,
+    /// one at a time.
     Writer(&'static str),
-    /// Only reads, briefly (`status`, `plan`, `state export`): a writer starting meanwhile
-    /// waits for it a few seconds instead of failing.
+    /// Only reads (`status`, `plan`, `why`, `state export`): opens the database read-only,
+    /// beside a writer, without the lock (but to create a state not made yet).
     Reader(&'static str),
 }
 
@@ -155,8 +187,10 @@ pub struct Opening {
     /// Check the markers (off only for `lotsync reconcile --rebuild`, which fills a lost
     /// state).
     pub verify: bool,
-    /// sled's page cache, in MiB (`[state] cache_mib`).
+    /// SQLite's page cache, in MiB (`[state] cache_mib`), shared by the connections.
     pub cache_mib: u64,
+    /// What the state lets go of with time (`[state] keep_sold_days`, `keep_history_days`).
+    pub retention: Retention,
 }
 
 /// The page cache when the config says nothing: see `[state] cache_mib`.
@@ -169,80 +203,95 @@ impl Default for Opening {
             markers: None,
             verify: true,
             cache_mib: DEFAULT_CACHE_MIB,
+            retention: Retention::default(),
         }
     }
 }
 
-/// The open state database. One process owns it at a time.
+/// The open state database.
 #[derive(Debug)]
 pub struct State {
     dir: PathBuf,
-    db: sled::Db,
-    trees: Trees,
+    /// Reads outside transactions. Closed before the writer (fields drop in order), so that
+    /// the writer, closing last, checkpoints the WAL into the database and removes it.
+    reader: Mutex<Connection>,
+    /// Transactions and writes; None for a reader.
+    writer: Option<Mutex<Connection>>,
     /// Inboxes whose markers are written after each commit; None: no markers.
     markers: Option<Vec<MarkedInbox>>,
     /// When the markers were last written and the vehicle count they said; locked while they
     /// are written.
-    markers_written: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
-    _lock: StateLock,
-}
-
-/// The trees of the database, cheap to clone (sled trees are shared handles).
-#[derive(Debug, Clone)]
-struct Trees {
-    pub meta: sled::Tree,
-    pub vehicles: sled::Tree,
-    pub payloads: sled::Tree,
-    pub vins: sled::Tree,
-    pub listings: sled::Tree,
-    pub files: sled::Tree,
-    pub feeds: sled::Tree,
-    pub outbox: sled::Tree,
-    pub queue: sled::Tree,
-    pub delivered: sled::Tree,
-    pub history: sled::Tree,
+    markers_written: Mutex<Option<(std::time::Instant, u64)>>,
+    retention: Retention,
+    _lock: Option<StateLock>,
 }
 
 impl State {
-    /// Opens (or creates) the state in `dir`: takes the lock, opens sled, checks the schema.
-    /// No markers are checked or written (see [`State::open_with`]).
+    /// Opens (or creates) the state in `dir` as its writer. No markers are checked or written
+    /// (see [`State::open_with`]).
     pub fn open(dir: &Path) -> Result<State, StateError> {
         State::open_with(dir, &Opening::default())
     }
 
-    /// Opens (or creates) the state as `opening` says: takes the lock (waiting a few seconds
-    /// for a reader), opens sled, checks the schema, then the markers.
+    /// Opens (or creates) the state as `opening` says: a writer takes the lock; the schema is
+    /// checked (and migrated by a writer), then the markers.
     pub fn open_with(dir: &Path, opening: &Opening) -> Result<State, StateError> {
-        std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
+        if schema::is_sled_state(dir) {
+            return Err(StateError::Sled {
+                dir: dir.to_owned(),
+            });
+        }
+        let dir_error = |source| StateError::Dir {
             dir: dir.to_owned(),
             source,
-        })?;
-        let lock = StateLock::take(&dir.join("lock"), opening.holder)?;
-        let db_dir = dir.join("db");
-        let db = open_db(&db_dir, opening.cache_mib)?;
-        let tree = |name: &str| db.open_tree(name);
-        let trees = Trees {
-            meta: tree("meta")?,
-            vehicles: tree("vehicles")?,
-            payloads: tree("payloads")?,
-            vins: tree("vins")?,
-            listings: tree("listings")?,
-            files: tree("files")?,
-            feeds: tree("feeds")?,
-            outbox: tree("outbox")?,
-            queue: tree("queue")?,
-            delivered: tree("delivered")?,
-            history: tree("history")?,
         };
+        std::fs::create_dir_all(dir).map_err(dir_error)?;
+        let path = dir.join(DB_FILE);
+        let cache_kib = opening.cache_mib.saturating_mul(1024);
+        let (writer, lock) = match opening.holder {
+            Holder::Writer(_) => {
+                let lock = StateLock::take(&dir.join("lock"), opening.holder)?;
+                let mut conn = open_connection(dir, &path, false, cache_kib / 2)?;
+                let found = schema::user_version(&conn).map_err(|e| corrupt(dir, e))?;
+                if found == 0 {
+                    schema::create(&mut conn).map_err(|e| corrupt(dir, e))?;
+                } else if found > SCHEMA_VERSION {
+                    return Err(StateError::TooNew {
+                        dir: dir.to_owned(),
+                        found,
+                    });
+                } else if found < SCHEMA_VERSION {
+                    schema::migrate(&mut conn, found)?;
+                }
+                (Some(Mutex::new(conn)), Some(lock))
+            }
+            Holder::Reader(_) => {
+                if !has_schema(dir, &path)? {
+                    // Made once, under the lock, as a writer would; read-only from then on.
+                    let _lock = StateLock::take(&dir.join("lock"), opening.holder)?;
+                    let mut conn = open_connection(dir, &path, false, 1024)?;
+                    schema::create(&mut conn).map_err(|e| corrupt(dir, e))?;
+                }
+                (None, None)
+            }
+        };
+        let reader = open_connection(dir, &path, true, cache_kib / 2)?;
+        let found = schema::user_version(&reader).map_err(|e| corrupt(dir, e))?;
+        if found > SCHEMA_VERSION {
+            return Err(StateError::TooNew {
+                dir: dir.to_owned(),
+                found,
+            });
+        }
         let state = State {
             dir: dir.to_owned(),
-            db,
-            trees,
+            writer,
+            reader: Mutex::new(reader),
             markers: opening.markers.clone(),
-            markers_written: std::sync::Mutex::new(None),
+            markers_written: Mutex::new(None),
+            retention: opening.retention,
             _lock: lock,
         };
-        state.check_schema()?;
         if let Some(inboxes) = &state.markers {
             if opening.verify {
                 identity::verify(&state, inboxes)?;
@@ -255,21 +304,43 @@ impl State {
         Ok(state)
     }
 
-    /// The state's id (random, made when the state was created; see [`identity`]).
-    pub fn id(&self) -> Result<String, StateError> {
-        match self.trees.meta.get(STATE_ID_KEY)? {
-            Some(v) => Ok(String::from_utf8_lossy(&v).into_owned()),
-            None => Err(StateError::Decode {
-                what: "state id",
-                source: "missing".into(),
-            }),
-        }
+    /// The connection of writes and transactions (locked while in use).
+    fn writer(&self, what: &'static str) -> Result<MutexGuard<'_, Connection>, StateError> {
+        let writer = self.writer.as_ref().ok_or(StateError::ReadOnly { what })?;
+        Ok(writer.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Flushes, then writes the markers with the vehicles counted (reading every record:
-    /// sled keeps no count), after a commit that may have changed them. A marker that cannot
-    /// be written is logged: the commit before it stands, and a marker that lags never accuses
-    /// the state.
+    /// The connection of reads outside transactions (locked while in use).
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        self.reader.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The state's id (random, made when the state was created; see [`identity`]).
+    pub fn id(&self) -> Result<String, StateError> {
+        self.meta_text(STATE_ID_KEY)?
+            .ok_or_else(|| StateError::Decode {
+                what: "state id",
+                source: "missing".into(),
+            })
+    }
+
+    fn meta_text(&self, key: &str) -> Result<Option<String>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?;
+        Ok(stmt.query_row([key], |row| row.get(0)).optional()?)
+    }
+
+    fn set_meta(&self, key: &str, value: impl rusqlite::ToSql) -> Result<(), StateError> {
+        let conn = self.writer("a setting")?;
+        let mut stmt =
+            conn.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")?;
+        stmt.execute(params![key, value])?;
+        Ok(())
+    }
+
+    /// Flushes, then writes the markers with the vehicles counted, after a commit that may have
+    /// changed them. A marker that cannot be written is logged: the commit before it stands,
+    /// and a marker that lags never accuses the state.
     pub fn write_markers(&self) {
         if let Err(e) = self.flush_and_mark(true, std::time::Duration::ZERO) {
             tracing::warn!(error = %Chain(&e), "cannot flush the state to write its markers");
@@ -298,7 +369,7 @@ impl State {
         let mut last = self
             .markers_written
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         if last.is_some_and(|(at, _)| at.elapsed() < unless_within) {
             drop(last);
             return self.flush();
@@ -321,88 +392,79 @@ impl State {
         Ok(self.meta_u64(PLANS_KEY)?.max(1))
     }
 
-    fn meta_u64(&self, key: &[u8]) -> Result<u64, StateError> {
-        self.trees
-            .meta
-            .get(key)?
-            .map_or(Ok(0), |v| decode_u64(&v, "counter"))
+    fn meta_u64(&self, key: &str) -> Result<u64, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?;
+        let value: Option<i64> = stmt.query_row([key], |row| row.get(0)).optional()?;
+        Ok(value.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Makes every write so far durable (sled writes are durable only once flushed).
+    /// Makes every commit so far survive a power cut: the WAL, where commits land, fsynced
+    /// (SQLite itself syncs it before each checkpoint and the database after). A commit already
+    /// survives the process being killed; nothing to do for a reader.
     pub fn flush(&self) -> Result<(), StateError> {
-        self.db.flush()?;
-        memory::collect_garbage();
-        Ok(())
+        if self.writer.is_none() {
+            return Ok(());
+        }
+        let wal = self.dir.join(format!("{DB_FILE}-wal"));
+        match std::fs::File::open(&wal) {
+            // fsync applies to the file, whichever descriptor asks: SQLite's own writes to it
+            // are on disk when this returns.
+            Ok(file) => file
+                .sync_data()
+                .map_err(|source| StateError::Dir { dir: wal, source }),
+            // No WAL: every commit was checkpointed into the database, which SQLite synced.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(StateError::Dir { dir: wal, source }),
+        }
     }
 
-    /// Bytes the database takes on disk.
-    pub fn size_on_disk(&self) -> Result<u64, StateError> {
-        Ok(self.db.size_on_disk()?)
-    }
-
-    fn check_schema(&self) -> Result<(), StateError> {
-        let found = match self.trees.meta.get(SCHEMA_KEY)? {
-            Some(v) => decode_u32(&v, "schema version")?,
-            None => {
-                let empty = self.trees.vehicles.is_empty()
-                    && self.trees.outbox.is_empty()
-                    && self.trees.files.is_empty();
-                if !empty {
-                    return Err(StateError::Corrupt {
-                        dir: self.dir.join("db"),
-                        reason: "it holds data but no schema version".into(),
-                    });
-                }
-                self.trees
-                    .meta
-                    .insert(SCHEMA_KEY, &SCHEMA_VERSION.to_be_bytes())?;
-                self.flush()?;
-                SCHEMA_VERSION
-            }
-        };
-        if found > SCHEMA_VERSION {
-            return Err(StateError::TooNew {
-                dir: self.dir.clone(),
-                found,
+    /// Writes a copy of the database as it is now to `to`, a new file (`VACUUM INTO`: one
+    /// consistent snapshot, compacted, a `state.db` of its own), beside a writer that goes on
+    /// committing. A copy of `state.db` and its WAL made by `cp` while the daemon writes is
+    /// not one: a checkpoint may rewrite the file halfway through. Put back in place after
+    /// the live state moved on, it holds less than the markers say, and is refused as such
+    /// ([`identity`]).
+    pub fn backup_to(&self, to: &Path) -> Result<(), StateError> {
+        if to.exists() {
+            return Err(StateError::BackupExists {
+                path: to.to_owned(),
             });
         }
-        if found < SCHEMA_VERSION {
-            migrate(self, found)?;
-        }
-        if self.trees.meta.get(STATE_ID_KEY)?.is_none() {
-            // A new state, or one from before ids: it is given one now.
-            let id = format!("{:032x}", fastrand::u128(..));
-            self.trees.meta.insert(STATE_ID_KEY, id.as_bytes())?;
-            self.flush()?;
-        }
+        let to_text = to.to_str().ok_or_else(|| StateError::Dir {
+            dir: to.to_owned(),
+            source: std::io::Error::other("the backup's path is not UTF-8"),
+        })?;
+        self.reader().execute("VACUUM INTO ?1", [to_text])?;
         Ok(())
+    }
+
+    /// Bytes the database takes on disk (its file and its WAL).
+    pub fn size_on_disk(&self) -> Result<u64, StateError> {
+        let size = |name: String| std::fs::metadata(self.dir.join(name)).map_or(0, |m| m.len());
+        Ok(size(DB_FILE.to_owned()) + size(format!("{DB_FILE}-wal")))
     }
 
     /// Sets the stored schema version (tests of the migration path use it).
     #[doc(hidden)]
     pub fn set_schema_version(&self, version: u32) -> Result<(), StateError> {
-        self.trees.meta.insert(SCHEMA_KEY, &version.to_be_bytes())?;
+        self.writer("the schema version")?
+            .pragma_update(None, "user_version", version)?;
         Ok(())
     }
 
     pub fn schema_version(&self) -> Result<u32, StateError> {
-        match self.trees.meta.get(SCHEMA_KEY)? {
-            Some(v) => decode_u32(&v, "schema version"),
-            None => Ok(SCHEMA_VERSION),
-        }
+        schema::user_version(&self.reader())
     }
 
     /// The record of a vehicle at a location.
     pub fn vehicle(&self, key: &VehicleKey) -> Result<Option<VehicleRecord>, StateError> {
-        self.trees
-            .vehicles
-            .get(key.bytes())?
-            .map(|v| VehicleRecord::decode(&v))
-            .transpose()
+        let conn = self.reader();
+        read_vehicle(&conn, key.organization_id, key.location_id, &key.vin)
     }
 
     /// Where a VIN lives in the organization, and its record.
@@ -411,11 +473,13 @@ impl State {
         organization_id: u64,
         vin: &str,
     ) -> Result<Option<(VehicleKey, VehicleRecord)>, StateError> {
-        let Some(loc) = self.trees.vins.get(vin_key(organization_id, vin))? else {
+        let conn = self.reader();
+        let Some(location) = read_location(&conn, organization_id, vin)? else {
             return Ok(None);
         };
-        let key = VehicleKey::new(organization_id, decode_u64(&loc, "VIN index")?, vin);
-        Ok(self.vehicle(&key)?.map(|r| (key, r)))
+        let key = VehicleKey::new(organization_id, location, vin);
+        let record = read_vehicle(&conn, organization_id, location, vin)?;
+        Ok(record.map(|r| (key, r)))
     }
 
     /// The latest listing of each location of the organization but those in `except`, by
@@ -425,16 +489,16 @@ impl State {
         organization_id: u64,
         except: &std::collections::BTreeSet<u64>,
     ) -> Result<Vec<(u64, Listing)>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT location_id, listing FROM listings WHERE organization_id = ?1 ORDER BY location_id",
+        )?;
+        let mut rows = stmt.query([organization_id])?;
         let mut out = Vec::new();
-        for item in self
-            .trees
-            .listings
-            .scan_prefix(organization_id.to_be_bytes())
-        {
-            let (k, v) = item?;
-            let location_id = decode_u64(k.get(8..16).unwrap_or_default(), "listing key")?;
+        while let Some(row) = rows.next()? {
+            let location_id: u64 = row.get(0)?;
             if !except.contains(&location_id) {
-                out.push((location_id, records::decode(&v, "listing")?));
+                out.push((location_id, records::decode(text(row, 1)?, "listing")?));
             }
         }
         Ok(out)
@@ -446,11 +510,15 @@ impl State {
         organization_id: u64,
         location_id: u64,
     ) -> Result<Option<Listing>, StateError> {
-        self.trees
-            .listings
-            .get(location_prefix(organization_id, location_id))?
-            .map(|v| records::decode(&v, "listing"))
-            .transpose()
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT listing FROM listings WHERE organization_id = ?1 AND location_id = ?2",
+        )?;
+        let mut rows = stmt.query(params![organization_id, location_id])?;
+        match rows.next()? {
+            Some(row) => Ok(Some(records::decode(text(row, 0)?, "listing")?)),
+            None => Ok(None),
+        }
     }
 
     /// Every VIN of the organization the state knows, with its location.
@@ -458,27 +526,27 @@ impl State {
         &self,
         organization_id: u64,
     ) -> Result<HashMap<String, u64>, StateError> {
-        let mut out = HashMap::new();
-        for item in self.trees.vins.scan_prefix(organization_id.to_be_bytes()) {
-            let (k, v) = item?;
-            let vin = String::from_utf8_lossy(&k[8..]).into_owned();
-            out.insert(vin, decode_u64(&v, "VIN index")?);
-        }
-        Ok(out)
+        let conn = self.reader();
+        let mut stmt =
+            conn.prepare_cached("SELECT vin, location_id FROM vins WHERE organization_id = ?1")?;
+        let rows = stmt.query_map([organization_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Every vehicle recorded at a location, with its VIN, in the order of their keys.
+    /// Every vehicle recorded at a location, with its VIN, in the order of their VINs.
     pub fn location_vehicles(
         &self,
         organization_id: u64,
         location_id: u64,
     ) -> Result<Vec<(String, VehicleRecord)>, StateError> {
-        let prefix = location_prefix(organization_id, location_id);
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT vin, record FROM vehicles WHERE organization_id = ?1 AND location_id = ?2 ORDER BY vin",
+        )?;
+        let mut rows = stmt.query(params![organization_id, location_id])?;
         let mut out = Vec::new();
-        for item in self.trees.vehicles.scan_prefix(prefix) {
-            let (k, v) = item?;
-            let vin = String::from_utf8_lossy(&k[prefix.len()..]).into_owned();
-            out.push((vin, VehicleRecord::decode(&v)?));
+        while let Some(row) = rows.next()? {
+            out.push((row.get(0)?, VehicleRecord::decode(text(row, 1)?)?));
         }
         Ok(out)
     }
@@ -486,18 +554,12 @@ impl State {
     /// The service ids the state holds for an organization's vehicles: id → VIN (as keyed,
     /// upper-cased). Two VINs holding one id (which the uploader refuses) keep one of them.
     pub fn service_ids(&self, organization_id: u64) -> Result<HashMap<u64, String>, StateError> {
-        let mut ids = HashMap::new();
-        for item in self
-            .trees
-            .vehicles
-            .scan_prefix(organization_id.to_be_bytes())
-        {
-            let (k, v) = item?;
-            if let Some(id) = VehicleRecord::decode(&v)?.service_id {
-                ids.insert(id, VehicleKey::from_bytes(&k)?.vin);
-            }
-        }
-        Ok(ids)
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT service_id, vin FROM vehicles WHERE organization_id = ?1 AND service_id IS NOT NULL",
+        )?;
+        let rows = stmt.query_map([organization_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// The payload the service last acknowledged for a vehicle.
@@ -505,101 +567,158 @@ impl State {
         &self,
         key: &VehicleKey,
     ) -> Result<Option<crate::api::VehiclePayload>, StateError> {
-        self.trees
-            .payloads
-            .get(key.bytes())?
-            .map(|v| {
-                serde_json::from_slice(&v).map_err(|e| StateError::Decode {
-                    what: "payload",
-                    source: Box::new(e),
-                })
-            })
-            .transpose()
+        let conn = self.reader();
+        read_payload(&conn, key)
     }
 
-    /// Every stored vehicle with its payload, in key order.
+    /// Every stored vehicle with its payload, in key order (read a batch at a time).
     pub fn vehicles(&self) -> impl Iterator<Item = Result<StoredVehicle, StateError>> + '_ {
-        self.trees.vehicles.iter().map(move |item| {
-            let (k, v) = item?;
-            let key = VehicleKey::from_bytes(&k)?;
-            let record = VehicleRecord::decode(&v)?;
-            let payload = self.payload(&key)?;
-            Ok(StoredVehicle {
-                key,
-                record,
-                payload,
-            })
+        batches(move |after: Option<&VehicleKey>, limit: usize| {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(
+                "SELECT v.organization_id, v.location_id, v.vin, v.record, p.payload
+                 FROM vehicles v LEFT JOIN payloads p USING (organization_id, location_id, vin)
+                 WHERE (v.organization_id, v.location_id, v.vin) > (?1, ?2, ?3)
+                 ORDER BY v.organization_id, v.location_id, v.vin LIMIT ?4",
+            )?;
+            let (org, location, vin) = after.map_or((-1, -1, ""), |k| {
+                (
+                    k.organization_id as i64,
+                    k.location_id as i64,
+                    k.vin.as_str(),
+                )
+            });
+            let mut rows = stmt.query(params![org, location, vin, limit as i64])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let key = VehicleKey::new(row.get(0)?, row.get(1)?, &row.get::<_, String>(2)?);
+                let record = VehicleRecord::decode(text(row, 3)?)?;
+                let payload = match row.get_ref(4)? {
+                    rusqlite::types::ValueRef::Null => None,
+                    _ => Some(records::decode(text(row, 4)?, "payload")?),
+                };
+                out.push((
+                    key.clone(),
+                    StoredVehicle {
+                        key,
+                        record,
+                        payload,
+                    },
+                ));
+            }
+            Ok(out)
         })
     }
 
     /// Whether the state has a record of any vehicle of the organization.
     pub fn knows_organization(&self, organization_id: u64) -> Result<bool, StateError> {
-        Ok(self
-            .trees
-            .vehicles
-            .scan_prefix(organization_id.to_be_bytes())
-            .next()
-            .transpose()?
-            .is_some())
+        let conn = self.reader();
+        let mut stmt =
+            conn.prepare_cached("SELECT 1 FROM vehicles WHERE organization_id = ?1 LIMIT 1")?;
+        Ok(stmt.exists([organization_id])?)
     }
 
     /// Number of vehicle records.
     pub fn vehicle_count(&self) -> usize {
-        self.trees.vehicles.len()
+        self.count("vehicles")
+    }
+
+    /// Rows of a table (0 when it cannot be read: for figures and markers only).
+    fn count(&self, table: &'static str) -> usize {
+        let conn = self.reader();
+        let counted = conn
+            .prepare_cached(&format!("SELECT count(*) FROM {table}"))
+            .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)));
+        counted.map_or(0, |n| usize::try_from(n).unwrap_or(0))
+    }
+
+    /// Whether the state holds no plan, vehicle or operation (a new state, or one that lost
+    /// everything).
+    pub(crate) fn is_blank(&self) -> Result<bool, StateError> {
+        let conn = self.reader();
+        let exists = |table: &str| -> Result<bool, StateError> {
+            Ok(conn
+                .prepare_cached(&format!("SELECT 1 FROM {table} LIMIT 1"))?
+                .exists([])?)
+        };
+        Ok(!exists("vehicles")? && !exists("outbox")? && !exists("files")?)
     }
 
     pub fn feed(&self, name: &str) -> Result<Option<FeedRecord>, StateError> {
-        self.trees
-            .feeds
-            .get(name.as_bytes())?
-            .map(|v| records::decode(&v, "feed record"))
-            .transpose()
+        let conn = self.reader();
+        read_feed(&conn, name)
+    }
+
+    /// Every feed's record, by name.
+    pub fn feeds(&self) -> Result<Vec<(String, FeedRecord)>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT name, record FROM feeds ORDER BY name")?;
+        let mut rows = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push((row.get(0)?, records::decode(text(row, 1)?, "feed record")?));
+        }
+        Ok(out)
     }
 
     /// A planned file's record, by the number it was filed under.
     pub fn file(&self, file_no: u64) -> Result<Option<FileRecord>, StateError> {
-        self.trees
-            .files
-            .get(file_no.to_be_bytes())?
-            .map(|v| records::decode(&v, "file record"))
-            .transpose()
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT record FROM files WHERE file_no = ?1")?;
+        let mut rows = stmt.query([file_no])?;
+        match rows.next()? {
+            Some(row) => Ok(Some(records::decode(text(row, 0)?, "file record")?)),
+            None => Ok(None),
+        }
     }
 
     /// What the service answered so far to the operations of the file filed as `file_no`.
     pub fn delivered(&self, file_no: u64) -> Result<Delivered, StateError> {
-        self.trees
-            .delivered
-            .get(file_no.to_be_bytes())?
-            .map_or(Ok(Delivered::default()), |v| {
-                records::decode(&v, "delivery counts")
-            })
+        let conn = self.reader();
+        tx::read_delivered(&conn, file_no)
     }
 
     /// Operations in the outbox.
     pub fn queue_len(&self) -> usize {
-        self.trees.outbox.len()
+        self.count("outbox")
     }
 
     pub fn queue_is_empty(&self) -> bool {
-        self.trees.outbox.is_empty()
+        let conn = self.reader();
+        let found = conn
+            .prepare_cached("SELECT 1 FROM outbox LIMIT 1")
+            .and_then(|mut stmt| stmt.exists([]));
+        !found.unwrap_or(false)
     }
 
-    /// The queued operations whose sequence numbers are in `seqs`, oldest first.
+    /// The queued operations whose sequence numbers are in `seqs`, oldest first (read a batch
+    /// at a time).
     pub fn queued(
         &self,
         seqs: std::ops::RangeInclusive<u64>,
     ) -> impl Iterator<Item = Result<OutboxEntry, StateError>> + '_ {
         let (first, last) = seqs.into_inner();
-        self.trees
-            .outbox
-            .range(first.to_be_bytes()..=last.to_be_bytes())
-            .values()
-            .map(|v| records::decode(&v?, "outbox entry"))
+        let (first, last) = (clamp_i64(first), clamp_i64(last));
+        batches(move |after: Option<&i64>, limit: usize| {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, entry FROM outbox WHERE seq >= ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+            )?;
+            let from = after.map_or(first, |seq| seq.saturating_add(1));
+            let mut rows = stmt.query(params![from, last, limit as i64])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                out.push((row.get(0)?, records::decode(text(row, 1)?, "outbox entry")?));
+            }
+            Ok(out)
+        })
     }
 
     /// Whether an operation is still queued (not answered, not replaced).
     pub fn is_queued(&self, seq: u64) -> Result<bool, StateError> {
-        Ok(self.trees.outbox.contains_key(seq.to_be_bytes())?)
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT 1 FROM outbox WHERE seq = ?1")?;
+        Ok(stmt.exists([seq])?)
     }
 
     /// One vehicle's queued operations, in order.
@@ -608,63 +727,82 @@ impl State {
         organization_id: u64,
         vin: &str,
     ) -> Result<Vec<OutboxEntry>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT entry FROM outbox WHERE organization_id = ?1 AND vin = ?2 ORDER BY seq",
+        )?;
+        let mut rows = stmt.query(params![organization_id, vin])?;
         let mut out = Vec::new();
-        for key in self
-            .trees
-            .queue
-            .scan_prefix(keys::queue_prefix(organization_id, vin))
-            .keys()
-        {
-            let key = key?;
-            let seq = decode_u64(&key[key.len().saturating_sub(8)..], "queue key")?;
-            if let Some(v) = self.trees.outbox.get(seq.to_be_bytes())? {
-                out.push(records::decode(&v, "outbox entry")?);
-            }
+        while let Some(row) = rows.next()? {
+            out.push(records::decode(text(row, 0)?, "outbox entry")?);
         }
         Ok(out)
     }
 
-    /// Every file planned, newest first, with the number it is filed under.
+    /// Every file planned, newest first, with the number it is filed under (read a batch at a
+    /// time).
     pub fn files_newest_first(
         &self,
     ) -> impl Iterator<Item = Result<(u64, FileRecord), StateError>> + '_ {
-        self.trees.files.iter().rev().map(|item| {
-            let (key, value) = item?;
-            Ok((
-                decode_u64(&key, "file number")?,
-                records::decode(&value, "file record")?,
-            ))
+        batches(move |after: Option<&u64>, limit: usize| {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(
+                "SELECT file_no, record FROM files WHERE file_no < ?1 ORDER BY file_no DESC LIMIT ?2",
+            )?;
+            let before = after.map_or(i64::MAX, |n| clamp_i64(*n));
+            let mut rows = stmt.query(params![before, limit as i64])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let file_no: u64 = row.get(0)?;
+                let record = records::decode(text(row, 1)?, "file record")?;
+                out.push((file_no, (file_no, record)));
+            }
+            Ok(out)
         })
     }
 
-    /// Every file planned, oldest first.
+    /// Every file planned, oldest first (read a batch at a time).
     pub fn files(&self) -> impl Iterator<Item = Result<FileRecord, StateError>> + '_ {
-        self.trees.files.iter().values().map(|v| {
-            let v = v?;
-            records::decode(&v, "file record")
+        batches(move |after: Option<&u64>, limit: usize| {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(
+                "SELECT file_no, record FROM files WHERE file_no > ?1 ORDER BY file_no LIMIT ?2",
+            )?;
+            let from = after.map_or(0, |n| clamp_i64(*n));
+            let mut rows = stmt.query(params![from, limit as i64])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let file_no: u64 = row.get(0)?;
+                out.push((file_no, records::decode(text(row, 1)?, "file record")?));
+            }
+            Ok(out)
         })
     }
 
     /// Whether the safety guard held a file of `feed` with this content.
     pub fn is_held(&self, feed: &str, sha256: &str) -> bool {
-        self.files().any(|r| {
-            r.is_ok_and(|r| {
-                r.feed == feed
-                    && r.sha256 == sha256
-                    && matches!(r.outcome, FileOutcome::Held { .. })
-            })
-        })
+        let conn = self.reader();
+        let found = conn
+            .prepare_cached(
+                "SELECT 1 FROM files WHERE feed = ?1 AND sha256 = ?2 AND outcome = 'held' LIMIT 1",
+            )
+            .and_then(|mut stmt| stmt.exists(params![feed, sha256]));
+        found.unwrap_or(false)
     }
 
     /// The last record of a file of `feed` named `name` that was held, if it is the last
     /// record of that name: a held file changed since (finished by its writer inside
     /// `held/`) is still known by it.
     pub fn held_by_name(&self, feed: &str, name: &str) -> Option<FileRecord> {
-        let last = self
-            .files()
-            .filter_map(Result::ok)
-            .filter(|r| r.feed == feed && r.name == name)
-            .last()?;
+        let conn = self.reader();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT record FROM files WHERE feed = ?1 AND name = ?2 ORDER BY file_no DESC LIMIT 1",
+            )
+            .ok()?;
+        let mut rows = stmt.query(params![feed, name]).ok()?;
+        let row = rows.next().ok()??;
+        let last: FileRecord = records::decode(text(row, 0).ok()?, "file record").ok()?;
         matches!(last.outcome, FileOutcome::Held { .. }).then_some(last)
     }
 
@@ -690,40 +828,33 @@ impl State {
 
     /// The outbox's conservation counters.
     pub fn counters(&self) -> Result<Counters, StateError> {
-        Counters::read(&self.trees.meta)
+        let conn = self.reader();
+        tx::read_counters(&conn)
     }
 
     /// The request rate (per second) the uploader last settled on.
     pub fn upload_rate(&self) -> Result<Option<f64>, StateError> {
-        self.trees
-            .meta
-            .get(UPLOAD_RATE_KEY)?
-            .map(|v| {
-                let bytes: [u8; 8] = v.as_ref().try_into().map_err(|_| StateError::Decode {
-                    what: "upload rate",
-                    source: format!("{} bytes, expected 8", v.len()).into(),
-                })?;
-                Ok(f64::from_be_bytes(bytes))
-            })
-            .transpose()
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?;
+        Ok(stmt
+            .query_row([UPLOAD_RATE_KEY], |row| row.get(0))
+            .optional()?)
     }
 
     pub fn set_upload_rate(&self, rate: f64) -> Result<(), StateError> {
-        self.trees
-            .meta
-            .insert(UPLOAD_RATE_KEY, &rate.to_be_bytes())?;
-        Ok(())
+        self.set_meta(UPLOAD_RATE_KEY, rate)
     }
 
     /// Records that the notification `key` is being sent; false when it was already (at most
     /// one notification per file or incident). Durable before it returns.
     pub fn claim_notice(&self, key: &str) -> Result<bool, StateError> {
-        let key = format!("{NOTICE_PREFIX}{key}");
-        let claimed = self
-            .trees
-            .meta
-            .compare_and_swap(key, None::<&[u8]>, Some(&now().to_be_bytes()[..]))?
-            .is_ok();
+        let claimed = {
+            let conn = self.writer("a notification")?;
+            let mut stmt = conn.prepare_cached(
+                "INSERT OR IGNORE INTO notices (key, claimed_at) VALUES (?1, ?2)",
+            )?;
+            stmt.execute(params![key, now()])? == 1
+        };
         if claimed {
             self.flush()?;
         }
@@ -733,96 +864,186 @@ impl State {
     /// Forgets the notifications whose keys start with `prefix` (an incident is over, so the
     /// next one is told again).
     pub fn forget_notices(&self, prefix: &str) -> Result<(), StateError> {
-        let prefix = format!("{NOTICE_PREFIX}{prefix}");
-        for key in self.trees.meta.scan_prefix(prefix.as_bytes()).keys() {
-            self.trees.meta.remove(key?)?;
-        }
+        let conn = self.writer("a notification")?;
+        let mut stmt =
+            conn.prepare_cached("DELETE FROM notices WHERE substr(key, 1, length(?1)) = ?1")?;
+        stmt.execute([prefix])?;
         Ok(())
     }
 }
 
-/// Upgrades the stored layout from `from` to [`SCHEMA_VERSION`], one version at a time, each in
-/// its own transaction with the version bump. Version 1 is the first layout: no steps yet.
-fn migrate(state: &State, from: u32) -> Result<(), StateError> {
-    let mut version = from;
-    while version < SCHEMA_VERSION {
-        // When version 2 arrives: `1 => to_v2(state)?,` rewriting what changed, then the bump,
-        // with a test that opens a version-1 state and reads what the step rewrote (there is no
-        // step yet, so no test: one that only saw the number go up could not fail).
-        tracing::info!(from = version, to = version + 1, "migrating the state");
-        version += 1;
-        state.set_schema_version(version)?;
+/// Opens a connection to the database at `path`: read-only, or read-write in WAL mode.
+fn open_connection(
+    dir: &Path,
+    path: &Path,
+    read_only: bool,
+    cache_kib: u64,
+) -> Result<Connection, StateError> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+    };
+    let opened = || -> rusqlite::Result<(Connection, String)> {
+        let conn = Connection::open_with_flags(path, flags)?;
+        // A writer checkpointing, or a reader opening as the WAL is reset, holds the file for
+        // a moment: waited for, not reported.
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.set_prepared_statement_cache_capacity(64);
+        let cache = -i64::try_from(cache_kib.max(1024)).unwrap_or(i64::MAX);
+        conn.pragma_update(None, "cache_size", cache)?;
+        if read_only {
+            return Ok((conn, "wal".into()));
+        }
+        // Set before the first table is made (a new file), so that pruning can give pages
+        // back (`PRAGMA incremental_vacuum`, [`retention`]); a no-op on a file that has tables.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+        let mode = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        // The WAL shrinks back to this after a checkpoint that emptied it.
+        conn.pragma_update(None, "journal_size_limit", 16 * 1024 * 1024)?;
+        Ok((conn, mode))
+    };
+    let (conn, mode) = opened().map_err(|e| corrupt(dir, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StateError::Corrupt {
+            dir: dir.to_owned(),
+            reason: format!("its journal cannot be put in WAL mode (it is {mode})"),
+        });
     }
-    state.flush()
+    Ok(conn)
 }
 
-/// sled reports a damaged database as an error, and on some damage it panics while recovering;
-/// both become [`StateError::Corrupt`] naming the recovery.
-fn open_db(db_dir: &Path, cache_mib: u64) -> Result<sled::Db, StateError> {
-    let config = sled::Config::new()
-        .path(db_dir)
-        .cache_capacity(cache_mib.saturating_mul(1024 * 1024));
-    // sled's panic would print its own line and a backtrace before our message: silenced while
-    // the database opens (the panic is caught and reported below).
-    // The hook is the process's: one opening at a time swaps it, or two at once could leave
-    // it silent for good.
-    static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _swapping = HOOK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let previous_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    // Nothing of ours is observed after a panic: the config is cloned in and dropped.
-    let open = || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.clone().open()));
-    let mut opened = open();
-    // sled's own file lock still held: only our lock (taken above) lets a process this far,
-    // so it is an instance of this process closing (its flusher thread lets go a moment after
-    // the drop). Waited for briefly, not reported as a damaged database.
-    for _ in 0..50 {
-        // sled says so in the text of an io error of kind Other.
-        let held = matches!(&opened, Ok(Err(sled::Error::Io(e))) if e.to_string().contains("could not acquire lock"));
-        if !held {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        opened = open();
+/// Whether the database file exists with its tables (a reader opens only such a file).
+fn has_schema(dir: &Path, path: &Path) -> Result<bool, StateError> {
+    if !path.is_file() {
+        return Ok(false);
     }
-    std::panic::set_hook(previous_hook);
-    match opened {
-        Ok(Ok(db)) => Ok(db),
-        Ok(Err(e)) => Err(StateError::Corrupt {
-            dir: db_dir.to_owned(),
+    let conn = open_connection(dir, path, true, 1024)?;
+    Ok(schema::user_version(&conn).map_err(|e| corrupt(dir, e))? > 0)
+}
+
+/// A database that cannot be read at all: named with the way to recover; or one this user
+/// may not open (SQLite's "read-only" and "cannot open" codes), which is no damage.
+fn corrupt(dir: &Path, e: impl Into<StateError>) -> StateError {
+    use rusqlite::ErrorCode::{CannotOpen, PermissionDenied, ReadOnly};
+    match e.into() {
+        StateError::Storage(rusqlite::Error::SqliteFailure(f, message))
+            if matches!(f.code, ReadOnly | PermissionDenied | CannotOpen) =>
+        {
+            StateError::Unreadable {
+                path: dir.join(DB_FILE),
+                reason: message.unwrap_or_else(|| f.to_string()),
+            }
+        }
+        StateError::Storage(e) => StateError::Corrupt {
+            dir: dir.to_owned(),
             reason: e.to_string(),
-        }),
-        Err(panic) => {
-            let reason = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("sled panicked while recovering it")
-                .to_owned();
-            Err(StateError::Corrupt {
-                dir: db_dir.to_owned(),
-                reason,
-            })
-        }
+        },
+        other => other,
     }
 }
 
-pub(crate) fn decode_u64(bytes: &[u8], what: &'static str) -> Result<u64, StateError> {
-    let array: [u8; 8] = bytes.try_into().map_err(|_| StateError::Decode {
-        what,
-        source: format!("{} bytes, expected 8", bytes.len()).into(),
-    })?;
-    Ok(u64::from_be_bytes(array))
+/// A column holding JSON text.
+fn text<'r>(row: &'r rusqlite::Row<'_>, column: usize) -> Result<&'r [u8], StateError> {
+    match row.get_ref(column)? {
+        rusqlite::types::ValueRef::Text(bytes) | rusqlite::types::ValueRef::Blob(bytes) => {
+            Ok(bytes)
+        }
+        other => Err(StateError::Decode {
+            what: "stored value",
+            source: format!("a {} where JSON was expected", other.data_type()).into(),
+        }),
+    }
 }
 
-fn decode_u32(bytes: &[u8], what: &'static str) -> Result<u32, StateError> {
-    let array: [u8; 4] = bytes.try_into().map_err(|_| StateError::Decode {
-        what,
-        source: format!("{} bytes, expected 4", bytes.len()).into(),
-    })?;
-    Ok(u32::from_be_bytes(array))
+fn clamp_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Rows read a batch at a time, each batch one short query from the key the last one ended
+/// at: a long read holds neither a connection nor the whole table. The first batch is small
+/// and each next one twice as large up to [`BATCH`], so a reader that stops after a few rows
+/// (the uploader taking the next operations) decodes only a few.
+fn batches<K, T>(
+    mut read: impl FnMut(Option<&K>, usize) -> Result<Vec<(K, T)>, StateError>,
+) -> impl Iterator<Item = Result<T, StateError>> {
+    let mut buffer = std::collections::VecDeque::new();
+    let mut last: Option<K> = None;
+    let mut size = 16;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if buffer.is_empty() && !done {
+            match read(last.as_ref(), size) {
+                Ok(rows) => {
+                    done = rows.len() < size;
+                    size = (size * 2).min(BATCH);
+                    for (key, value) in rows {
+                        buffer.push_back(value);
+                        last = Some(key);
+                    }
+                }
+                Err(e) => {
+                    done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        buffer.pop_front().map(Ok)
+    })
+}
+
+pub(crate) fn read_vehicle(
+    conn: &Connection,
+    organization_id: u64,
+    location_id: u64,
+    vin: &str,
+) -> Result<Option<VehicleRecord>, StateError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT record FROM vehicles WHERE organization_id = ?1 AND location_id = ?2 AND vin = ?3",
+    )?;
+    let mut rows = stmt.query(params![organization_id, location_id, vin])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(VehicleRecord::decode(text(row, 0)?)?)),
+        None => Ok(None),
+    }
+}
+
+pub(crate) fn read_location(
+    conn: &Connection,
+    organization_id: u64,
+    vin: &str,
+) -> Result<Option<u64>, StateError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT location_id FROM vins WHERE organization_id = ?1 AND vin = ?2")?;
+    Ok(stmt
+        .query_row(params![organization_id, vin], |row| row.get(0))
+        .optional()?)
+}
+
+pub(crate) fn read_payload(
+    conn: &Connection,
+    key: &VehicleKey,
+) -> Result<Option<crate::api::VehiclePayload>, StateError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT payload FROM payloads WHERE organization_id = ?1 AND location_id = ?2 AND vin = ?3",
+    )?;
+    let mut rows = stmt.query(params![key.organization_id, key.location_id, key.vin])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(records::decode(text(row, 0)?, "payload")?)),
+        None => Ok(None),
+    }
+}
+
+pub(crate) fn read_feed(conn: &Connection, name: &str) -> Result<Option<FeedRecord>, StateError> {
+    let mut stmt = conn.prepare_cached("SELECT record FROM feeds WHERE name = ?1")?;
+    let mut rows = stmt.query([name])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(records::decode(text(row, 0)?, "feed record")?)),
+        None => Ok(None),
+    }
 }
 
 /// Writes a small file durably and whole: written aside (a dot-file ending in `.tmp`, which
@@ -906,6 +1127,91 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// lotsync 0.1.0's sled state is refused with the command that rebuilds it, and nothing
+    /// is written beside it.
+    #[test]
+    fn a_sled_state_is_refused_with_the_rebuild() {
+        let (_tmp, dir) = temp_dir("sled");
+        std::fs::create_dir_all(dir.join("db")).unwrap();
+        std::fs::write(dir.join("db/conf"), "segment_size: 524288\n").unwrap();
+        std::fs::write(dir.join("db/db"), [0u8; 64]).unwrap();
+        let err = State::open(&dir).unwrap_err().to_string();
+        assert!(err.contains("lotsync 0.1.0"), "{err}");
+        let command = format!(
+            "mv {0} {0}.0.1.0 && lotsync reconcile --rebuild",
+            dir.display()
+        );
+        assert!(err.contains(&command), "{err}");
+        assert!(!dir.join(DB_FILE).exists());
+    }
+
+    /// A backup taken beside a writer that keeps committing is a state of its own: it opens,
+    /// passes SQLite's integrity check and holds what was committed before it was taken.
+    #[test]
+    fn a_backup_taken_beside_the_writer_opens_whole() {
+        let (tmp, dir) = temp_dir("backup");
+        let writer = State::open(&dir).unwrap();
+        for i in 0..200 {
+            writer
+                .transaction(|tx| tx.put_vehicle(1, 2, &format!("V{i}"), &VehicleRecord::default()))
+                .unwrap();
+        }
+        let reader = State::open_with(
+            &dir,
+            &Opening {
+                holder: Holder::Reader("backup"),
+                ..Opening::default()
+            },
+        )
+        .unwrap();
+        let copy = tmp.path().join("copy");
+        std::fs::create_dir_all(&copy).unwrap();
+        reader.backup_to(&copy.join(DB_FILE)).unwrap();
+        writer
+            .transaction(|tx| tx.put_vehicle(1, 2, "AFTER", &VehicleRecord::default()))
+            .unwrap();
+        let restored = State::open(&copy).unwrap();
+        let check: String = restored
+            .reader()
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        assert_eq!(restored.vehicle_count(), 200);
+        assert_eq!(restored.id().unwrap(), writer.id().unwrap());
+        assert!(
+            reader.backup_to(&copy.join(DB_FILE)).is_err(),
+            "never over a file"
+        );
+    }
+
+    /// A reader beside a writer answers at once and sees what the writer committed; it
+    /// cannot write.
+    #[test]
+    fn readers_open_beside_a_writer() {
+        let (_tmp, dir) = temp_dir("readers");
+        let writer = State::open(&dir).unwrap();
+        writer
+            .transaction(|tx| tx.put_vehicle(1, 2, "K", &VehicleRecord::default()))
+            .unwrap();
+        let reading = Opening {
+            holder: Holder::Reader("status"),
+            ..Opening::default()
+        };
+        let started = std::time::Instant::now();
+        let reader = State::open_with(&dir, &reading).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert_eq!(reader.vehicle_count(), 1);
+        assert_eq!(reader.id().unwrap(), writer.id().unwrap());
+        writer
+            .transaction(|tx| tx.put_vehicle(1, 2, "L", &VehicleRecord::default()))
+            .unwrap();
+        assert_eq!(reader.vehicle_count(), 2, "a later commit is seen");
+        assert!(matches!(
+            reader.set_upload_rate(1.0),
+            Err(StateError::ReadOnly { .. })
+        ));
+    }
+
     #[test]
     fn schema_newer_than_this_build_is_refused() {
         let (_tmp, dir) = temp_dir("schema");
@@ -924,22 +1230,14 @@ mod tests {
         let (_tmp, dir) = temp_dir("corrupt");
         let state = State::open(&dir).unwrap();
         state
-            .trees
-            .vehicles
-            .insert(b"k", &b"v"[..])
-            .map(drop)
+            .transaction(|tx| tx.put_vehicle(1, 2, "K", &VehicleRecord::default()))
             .unwrap();
-        state.flush().unwrap();
         drop(state);
-        // Overwrite the database's files with noise.
-        for entry in std::fs::read_dir(dir.join("db")).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_file() {
-                let len = std::fs::metadata(&path).unwrap().len().max(64) as usize;
-                let noise: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
-                std::fs::write(&path, noise).unwrap();
-            }
-        }
+        // Overwrite the database with noise.
+        let path = dir.join(DB_FILE);
+        let len = std::fs::metadata(&path).unwrap().len().max(64) as usize;
+        let noise: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+        std::fs::write(&path, noise).unwrap();
         let err = State::open(&dir).unwrap_err().to_string();
         assert!(err.contains("cannot be opened"), "{err}");
         assert!(err.contains("lotsync reconcile"), "{err}");

@@ -1,4 +1,4 @@
-//! The values stored in the state's trees, as JSON (small, readable with any tool, and
+//! The values stored in the state's tables, as JSON (small, readable with any tool, and
 //! tolerant of fields added later).
 
 use super::{StateError, VehicleKey};
@@ -50,7 +50,7 @@ impl VehicleRecord {
         decode(bytes, "vehicle record")
     }
 
-    pub fn encode(&self) -> Result<Vec<u8>, StateError> {
+    pub fn encode(&self) -> Result<String, StateError> {
         encode(self, "vehicle record")
     }
 
@@ -181,7 +181,7 @@ impl Listing {
     }
 }
 
-/// One queued operation, in the `outbox` tree (keyed by its sequence number).
+/// One queued operation, in the `outbox` table (keyed by its sequence number).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutboxEntry {
     pub seq: u64,
@@ -253,14 +253,8 @@ pub struct Counters {
     pub rejected: u64,
 }
 
-pub(crate) const COUNTERS_KEY: &[u8] = b"outbox_counters";
-
-impl Counters {
-    pub(crate) fn read(meta: &sled::Tree) -> Result<Counters, StateError> {
-        meta.get(COUNTERS_KEY)?
-            .map_or(Ok(Counters::default()), |v| decode(&v, "outbox counters"))
-    }
-}
+/// Its key in `meta`.
+pub(crate) const COUNTERS_KEY: &str = "outbox_counters";
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
@@ -273,9 +267,9 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
 }
 
 /// A stored value as JSON. These plain structs (strings, numbers, maps with string keys) do
-/// not fail to serialize; if one ever did, the write fails rather than storing empty bytes.
-pub(crate) fn encode<T: Serialize>(value: &T, what: &'static str) -> Result<Vec<u8>, StateError> {
-    serde_json::to_vec(value).map_err(|source| StateError::Encode { what, source })
+/// not fail to serialize; if one ever did, the write fails rather than storing empty text.
+pub(crate) fn encode<T: Serialize>(value: &T, what: &'static str) -> Result<String, StateError> {
+    serde_json::to_string(value).map_err(|source| StateError::Encode { what, source })
 }
 
 #[cfg(test)]
@@ -291,7 +285,7 @@ mod tests {
             ..VehicleRecord::default()
         };
         let bytes = r.encode().unwrap();
-        assert_eq!(VehicleRecord::decode(&bytes).unwrap(), r);
-        assert!(bytes.len() < 140, "{}", String::from_utf8_lossy(&bytes));
+        assert_eq!(VehicleRecord::decode(bytes.as_bytes()).unwrap(), r);
+        assert!(bytes.len() < 140, "{bytes}");
     }
 }

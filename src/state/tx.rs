@@ -1,323 +1,302 @@
 //! One transaction over the whole state, and the writes it is made of, by name.
 //!
 //! The outbox's commits (a file's plan, an answer of the service, the reconciliation's findings)
-//! each change several trees at once; [`State::transaction`] runs them as one sled transaction
-//! over every tree, and [`StateTx`] says what they read and write in the state's own terms
-//! (a vehicle, its payload, a queued operation, a file's record) so that keys and trees stay
-//! this module's. It owns the layout of those writes, not what they mean: that is the outbox's.
-//!
-//! sled may run a transaction's closure more than once (on a conflict): it must only read and
-//! write through the [`StateTx`] it is given.
+//! each change several tables at once; [`State::transaction`] runs them as one SQLite
+//! transaction on the writer's connection, and [`StateTx`] says what they read and write in the
+//! state's own terms (a vehicle, its payload, a queued operation, a file's record) so that
+//! tables and columns stay this module's. It owns the layout of those writes, not what they
+//! mean: that is the outbox's.
 
 use super::history::{self, Event};
-use super::keys::{queue_key, vehicle_key, vin_key};
 use super::records::{self, Counters, Delivered, FeedRecord, FileRecord, OutboxEntry};
-use super::{decode_u64, State, StateError, VehicleRecord, NEXT_SEQ_KEY, PLANS_KEY};
+use super::{text, State, StateError, VehicleRecord, NEXT_SEQ_KEY, PLANS_KEY};
 use crate::api::VehiclePayload;
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
-use sled::Transactional;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-/// What a step of a transaction returns: its value, or an abort with the caller's error (or a
-/// conflict, which sled retries).
-pub type Txn<T, E> = Result<T, ConflictableTransactionError<E>>;
+/// What a transaction's closure returns: its value, or the caller's error (which rolls the
+/// transaction back).
+pub type Txn<T, E> = Result<T, E>;
 
-/// A state error, as the abort of a transaction whose error is `E`.
-fn abort<E: From<StateError>>(e: StateError) -> ConflictableTransactionError<E> {
-    ConflictableTransactionError::Abort(E::from(e))
-}
-
-/// The state's trees inside one transaction (see the module's doc).
+/// The state's tables inside one transaction (see the module's doc).
 pub struct StateTx<'t> {
-    meta: &'t TransactionalTree,
-    vehicles: &'t TransactionalTree,
-    payloads: &'t TransactionalTree,
-    vins: &'t TransactionalTree,
-    listings: &'t TransactionalTree,
-    files: &'t TransactionalTree,
-    feeds: &'t TransactionalTree,
-    outbox: &'t TransactionalTree,
-    queue: &'t TransactionalTree,
-    delivered: &'t TransactionalTree,
-    history: &'t TransactionalTree,
+    conn: &'t Connection,
 }
 
 impl State {
-    /// Runs `f` as one transaction over the whole state: all of its writes land, or none.
-    /// Not flushed (see [`State::flush`]).
+    /// Runs `f` as one transaction over the whole state: all of its writes land, or none (an
+    /// error from `f` rolls it back). Durable against the process being killed once it
+    /// returns; against a power cut after [`State::flush`].
     pub fn transaction<T, E: From<StateError>>(
         &self,
-        f: impl Fn(&StateTx<'_>) -> Txn<T, E>,
+        f: impl FnOnce(&StateTx<'_>) -> Txn<T, E>,
     ) -> Result<T, E> {
-        let t = &self.trees;
-        let trees = (
-            &t.meta,
-            &t.vehicles,
-            &t.payloads,
-            &t.vins,
-            &t.listings,
-            &t.files,
-            &t.feeds,
-            &t.outbox,
-            &t.queue,
-            &t.delivered,
-            &t.history,
-        );
-        let done = trees.transaction(
-            |(
-                meta,
-                vehicles,
-                payloads,
-                vins,
-                listings,
-                files,
-                feeds,
-                outbox,
-                queue,
-                delivered,
-                history,
-            )| {
-                f(&StateTx {
-                    meta,
-                    vehicles,
-                    payloads,
-                    vins,
-                    listings,
-                    files,
-                    feeds,
-                    outbox,
-                    queue,
-                    delivered,
-                    history,
-                })
-            },
-        );
-        done.map_err(|e| match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => E::from(StateError::Storage(e)),
-        })
+        let mut conn = self.writer("a transaction")?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(StateError::from)?;
+        let value = f(&StateTx { conn: &tx })?;
+        tx.commit().map_err(StateError::from)?;
+        Ok(value)
     }
 }
 
-impl StateTx<'_> {
-    /// The outbox's conservation counters.
-    pub fn counters<E: From<StateError>>(&self) -> Txn<Counters, E> {
-        match self.meta.get(records::COUNTERS_KEY)? {
-            Some(v) => records::decode(&v, "outbox counters").map_err(abort),
-            None => Ok(Counters::default()),
-        }
+/// The outbox's counters, as `conn` sees them.
+pub(super) fn read_counters(conn: &Connection) -> Result<Counters, StateError> {
+    let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?;
+    let mut rows = stmt.query([records::COUNTERS_KEY])?;
+    match rows.next()? {
+        Some(row) => records::decode(text(row, 0)?, "outbox counters"),
+        None => Ok(Counters::default()),
+    }
+}
+
+/// What the service answered to a planned file's operations, as `conn` sees it.
+pub(super) fn read_delivered(conn: &Connection, file_no: u64) -> Result<Delivered, StateError> {
+    let mut stmt = conn.prepare_cached("SELECT counts FROM delivered WHERE file_no = ?1")?;
+    let mut rows = stmt.query([file_no])?;
+    match rows.next()? {
+        Some(row) => records::decode(text(row, 0)?, "delivery counts"),
+        None => Ok(Delivered::default()),
+    }
+}
+
+impl<'t> StateTx<'t> {
+    /// The transaction's connection, for this module's own siblings (pruning).
+    pub(super) fn conn(&self) -> &'t Connection {
+        self.conn
     }
 
-    pub fn set_counters<E: From<StateError>>(&self, counters: &Counters) -> Txn<(), E> {
-        let bytes = records::encode(counters, "outbox counters").map_err(abort)?;
-        self.meta.insert(records::COUNTERS_KEY, bytes)?;
-        Ok(())
+    /// The outbox's conservation counters.
+    pub fn counters(&self) -> Result<Counters, StateError> {
+        read_counters(self.conn)
+    }
+
+    pub fn set_counters(&self, counters: &Counters) -> Result<(), StateError> {
+        let json = records::encode(counters, "outbox counters")?;
+        self.set_meta(records::COUNTERS_KEY, json)
     }
 
     /// The sequence number the next queued operation takes (from 1).
-    pub fn next_seq<E: From<StateError>>(&self) -> Txn<u64, E> {
+    pub fn next_seq(&self) -> Result<u64, StateError> {
         Ok(self.meta_u64(NEXT_SEQ_KEY)?.max(1))
     }
 
-    pub fn set_next_seq<E: From<StateError>>(&self, seq: u64) -> Txn<(), E> {
-        self.meta.insert(NEXT_SEQ_KEY, &seq.to_be_bytes())?;
-        Ok(())
+    pub fn set_next_seq(&self, seq: u64) -> Result<(), StateError> {
+        self.set_meta(NEXT_SEQ_KEY, seq)
     }
 
     /// The number the next plan (a file, a reconciliation) is filed under (from 1).
-    pub fn next_file_no<E: From<StateError>>(&self) -> Txn<u64, E> {
+    pub fn next_file_no(&self) -> Result<u64, StateError> {
         Ok(self.meta_u64(PLANS_KEY)?.max(1))
     }
 
-    pub fn set_next_file_no<E: From<StateError>>(&self, file_no: u64) -> Txn<(), E> {
-        self.meta.insert(PLANS_KEY, &file_no.to_be_bytes())?;
+    pub fn set_next_file_no(&self, file_no: u64) -> Result<(), StateError> {
+        self.set_meta(PLANS_KEY, file_no)
+    }
+
+    fn meta_u64(&self, key: &str) -> Result<u64, StateError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")?;
+        let value: Option<i64> = stmt.query_row([key], |row| row.get(0)).optional()?;
+        Ok(value.map_or(0, |v| u64::try_from(v).unwrap_or(0)))
+    }
+
+    fn set_meta(&self, key: &str, value: impl rusqlite::ToSql) -> Result<(), StateError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")?;
+        stmt.execute(params![key, value])?;
         Ok(())
     }
 
-    fn meta_u64<E: From<StateError>>(&self, key: &[u8]) -> Txn<u64, E> {
-        match self.meta.get(key)? {
-            Some(v) => decode_u64(&v, "counter").map_err(abort),
-            None => Ok(0),
-        }
-    }
-
-    /// Queues an operation: its entry, and its place in its vehicle's queue.
-    pub fn enqueue<E: From<StateError>>(&self, entry: &OutboxEntry) -> Txn<(), E> {
-        let bytes = records::encode(entry, "outbox entry").map_err(abort)?;
-        self.outbox.insert(&entry.seq.to_be_bytes(), bytes)?;
-        let key = queue_key(entry.organization_id, &entry.vin, entry.seq);
-        self.queue.insert(key, &[][..])?;
+    /// Queues an operation (its vehicle's queue is the outbox's index by VIN).
+    pub fn enqueue(&self, entry: &OutboxEntry) -> Result<(), StateError> {
+        let json = records::encode(entry, "outbox entry")?;
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT OR REPLACE INTO outbox (seq, organization_id, vin, entry) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        stmt.execute(params![entry.seq, entry.organization_id, entry.vin, json])?;
         Ok(())
     }
 
     /// Takes an operation out of the queue (answered or replaced); None when it is not queued.
-    pub fn dequeue<E: From<StateError>>(&self, seq: u64) -> Txn<Option<OutboxEntry>, E> {
-        let Some(v) = self.outbox.remove(&seq.to_be_bytes())? else {
-            return Ok(None);
+    pub fn dequeue(&self, seq: u64) -> Result<Option<OutboxEntry>, StateError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("DELETE FROM outbox WHERE seq = ?1 RETURNING entry")?;
+        let mut rows = stmt.query([seq])?;
+        let entry = match rows.next()? {
+            Some(row) => Some(records::decode(text(row, 0)?, "outbox entry")?),
+            None => None,
         };
-        let entry: OutboxEntry = records::decode(&v, "outbox entry").map_err(abort)?;
-        self.queue
-            .remove(queue_key(entry.organization_id, &entry.vin, seq))?;
-        Ok(Some(entry))
+        // RETURNING's statement finishes its deletion when it is stepped to its end.
+        while rows.next()?.is_some() {}
+        Ok(entry)
     }
 
     /// The location a VIN of the organization is filed under.
-    pub fn location_of<E: From<StateError>>(&self, org: u64, vin: &str) -> Txn<Option<u64>, E> {
-        match self.vins.get(vin_key(org, vin))? {
-            Some(v) => Ok(Some(decode_u64(&v, "VIN index").map_err(abort)?)),
-            None => Ok(None),
-        }
+    pub fn location_of(&self, org: u64, vin: &str) -> Result<Option<u64>, StateError> {
+        super::read_location(self.conn, org, vin)
     }
 
     /// Files a VIN of the organization under a location.
-    pub fn index_vin<E: From<StateError>>(&self, org: u64, vin: &str, location: u64) -> Txn<(), E> {
-        self.vins
-            .insert(vin_key(org, vin), &location.to_be_bytes())?;
+    pub fn index_vin(&self, org: u64, vin: &str, location: u64) -> Result<(), StateError> {
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT OR REPLACE INTO vins (organization_id, vin, location_id) VALUES (?1, ?2, ?3)",
+        )?;
+        stmt.execute(params![org, vin, location])?;
         Ok(())
     }
 
-    pub fn unindex_vin<E: From<StateError>>(&self, org: u64, vin: &str) -> Txn<(), E> {
-        self.vins.remove(vin_key(org, vin))?;
+    pub fn unindex_vin(&self, org: u64, vin: &str) -> Result<(), StateError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("DELETE FROM vins WHERE organization_id = ?1 AND vin = ?2")?;
+        stmt.execute(params![org, vin])?;
         Ok(())
     }
 
-    pub fn vehicle<E: From<StateError>>(
+    pub fn vehicle(
         &self,
         org: u64,
         location: u64,
         vin: &str,
-    ) -> Txn<Option<VehicleRecord>, E> {
-        match self.vehicles.get(vehicle_key(org, location, vin))? {
-            Some(v) => Ok(Some(VehicleRecord::decode(&v).map_err(abort)?)),
-            None => Ok(None),
-        }
+    ) -> Result<Option<VehicleRecord>, StateError> {
+        super::read_vehicle(self.conn, org, location, vin)
     }
 
-    pub fn put_vehicle<E: From<StateError>>(
+    pub fn put_vehicle(
         &self,
         org: u64,
         location: u64,
         vin: &str,
         record: &VehicleRecord,
-    ) -> Txn<(), E> {
-        let bytes = record.encode().map_err(abort)?;
-        self.vehicles
-            .insert(vehicle_key(org, location, vin), bytes)?;
+    ) -> Result<(), StateError> {
+        let json = record.encode()?;
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT OR REPLACE INTO vehicles (organization_id, location_id, vin, record) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        stmt.execute(params![org, location, vin, json])?;
         Ok(())
     }
 
     /// Removes a vehicle's record and its acknowledged payload from a location (the VIN's
     /// index stays: see [`StateTx::unindex_vin`]).
-    pub fn remove_vehicle<E: From<StateError>>(
-        &self,
-        org: u64,
-        location: u64,
-        vin: &str,
-    ) -> Txn<(), E> {
-        let key = vehicle_key(org, location, vin);
-        self.vehicles.remove(key.clone())?;
-        self.payloads.remove(key)?;
+    pub fn remove_vehicle(&self, org: u64, location: u64, vin: &str) -> Result<(), StateError> {
+        for table in ["vehicles", "payloads"] {
+            let mut stmt = self.conn.prepare_cached(&format!(
+                "DELETE FROM {table} WHERE organization_id = ?1 AND location_id = ?2 AND vin = ?3"
+            ))?;
+            stmt.execute(params![org, location, vin])?;
+        }
         Ok(())
     }
 
     /// The payload the service last acknowledged for a vehicle, wherever it is filed; None
     /// when there is none or it cannot be read (it only says which fields an update changes).
-    pub fn acknowledged_payload<E: From<StateError>>(
+    pub fn acknowledged_payload(
         &self,
         org: u64,
         vin: &str,
-    ) -> Txn<Option<VehiclePayload>, E> {
+    ) -> Result<Option<VehiclePayload>, StateError> {
         let Some(location) = self.location_of(org, vin)? else {
             return Ok(None);
         };
-        Ok(self
-            .payloads
-            .get(vehicle_key(org, location, vin))?
-            .and_then(|v| serde_json::from_slice(&v).ok()))
+        let key = super::VehicleKey::new(org, location, vin);
+        Ok(super::read_payload(self.conn, &key).unwrap_or(None))
     }
 
-    pub fn put_payload<E: From<StateError>>(
+    pub fn put_payload(
         &self,
         org: u64,
         location: u64,
         vin: &str,
         payload: &VehiclePayload,
-    ) -> Txn<(), E> {
-        let bytes = records::encode(payload, "payload").map_err(abort)?;
-        self.payloads
-            .insert(vehicle_key(org, location, vin), bytes)?;
+    ) -> Result<(), StateError> {
+        let json = records::encode(payload, "payload")?;
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT OR REPLACE INTO payloads (organization_id, location_id, vin, payload) VALUES (?1, ?2, ?3, ?4)",
+        )?;
+        stmt.execute(params![org, location, vin, json])?;
         Ok(())
     }
 
-    pub fn put_file<E: From<StateError>>(&self, file_no: u64, record: &FileRecord) -> Txn<(), E> {
-        let bytes = records::encode(record, "file record").map_err(abort)?;
-        self.files.insert(&file_no.to_be_bytes(), bytes)?;
+    pub fn put_file(&self, file_no: u64, record: &FileRecord) -> Result<(), StateError> {
+        let json = records::encode(record, "file record")?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("INSERT OR REPLACE INTO files (file_no, record) VALUES (?1, ?2)")?;
+        stmt.execute(params![file_no, json])?;
         Ok(())
     }
 
     /// A feed's record; the default one for a feed never recorded.
-    pub fn feed<E: From<StateError>>(&self, feed: &str) -> Txn<FeedRecord, E> {
-        match self.feeds.get(feed.as_bytes())? {
-            Some(v) => records::decode(&v, "feed record").map_err(abort),
-            None => Ok(FeedRecord::default()),
-        }
+    pub fn feed(&self, feed: &str) -> Result<FeedRecord, StateError> {
+        Ok(super::read_feed(self.conn, feed)?.unwrap_or_default())
     }
 
-    pub fn put_feed<E: From<StateError>>(&self, feed: &str, record: &FeedRecord) -> Txn<(), E> {
-        let bytes = records::encode(record, "feed record").map_err(abort)?;
-        self.feeds.insert(feed.as_bytes(), bytes)?;
+    pub fn put_feed(&self, feed: &str, record: &FeedRecord) -> Result<(), StateError> {
+        let json = records::encode(record, "feed record")?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("INSERT OR REPLACE INTO feeds (name, record) VALUES (?1, ?2)")?;
+        stmt.execute(params![feed, json])?;
         Ok(())
     }
 
     /// The VINs a location's latest applied full snapshot listed (a [`super::Listing`], or
     /// a borrowed value that writes as one).
-    pub fn put_listing<E: From<StateError>>(
+    pub fn put_listing(
         &self,
         org: u64,
         location: u64,
         listing: &impl serde::Serialize,
-    ) -> Txn<(), E> {
-        let bytes = records::encode(listing, "listing").map_err(abort)?;
-        self.listings
-            .insert(&super::location_prefix(org, location), bytes)?;
+    ) -> Result<(), StateError> {
+        let json = records::encode(listing, "listing")?;
+        let mut stmt = self.conn.prepare_cached(
+            "INSERT OR REPLACE INTO listings (organization_id, location_id, listing) VALUES (?1, ?2, ?3)",
+        )?;
+        stmt.execute(params![org, location, json])?;
         Ok(())
     }
 
     /// Counts one more answer to a planned file's operations.
-    pub fn count_delivered<E: From<StateError>>(
+    pub fn count_delivered(
         &self,
         file_no: u64,
         count: impl FnOnce(&mut Delivered),
-    ) -> Txn<(), E> {
-        let mut counted: Delivered = match self.delivered.get(file_no.to_be_bytes())? {
-            Some(v) => records::decode(&v, "delivery counts").map_err(abort)?,
-            None => Delivered::default(),
-        };
+    ) -> Result<(), StateError> {
+        let mut counted = read_delivered(self.conn, file_no)?;
         count(&mut counted);
-        let bytes = records::encode(&counted, "delivery counts").map_err(abort)?;
-        self.delivered.insert(&file_no.to_be_bytes(), bytes)?;
+        let json = records::encode(&counted, "delivery counts")?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("INSERT OR REPLACE INTO delivered (file_no, counts) VALUES (?1, ?2)")?;
+        stmt.execute(params![file_no, json])?;
         Ok(())
     }
 
     /// Adds events to a vehicle's history (see [`history::append`]).
-    pub fn append_history<E: From<StateError>>(
+    pub fn append_history(
         &self,
         org: u64,
         vin: &str,
         events: Vec<Event>,
         now: i64,
-    ) -> Txn<(), E> {
-        history::append(self.history, org, vin, events, now)
+    ) -> Result<(), StateError> {
+        history::append(self.conn, org, vin, events, now)
     }
 
     /// Adds the service's answer to a queued operation to its vehicle's history (see
     /// [`history::answer`]).
-    pub fn answer_history<E: From<StateError>>(
+    pub fn answer_history(
         &self,
         entry: &OutboxEntry,
         answer: history::Answer,
         now: i64,
-    ) -> Txn<(), E> {
-        history::answer(self.history, entry, answer, now)
+    ) -> Result<(), StateError> {
+        history::answer(self.conn, entry, answer, now)
     }
 }
 
@@ -389,10 +368,10 @@ mod tests {
                 queued: 1,
                 ..Counters::default()
             })?;
-            Err(abort(StateError::Decode {
+            Err(StateError::Decode {
                 what: "test",
                 source: "stop here".into(),
-            }))
+            })
         });
         assert!(matches!(
             failed,

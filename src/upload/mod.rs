@@ -124,7 +124,7 @@ pub enum UploadError {
     Outbox(#[from] OutboxError),
     #[error(transparent)]
     State(#[from] StateError),
-    /// A blocking task of the delivery (sled work off the async threads) did not finish.
+    /// A blocking task of the delivery (state work off the async threads) did not finish.
     #[error("delivery task failed")]
     Task(#[source] tokio::task::JoinError),
 }
@@ -644,8 +644,8 @@ impl Uploader {
         Ok(report)
     }
 
-    /// Outbox and state work (sled, fsync) off the async threads: a large plan's commit holds
-    /// sled's lock for seconds, and the runtime's threads serve everything else meanwhile
+    /// Outbox and state work (SQLite, fsync) off the async threads: a large plan's commit holds
+    /// the state's writer for seconds, and the runtime's threads serve everything else meanwhile
     /// (the watchdog among them).
     async fn on_outbox<T: Send + 'static>(
         &self,
@@ -688,7 +688,7 @@ impl Uploader {
     /// Takes operations of this organization (others stay for a config that names theirs).
     async fn take(&self, org: u64, max: usize) -> Result<Vec<Job>, UploadError> {
         let outbox = self.outbox.clone();
-        // sled calls block (and wait while a diff holds the outbox): off the async threads.
+        // State calls block (and wait while a diff holds the outbox): off the async threads.
         let jobs = tokio::task::spawn_blocking(move || -> Result<Vec<Job>, UploadError> {
             let mut jobs = Vec::new();
             for entry in outbox.take(org, max)? {

@@ -1,9 +1,7 @@
-//! `lotsync run`'s memory after a big file (issue 25 item 7): a 5,000-vehicle lot's first
-//! export commits 5,000 creates in one transaction, and sled holds what each of its writes
-//! replaced until the transaction ends (some 80 MiB, freed after it, but kept by glibc). Once
-//! the file is filed, what the daemon allocated and holds (its anonymous resident memory) is
-//! back below 64 MiB, the issue's figure for such a lot, and a second export (1% repriced)
-//! leaves it there. A real process against the sandbox on loopback, real sled on disk.
+//! `lotsync run`'s memory after a big file: a 5,000-vehicle lot's first export commits 5,000
+//! creates in one transaction. Once the file is filed, what the daemon allocated and holds
+//! (its anonymous resident memory) is below 64 MiB, and a second export (1% repriced) leaves
+//! it there. A real process against the sandbox on loopback, the real SQLite state on disk.
 //!
 //! The debug build's binary maps some 30 MiB more than the release build's, so its whole
 //! resident size is printed but the bound is on the anonymous part; the release figure is

@@ -1,4 +1,4 @@
-//! The diff engine's rules, table by table, on a real sled state on disk: creates, updates,
+//! The diff engine's rules, table by table, on a real SQLite state on disk: creates, updates,
 //! sales by absence or by the export's word, returns, full vs delta, multi-location, re-drops,
 //! the safety guard, and a newer file replacing pending operations.
 

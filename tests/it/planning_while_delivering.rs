@@ -45,10 +45,9 @@ fn created(stats: &serde_json::Value) -> u64 {
 /// keep their period from the start until 8 s into the commit: none more than `WatchdogSec`
 /// after the one before (systemd would kill the daemon then).
 ///
-/// Not asked: answers during the commit itself. It is one sled transaction, and sled holds
-/// every other read and write of the state (answers included) until it ends: for these
-/// 100,000, 30 s and more in a debug build on a busy machine. The runtime's threads do not wait
-/// for the state meanwhile, which the watchdog shows.
+/// Not asked: answers during the commit itself. It is one transaction on the state's writer,
+/// which every other write (answers included) waits for until it ends. The runtime's threads
+/// do not wait for the state meanwhile, which the watchdog shows.
 ///
 /// The 100,000 vehicles: a debug build reads, maps and diffs them in 4 to 9 s (the old
 /// code's gap in answers is as long), and the test ends in about 15 s, 8 s into the commit.
@@ -152,8 +151,8 @@ async fn a_large_file_planned_while_delivering_keeps_answers_and_watchdog_on_tim
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let read_for = dropped.map(|(at, _)| at.elapsed()).unwrap_or_default();
-    // The watchdog is watched a while longer, into the commit (sled holds the state for all
-    // of it: nothing of the runtime's threads may wait for the state meanwhile).
+    // The watchdog is watched a while longer, into the commit (the writer is held for all of
+    // it: nothing of the runtime's threads may wait for the state meanwhile).
     tokio::time::sleep(INTO_COMMIT).await;
     drop(daemon);
     listening.store(false, std::sync::atomic::Ordering::Relaxed);

@@ -1,5 +1,5 @@
 //! The property of issue 22 over the real diff and outbox, as the daemon uses them (exports
-//! written to real files, `diff_file` committing to a real sled state on disk, every queued
+//! written to real files, `diff_file` committing to a real SQLite state on disk, every queued
 //! operation answered as the service would): for random exports of three lots of one
 //! organization, with cars moving between the lots (the old lot sometimes still listing a
 //! car the day the new one first does), random rejected records (VIN typos, a VIN or stock
@@ -254,7 +254,7 @@ fn first_wrong_sale(days: &[Day]) -> Option<String> {
 }
 
 proptest! {
-    // Each case writes and commits up to 15 files to a fresh sled state: a few seconds in
+    // Each case writes and commits up to 15 files to a fresh SQLite state: a few seconds in
     // debug for all of them.
     #![proptest_config(ProptestConfig {
         cases: 48,
