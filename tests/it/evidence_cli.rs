@@ -1,0 +1,128 @@
+//! A car is sold only on evidence (issue 39), as a dealer meets it: `lotsync sync` and `lotsync
+//! run` as real processes against the sandbox on loopback, with a real state and real folders.
+//! - Records of one vehicle inside one file are merged: one that lists it in stock keeps it,
+//!   whatever order they come in; a record that says sold is read as one even when it lacks
+//!   other fields.
+
+use crate::common;
+
+use common::feedgen;
+use common::fleet::{export, Car, HEADER};
+use common::site::{code, reports, text, Site};
+use common::{count, sandbox_with, state};
+use lotsync::sandbox::Behaviour;
+use std::path::Path;
+
+/// Runs `lotsync ARGS FILES` to the end and returns (exit code, stdout, stderr).
+async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, String) {
+    let mut cmd = site.command(args);
+    cmd.args(files);
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+        .await
+        .unwrap();
+    (code(&out), text(&out.stdout), text(&out.stderr))
+}
+
+/// The sandbox's vehicle with this VIN.
+fn vehicle<'a>(st: &'a serde_json::Value, vin: &str) -> &'a serde_json::Value {
+    st["vehicles"]
+        .as_array()
+        .and_then(|all| all.iter().find(|v| v["vehicle"]["vin"] == vin))
+        .unwrap_or_else(|| panic!("the sandbox holds {vin}: {st:#}"))
+}
+
+fn cars(range: std::ops::Range<u64>) -> Vec<Car> {
+    range.map(Car::new).collect()
+}
+
+/// Day 1 of ten cars, synced.
+async fn day1(site: &Site) {
+    let day1 = site.export("day1.csv", &cars(0..10));
+    let (status, stdout, stderr) = run(site, &["sync"], &[&day1]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("created 10,"), "{stdout}");
+}
+
+/// Item 6: the export lists car 3 twice, first as the old deal (another stock number and
+/// price, "Sold"), then as it is on the lot ("In Stock", a new price). The record that lists
+/// it in stock keeps it, and is the one used: not sold, its stock number and price as that
+/// record says; the report says which record was used and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sold_duplicate_before_the_in_stock_record_does_not_sell_the_car() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("evidence-duplicate", &sb.base_url());
+    day1(&site).await;
+
+    let vin = feedgen::vin(3);
+    let mut today = cars(0..10);
+    today[3].price += 500;
+    let mut old_deal = Car::new(3);
+    old_deal.sold = true;
+    old_deal.price = 9_999;
+    let old_line = old_deal.line().replace("S00003", "T00003");
+    let mut body = String::from(HEADER);
+    for (i, car) in today.iter().enumerate() {
+        if i == 3 {
+            body.push_str(&old_line); // line 5
+        }
+        body.push_str(&car.line()); // car 3 at line 6
+    }
+    let day2 = site.path().join("day2.csv");
+    std::fs::write(&day2, body).unwrap();
+
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&day2]).await;
+    assert!(status == 0 || status == 3, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("updated 1, sold 0,"),
+        "the car the second record lists in stock is updated, not sold: {stdout}"
+    );
+    let st = state(&sb).await;
+    let car = vehicle(&st, &vin);
+    assert_eq!(car["vehicle"]["status"], "in-stock", "{st:#}");
+    assert_eq!(car["payload"]["stock"], "S00003", "{st:#}");
+    assert_eq!(
+        count(&st, "POST /v1/inventory/{id}/sold", "200"),
+        0,
+        "{st:#}"
+    );
+
+    let all = reports(&site.inbox(), "archive");
+    let report = all
+        .iter()
+        .find(|r| r["file"] == "day2.csv")
+        .unwrap_or_else(|| panic!("day2.csv is filed with its report: {all:#?}"));
+    let said = report.to_string();
+    assert!(
+        said.contains("line 5 says sold") && said.contains("this record is the one used"),
+        "the report says which record was used and why: {report:#}"
+    );
+}
+
+/// Item 9: a record that says "Sold" without its stock number is rejected (it cannot be sent),
+/// and still read for what it says: the car is sold, not kept in stock by its own record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sold_record_without_its_stock_number_still_sells_the_car() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("evidence-sold-record", &sb.base_url());
+    day1(&site).await;
+
+    let vin = feedgen::vin(4);
+    let mut today = cars(0..10);
+    today[4].sold = true;
+    let day2 = site.path().join("day2.csv");
+    std::fs::write(&day2, export(&today).replace("S00004", "")).unwrap();
+
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&day2]).await;
+    assert_eq!(status, 3, "a rejected record: exit 3\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("sold 1,"),
+        "the record that says sold sells its car: {stdout}"
+    );
+    let st = state(&sb).await;
+    assert_eq!(vehicle(&st, &vin)["vehicle"]["status"], "sold", "{st:#}");
+    assert_eq!(
+        count(&st, "POST /v1/inventory/{id}/sold", "200"),
+        1,
+        "{st:#}"
+    );
+}
