@@ -14,7 +14,8 @@
 //!
 //! Absence is judged on the safe side ([`Protection`]): a record the mapper rejected keeps on
 //! the lot the vehicle it stands for (its VIN, its stock number at its location, or a known VIN
-//! one typo away; every one when it matches several), and a vehicle that the latest full
+//! one typo away; every one when it matches several), as if it listed it (its absences in a
+//! row start again), and a vehicle that the latest full
 //! snapshot of another location of the organization lists is moved there, not sold. Each
 //! applied full snapshot leaves its listing per location in the state for that.
 //!
@@ -909,6 +910,11 @@ impl<'o> Differ<'o> {
                         .push(payload.location_id, vin, Op::Update(payload), false);
                     protection.moved = true;
                 }
+                // Kept counts as listed, for every counter: the files in a row without it
+                // start again (`sold_after_absent`).
+                if known.record.absent > 0 {
+                    self.plan.change(vin, known.location_id).absent = Some(0);
+                }
                 tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, by = protection.by.name(), line = protection.line, "kept on the lot, not sold");
                 self.plan.counts.protected += 1;
                 self.plan.protected.push(protection);
@@ -917,6 +923,9 @@ impl<'o> Differ<'o> {
             // Named by a rejected record but not judged (its create, or its return to stock,
             // still queued): left as it is, queue included; the record stands for it.
             if self.mark_vins.iter().any(|m| m.vin == *vin) {
+                if known.record.absent > 0 {
+                    self.plan.change(vin, known.location_id).absent = Some(0);
+                }
                 continue;
             }
             let base = known.base();

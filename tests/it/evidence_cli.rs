@@ -2,7 +2,7 @@
 //! run` as real processes against the sandbox on loopback, with a real state and real folders.
 //! - Records of one vehicle inside one file are merged: one that lists it in stock keeps it,
 //!   whatever order they come in; a record that says sold is read as one even when it lacks
-//!   other fields.
+//!   other fields; a record that was rejected but keeps a car counts as its presence.
 
 use crate::common;
 
@@ -125,4 +125,37 @@ async fn a_sold_record_without_its_stock_number_still_sells_the_car() {
         1,
         "{st:#}"
     );
+}
+
+/// Item 7: with `sold_after_absent = 2`, a car absent (1), then listed only by a record that
+/// was rejected but keeps it on the lot, then absent again, is absent once in a row, not
+/// twice: the protected file counts as presence. It is not sold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protecting_record_resets_the_absent_count() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let feed = format!("{}sold_after_absent = 2\n", common::MAIN_FEED);
+    let site = Site::with("evidence-grace", &sb.base_url(), 1000, "", "", &feed);
+    let vin = feedgen::vin(5);
+    let all = cars(0..10);
+    let without: Vec<Car> = all.iter().filter(|c| c.n != 5).cloned().collect();
+    let day1 = site.export("day1.csv", &all);
+    let day2 = site.export("day2.csv", &without);
+    // Day 3: car 5's record without its stock number: rejected, and it keeps the car.
+    let day3 = site.path().join("day3.csv");
+    std::fs::write(&day3, export(&all).replace("S00005", "")).unwrap();
+    let mut day4_cars = without.clone();
+    day4_cars[0].price += 100;
+    let day4 = site.export("day4.csv", &day4_cars);
+    for (file, expected) in [(&day1, 0), (&day2, 0), (&day3, 3), (&day4, 0)] {
+        let (status, stdout, stderr) = run(&site, &["sync"], &[file]).await;
+        assert_eq!(status, expected, "{}: {stdout}\n{stderr}", file.display());
+        assert!(stdout.contains("sold 0,"), "{stdout}");
+    }
+    let st = state(&sb).await;
+    assert_eq!(
+        vehicle(&st, &vin)["vehicle"]["status"],
+        "in-stock",
+        "{st:#}"
+    );
+    assert_eq!(count(&st, "POST /v1/inventory/{id}/sold", "200"), 0);
 }
