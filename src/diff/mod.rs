@@ -191,6 +191,8 @@ pub struct Differ<'o> {
     /// Every VIN the file's accepted records show: Some(location) on a lot, None when the
     /// export says sold.
     present: HashMap<String, Option<u64>>,
+    /// A file applied before the last one with this file's content: held, unless forced.
+    applied_before: Option<crate::state::AppliedFile>,
     /// Records that say sold, by VIN, judged once the file is read (unless another record
     /// lists the vehicle on the lot meanwhile).
     said_sold: HashMap<String, SaidSold>,
@@ -294,11 +296,9 @@ impl<'o> Differ<'o> {
             }
         }
         let mut plan = Plan::new(rules.organization_id, &rules.feed, file.clone());
-        if let Some(last) = outbox
-            .state()
-            .feed(&rules.feed)?
-            .and_then(|f| f.last_applied)
-        {
+        let feed = outbox.state().feed(&rules.feed)?.unwrap_or_default();
+        let applied_before = feed.applied_before(&file.sha256).cloned();
+        if let Some(last) = feed.last_applied {
             if last.sha256 == file.sha256 {
                 plan.verdict = Verdict::AlreadyApplied {
                     same_as: last.name,
@@ -314,6 +314,7 @@ impl<'o> Differ<'o> {
             at_locations,
             guard,
             present: HashMap::new(),
+            applied_before,
             said_sold: HashMap::new(),
             kept_by_rejected: HashSet::new(),
             marks: Vec::new(),
@@ -636,9 +637,47 @@ impl<'o> Differ<'o> {
             self.judged = true;
             self.judge_said_sold();
             self.judge_absence();
+            self.judge_applied_before();
             self.plan.spread_transitions();
         }
         &self.plan
+    }
+
+    /// A file with the content of one applied before the last one is an old export delivered
+    /// again or a lot back at that day's exact state, and nothing in the file tells which:
+    /// held, naming the file it matches and what releasing it would do.
+    fn judge_applied_before(&mut self) {
+        let Some(before) = &self.applied_before else {
+            return;
+        };
+        if self.rules.force {
+            return;
+        }
+        let c = &self.plan.counts;
+        let reason = format!(
+            "the same content as {}, applied {} UTC before the last file applied: an old export \
+             delivered again, or the lot back at that day's exact state; releasing it would \
+             revert to the state of {} of {} UTC: {} created, {} updated, {} sold, {} back in \
+             stock",
+            crate::text::Escaped(&before.name),
+            crate::clock::utc_unix(before.at),
+            crate::text::Escaped(&before.name),
+            crate::clock::utc_unix(before.at),
+            c.create,
+            c.update,
+            c.sold,
+            c.in_stock
+        );
+        tracing::warn!(file = %crate::text::Escaped(&self.file.name), same_as = %crate::text::Escaped(&before.name), applied_at = before.at, "the same content as a file applied before the last one: held");
+        match &mut self.plan.verdict {
+            Verdict::Held { reasons } => reasons.insert(0, reason),
+            Verdict::Apply { .. } => {
+                self.plan.verdict = Verdict::Held {
+                    reasons: vec![reason],
+                }
+            }
+            Verdict::AlreadyApplied { .. } | Verdict::Superseded { .. } => {}
+        }
     }
 
     /// What keeps absent vehicles on the lot. Returns the known vehicles each rejected record

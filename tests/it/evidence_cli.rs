@@ -3,6 +3,8 @@
 //! - Records of one vehicle inside one file are merged: one that lists it in stock keeps it,
 //!   whatever order they come in; a record that says sold is read as one even when it lacks
 //!   other fields; a record that was rejected but keeps a car counts as its presence.
+//! - A file with the content of the last applied snapshot confirms it; one with the content
+//!   of an older one is held, naming it.
 
 use crate::common;
 
@@ -11,7 +13,8 @@ use common::fleet::{export, Car, HEADER};
 use common::site::{code, reports, text, Site};
 use common::{count, sandbox_with, state};
 use lotsync::sandbox::Behaviour;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 /// Runs `lotsync ARGS FILES` to the end and returns (exit code, stdout, stderr).
 async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, String) {
@@ -158,4 +161,105 @@ async fn a_protecting_record_resets_the_absent_count() {
         "{st:#}"
     );
     assert_eq!(count(&st, "POST /v1/inventory/{id}/sold", "200"), 0);
+}
+
+/// Sets a file's modification time: `secs` from now (negative: in the past).
+fn set_mtime(path: &Path, secs: i64) {
+    let now = SystemTime::now();
+    let at = match secs >= 0 {
+        true => now + Duration::from_secs(secs.unsigned_abs()),
+        false => now - Duration::from_secs(secs.unsigned_abs()),
+    };
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(at).unwrap();
+}
+
+/// An export of `cars` beside the config, modified `secs` from now.
+fn export_at(site: &Site, name: &str, cars: &[Car], secs: i64) -> PathBuf {
+    let path = site.export(name, cars);
+    set_mtime(&path, secs);
+    path
+}
+
+fn report_of(inbox: &Path, folder: &str, file: &str) -> Option<serde_json::Value> {
+    reports(inbox, folder)
+        .into_iter()
+        .find(|r| r["file"] == file)
+}
+
+/// Item 1: day 1 and day 2 applied, then day 1's export arrives again with a fresh
+/// modification time (an FTP re-upload). It is the same content as an older applied snapshot:
+/// held, not applied, its reason naming day1.csv and what releasing it would do; `release`
+/// is the way out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_export_delivered_again_is_held_not_applied() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("evidence-redelivered", &sb.base_url());
+    let day1 = export_at(&site, "day1.csv", &cars(0..10), -7200);
+    let mut day2_cars = cars(0..8);
+    day2_cars[0].price += 700;
+    day2_cars.push(Car::new(10));
+    let day2 = export_at(&site, "day2.csv", &day2_cars, -3600);
+    for file in [&day1, &day2] {
+        let (status, stdout, stderr) = run(&site, &["sync"], &[file]).await;
+        assert_eq!(status, 0, "{stdout}\n{stderr}");
+    }
+    assert!(common::sold(&state(&sb).await) == 2);
+
+    let again = site.path().join("day1-again.csv");
+    std::fs::copy(&day1, &again).unwrap();
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&again]).await;
+    assert!(stdout.contains("HELD"), "{status}\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("day1.csv") && stdout.contains("2 back in stock"),
+        "the reason names the file it matches and what releasing would do: {stdout}"
+    );
+    let st = state(&sb).await;
+    assert_eq!(common::sold(&st), 2, "nothing reverted: {st:#}");
+    assert_eq!(count(&st, "POST /v1/inventory/{id}/in-stock", "200"), 0);
+
+    let out = site.lotsync(&["release", again.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&again]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    let st = state(&sb).await;
+    assert_eq!(count(&st, "POST /v1/inventory/{id}/in-stock", "200"), 2);
+}
+
+/// Item 2: Sunday applied; Monday's export (half the lot) held by the safety guard; Tuesday's
+/// has the same content as Sunday's (a re-drop, nothing to send). Tuesday still confirms the
+/// lot as of Tuesday: releasing Monday's file after it is refused as superseded, nothing sold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identical_redrop_is_newer_than_a_held_file() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("evidence-redrop", &sb.base_url());
+    let sunday = export_at(&site, "sunday.csv", &cars(0..40), -7200);
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&sunday]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    let inbox = site.inbox();
+    let mut daemon = site.start();
+    site.wait_listening(&mut daemon).await;
+    let monday = inbox.join(".monday.tmp");
+    std::fs::write(&monday, export(&cars(0..25))).unwrap();
+    set_mtime(&monday, -3600);
+    std::fs::rename(&monday, inbox.join("monday.csv")).unwrap();
+    site.wait_until(Duration::from_secs(20), "monday.csv held", || {
+        report_of(&inbox, "held", "monday.csv").is_some()
+    })
+    .await;
+    common::site::drop_file(&inbox, "tuesday.csv", export(&cars(0..40)).as_bytes());
+    site.wait_until(Duration::from_secs(20), "tuesday.csv filed", || {
+        report_of(&inbox, "archive", "tuesday.csv").is_some()
+    })
+    .await;
+    let tuesday = report_of(&inbox, "archive", "tuesday.csv").unwrap();
+    assert_eq!(tuesday["outcome"], "already_applied", "{tuesday:#}");
+
+    let held = inbox.join("held/monday.csv");
+    let out = site.lotsync(&["release", held.to_str().unwrap()]).await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 2, "refused: {said}");
+    assert!(said.contains("tuesday.csv"), "names the newer file: {said}");
+    assert!(held.exists(), "still held");
+    assert_eq!(common::sold(&state(&sb).await), 0, "nothing sold");
 }
