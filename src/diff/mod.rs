@@ -334,6 +334,7 @@ impl<'o> Differ<'o> {
         self.plan.snapshot = Some(crate::plan::Snapshot {
             as_of,
             locations: self.rules.locations.iter().copied().collect(),
+            future: None,
         });
         if let (Some(newer), false) = (newer, self.already_applied()) {
             self.plan.verdict = Verdict::Superseded {
@@ -342,6 +343,14 @@ impl<'o> Differ<'o> {
                 as_of,
             };
             self.judged = true;
+        }
+    }
+
+    /// The snapshot's date was in the future when it was read ([`AsOf::in_future`]): it is
+    /// as of that moment, and the state keeps what it said once the plan applies.
+    pub fn future_dated(&mut self, future: crate::plan::FutureDated) {
+        if let Some(snapshot) = &mut self.plan.snapshot {
+            snapshot.future = Some(future);
         }
     }
 

@@ -480,6 +480,7 @@ impl Outbox {
                     feed.columns = Some(columns.clone());
                 }
                 if let Some(snapshot) = &plan.snapshot {
+                    feed.future_dated = snapshot.future.clone();
                     for &location in &snapshot.locations {
                         feed.snapshots.insert(
                             location,
@@ -508,7 +509,8 @@ impl Outbox {
                 // A re-drop of the last applied snapshot confirms the lot as of its own time: a
                 // snapshot older than it (a held one released later) is superseded by it.
                 let mut feed = tx.feed(&plan.feed)?;
-                let mut newer = false;
+                let mut newer = feed.future_dated != snapshot.future;
+                feed.future_dated = snapshot.future.clone();
                 for &location in &snapshot.locations {
                     let mark = feed.snapshots.get(&location);
                     if mark.is_none_or(|m| m.as_of < snapshot.as_of) {

@@ -144,6 +144,10 @@ pub struct FeedRecord {
     /// again, or a lot back at that day's state, which only a person can tell apart.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent: Vec<AppliedFile>,
+    /// The last full snapshot applied (or re-dropped), when its date was in the future as it
+    /// was read: `status` says so until a snapshot dated right is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub future_dated: Option<crate::plan::FutureDated>,
 }
 
 /// Applied files a feed remembers by content (a month of daily exports).

@@ -3,6 +3,8 @@
 //! - Records of one vehicle inside one file are merged: one that lists it in stock keeps it,
 //!   whatever order they come in; a record that says sold is read as one even when it lacks
 //!   other fields; a record that was rejected but keeps a car counts as its presence.
+//! - A snapshot is never as of a moment after it was seen, and a superseded file is not
+//!   delivered for `status`.
 //! - A file with the content of the last applied snapshot confirms it; one with the content
 //!   of an older one is held, naming it.
 
@@ -262,4 +264,68 @@ async fn an_identical_redrop_is_newer_than_a_held_file() {
     assert!(said.contains("tuesday.csv"), "names the newer file: {said}");
     assert!(held.exists(), "still held");
     assert_eq!(common::sold(&state(&sb).await), 0, "nothing sold");
+}
+
+/// Item 8: an export whose modification time is two days ahead (a DMS with a wrong clock) is
+/// taken as of the moment it was seen, with a warning in the log and in `status`: the next
+/// day's export is applied after it, not superseded until that date passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_dated_in_the_future_does_not_supersede_the_next_one() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("evidence-future", &sb.base_url());
+    let ahead = export_at(&site, "day1.csv", &cars(0..10), 2 * 24 * 3600);
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&ahead]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("created 10,"), "{stdout}");
+    assert!(
+        stderr.contains("in the future"),
+        "the clamp is logged: {stderr}"
+    );
+    let (check, figures) = site.status_check().await;
+    let summary = figures["check"]["summary"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert_eq!(check, 1, "WARNING: {figures:#}");
+    assert!(
+        summary.contains("day1.csv") && summary.contains("in the future"),
+        "status says so: {summary}"
+    );
+
+    let mut day2 = cars(0..9);
+    day2.push(Car::new(10));
+    let next = site.export("day2.csv", &day2);
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&next]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("created 1, updated 0, sold 1,"),
+        "the next day's export is applied: {stdout}"
+    );
+    let st = state(&sb).await;
+    assert_eq!(vehicle(&st, &feedgen::vin(9))["vehicle"]["status"], "sold");
+}
+
+/// Item 8: a superseded file is not delivered: `status` says the feed's newest file was
+/// superseded (nothing of it sent) instead of OK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_does_not_count_a_superseded_file_as_delivered() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("evidence-superseded", &sb.base_url());
+    let tuesday = export_at(&site, "tuesday.csv", &cars(0..10), -3600);
+    let monday = export_at(&site, "monday.csv", &cars(0..9), -7200);
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&tuesday]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert_eq!(site.status_check().await.0, 0);
+    let (_, stdout, stderr) = run(&site, &["sync"], &[&monday]).await;
+    assert!(stdout.contains("superseded"), "{stdout}\n{stderr}");
+    let (check, figures) = site.status_check().await;
+    let summary = figures["check"]["summary"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert_eq!(check, 1, "WARNING: {figures:#}");
+    assert!(
+        summary.contains("monday.csv") && summary.contains("superseded"),
+        "status names the superseded file: {summary}"
+    );
 }
