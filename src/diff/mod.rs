@@ -604,7 +604,7 @@ impl<'o> Differ<'o> {
             self.marks.push(Mark {
                 line: rejected.line,
                 vin: rejected.vin.clone(),
-                vin_text: rejected.vin_text.clone(),
+                vin_text: rejected.vin_text.as_deref().map(str::to_owned),
                 stock: rejected.stock.as_deref().map(stock_key),
                 location_id: rejected.location_id,
             });

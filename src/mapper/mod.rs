@@ -97,7 +97,8 @@ pub struct Rejected {
     pub vin: Option<String>,
     /// The VIN as written (trimmed, upper-cased) when it failed the check: the diff looks for
     /// the known VIN one typo away from it.
-    pub vin_text: Option<String>,
+    /// Boxed: rare, and it keeps a rejection small enough to return by value.
+    pub vin_text: Option<Box<str>>,
     /// The stock number as written: the diff keeps the vehicle the state knows by it.
     pub stock: Option<String>,
     pub location_id: Option<u64>,
@@ -645,7 +646,7 @@ impl<'a> One<'a> {
             return Err(Rejected {
                 line,
                 vin: vin.then(|| self.out.payload.vin.clone()),
-                vin_text: self.vin_text.take(),
+                vin_text: self.vin_text.take().map(String::into_boxed_str),
                 stock: stock.map(|()| self.out.payload.stock.clone()),
                 location_id,
                 sold,
