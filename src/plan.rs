@@ -379,6 +379,36 @@ impl Verdict {
 pub struct Snapshot {
     pub as_of: i64,
     pub locations: Vec<u64>,
+    /// Its date was in the future when it was read: taken as of that moment instead.
+    pub future: Option<FutureDated>,
+}
+
+/// A full snapshot whose name or modification time said a moment after it was read (a DMS
+/// clock ahead, a wrong name): taken as of the moment it was read. The state keeps the last
+/// applied one per feed for `status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FutureDated {
+    /// The file's name.
+    pub file: String,
+    /// What its date said and when it was read (Unix seconds, UTC).
+    pub said: i64,
+    pub read_at: i64,
+    /// `name` or `modification time`.
+    pub by: String,
+}
+
+impl std::fmt::Display for FutureDated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}'s {} says {} UTC, later than it was read ({} UTC): taken as of then; check the \
+             DMS's clock (or the profile's name_date)",
+            crate::text::Escaped(&self.file),
+            self.by,
+            crate::clock::utc_unix(self.said),
+            crate::clock::utc_unix(self.read_at)
+        )
+    }
 }
 
 impl Default for Verdict {

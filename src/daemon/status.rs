@@ -111,6 +111,10 @@ pub struct FeedStatus {
     pub failed: usize,
     /// Vehicles of its location whose last operation the service refused.
     pub rejected_vehicles: usize,
+    /// The last full snapshot applied was dated in the future when it was read (taken as of
+    /// that moment): what it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub future_dated: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
@@ -245,6 +249,10 @@ pub fn collect(
             held_incomplete: held_incomplete(&folders.held_dir()),
             failed: count_files(&folders.failed_dir()),
             rejected_vehicles,
+            future_dated: state
+                .feed(&feed.name)?
+                .and_then(|f| f.future_dated)
+                .map(|f| f.to_string()),
             last_error: live_feed.and_then(|l| l.last_error.clone()),
         });
     }
@@ -502,6 +510,24 @@ impl DaemonStatus {
                 (None, None) => {
                     problems.push((WARNING, format!("feed {}: no file yet", f.name)));
                 }
+            }
+            if let Some(future) = &f.future_dated {
+                problems.push((
+                    WARNING,
+                    format!("feed {}: a snapshot dated in the future: {future}", f.name),
+                ));
+            }
+            // A superseded file delivered nothing: the feed's newest export is not on the
+            // service.
+            if let Some(last) = f.last_file.as_ref().filter(|l| l.outcome == "superseded") {
+                problems.push((
+                    WARNING,
+                    format!(
+                        "feed {}: its newest file {} was superseded, not delivered ({}); if it \
+                         shows the lot as it is now, drop it again with a current date",
+                        f.name, last.name, last.summary
+                    ),
+                ));
             }
             let by_guard = f.held.saturating_sub(f.held_incomplete.len());
             if by_guard > 0 {

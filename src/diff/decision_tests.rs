@@ -429,3 +429,52 @@ fn a_sold_car_left_out_again_keeps_the_time_of_its_sale() {
         assert_eq!(stored_at(&outbox), sold.updated_at, "day {day}");
     }
 }
+
+/// Records of one vehicle are judged together: a record that says sold sells nothing that
+/// another record of the file lists on the lot, rejected or not, whatever their order; a
+/// rejected record that says sold sells its VIN's vehicle.
+#[test]
+fn a_record_that_says_sold_is_evidence_only_when_no_other_lists_the_car() {
+    let (outbox, _tmp) = outbox("said-sold");
+    let lot = settled_lot(&outbox, 4);
+    let mut sold_vin1 = car("VIN1", 1000.0);
+    sold_vin1.stock = "OLD-DEAL".into();
+    let lines = [
+        Line(car("VIN0", 1000.0), None),
+        Line(sold_vin1, Some(true)),
+        Line(car("VIN1", 900.0), Some(false)),
+        Line(car("VIN2", 1000.0), Some(true)),
+    ];
+    let mut differ = differ(&outbox, rules(Mode::Full), "day1.csv", &lines);
+    // VIN2's sale is overruled by a rejected record that lists it; VIN3's record says sold.
+    differ.rejected(&Rejected {
+        line: 6,
+        vin: Some("VIN2".into()),
+        location_id: Some(LOT),
+        ..Rejected::default()
+    });
+    differ.rejected(&Rejected {
+        line: 7,
+        vin: Some("VIN3".into()),
+        location_id: Some(LOT),
+        sold: Some(true),
+        ..Rejected::default()
+    });
+    let plan = differ.commit().unwrap();
+    assert_eq!(ops(&plan), [("VIN1", "update"), ("VIN3", "sold")]);
+    let Op::Update(sent) = &plan.ops[0].op else {
+        panic!("{:?}", plan.ops)
+    };
+    assert_eq!(
+        sent.stock, "S-VIN1",
+        "the record on the lot is the one used"
+    );
+    let kept: Vec<(&str, ProtectedBy)> = plan
+        .protected
+        .iter()
+        .map(|p| (p.vin.as_str(), p.by))
+        .collect();
+    assert_eq!(kept, [("VIN2", ProtectedBy::Vin)]);
+    assert_eq!(plan.changes["VIN3"].line, Some(7));
+    drop(lot);
+}

@@ -101,7 +101,23 @@ pub fn diff_file_drafted(
     // A full snapshot older than one applied since for one of its locations is superseded.
     let snapshot = match full {
         true => {
-            let as_of = super::as_of(path, profile).at;
+            let read = super::as_of(path, profile);
+            let future = read.in_future().map(|said| crate::plan::FutureDated {
+                file: file.name.clone(),
+                said,
+                read_at: read.at,
+                by: read.source.name().to_owned(),
+            });
+            if let Some(future) = &future {
+                tracing::warn!(
+                    file = %crate::text::Escaped(&file.name),
+                    by = %future.by,
+                    said = %crate::clock::utc_unix(future.said),
+                    as_of = %crate::clock::utc_unix(future.read_at),
+                    "a snapshot dated in the future: {future}"
+                );
+            }
+            let as_of = read.at;
             let newer = match options.accept_older {
                 true => None,
                 false => outbox
@@ -109,13 +125,16 @@ pub fn diff_file_drafted(
                     .newer_snapshot(&rules.feed, &rules.locations, as_of)
                     .map_err(DiffError::from)?,
             };
-            Some((as_of, newer))
+            Some((as_of, newer, future))
         }
         false => None,
     };
     let mut differ = Differ::with_listed(outbox, rules, file, options.listed)?;
-    if let Some((as_of, newer)) = snapshot {
+    if let Some((as_of, newer, future)) = snapshot {
         differ.as_of(as_of, newer);
+        if let Some(future) = future {
+            differ.future_dated(future);
+        }
     }
     let mut out = FilePlan {
         plan: Plan::default(),

@@ -8,9 +8,14 @@
 //! normalized form ([`payload_digest`]). A full snapshot judges absence per location and passes
 //! the safety guard before anything of it is queued.
 //!
+//! Records of one vehicle are merged before they are judged: a record that says sold waits for
+//! the end of the file, and is a sale only when no other record lists the vehicle on the lot
+//! (accepted or rejected); a rejected record that says sold is a sale of its VIN's vehicle.
+//!
 //! Absence is judged on the safe side ([`Protection`]): a record the mapper rejected keeps on
 //! the lot the vehicle it stands for (its VIN, its stock number at its location, or a known VIN
-//! one typo away; every one when it matches several), and a vehicle that the latest full
+//! one typo away; every one when it matches several), as if it listed it (its absences in a
+//! row start again), and a vehicle that the latest full
 //! snapshot of another location of the organization lists is moved there, not sold. Each
 //! applied full snapshot leaves its listing per location in the state for that.
 //!
@@ -37,7 +42,7 @@ use crate::mapper::{Accepted, Rejected};
 use crate::outbox::{Outbox, OutboxError, Planning, Queued};
 use crate::state::{Digest, StateError, VehicleRecord};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// Full snapshot or delta.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -186,6 +191,13 @@ pub struct Differ<'o> {
     /// Every VIN the file's accepted records show: Some(location) on a lot, None when the
     /// export says sold.
     present: HashMap<String, Option<u64>>,
+    /// A file applied before the last one with this file's content: held, unless forced.
+    applied_before: Option<crate::state::AppliedFile>,
+    /// Records that say sold, by VIN, judged once the file is read (unless another record
+    /// lists the vehicle on the lot meanwhile).
+    said_sold: HashMap<String, SaidSold>,
+    /// The VINs of rejected records that list their vehicle on the lot.
+    kept_by_rejected: HashSet<String>,
     /// Full mode: rejected records that still say which vehicle they stand for.
     marks: Vec<Mark>,
     /// The known vehicles the marks stand for (once judged).
@@ -284,11 +296,9 @@ impl<'o> Differ<'o> {
             }
         }
         let mut plan = Plan::new(rules.organization_id, &rules.feed, file.clone());
-        if let Some(last) = outbox
-            .state()
-            .feed(&rules.feed)?
-            .and_then(|f| f.last_applied)
-        {
+        let feed = outbox.state().feed(&rules.feed)?.unwrap_or_default();
+        let applied_before = feed.applied_before(&file.sha256).cloned();
+        if let Some(last) = feed.last_applied {
             if last.sha256 == file.sha256 {
                 plan.verdict = Verdict::AlreadyApplied {
                     same_as: last.name,
@@ -304,6 +314,9 @@ impl<'o> Differ<'o> {
             at_locations,
             guard,
             present: HashMap::new(),
+            applied_before,
+            said_sold: HashMap::new(),
+            kept_by_rejected: HashSet::new(),
             marks: Vec::new(),
             mark_vins: Vec::new(),
             read_error: None,
@@ -321,6 +334,7 @@ impl<'o> Differ<'o> {
         self.plan.snapshot = Some(crate::plan::Snapshot {
             as_of,
             locations: self.rules.locations.iter().copied().collect(),
+            future: None,
         });
         if let (Some(newer), false) = (newer, self.already_applied()) {
             self.plan.verdict = Verdict::Superseded {
@@ -329,6 +343,14 @@ impl<'o> Differ<'o> {
                 as_of,
             };
             self.judged = true;
+        }
+    }
+
+    /// The snapshot's date was in the future when it was read ([`AsOf::in_future`]): it is
+    /// as of that moment, and the state keeps what it said once the plan applies.
+    pub fn future_dated(&mut self, future: crate::plan::FutureDated) {
+        if let Some(snapshot) = &mut self.plan.snapshot {
+            snapshot.future = Some(future);
         }
     }
 
@@ -367,20 +389,107 @@ impl<'o> Differ<'o> {
         }))
     }
 
-    /// A record the mapper accepted.
+    /// A record the mapper accepted. One that says sold is judged once the file is read
+    /// ([`Differ::judge`]): a record of the same vehicle that lists it on the lot overrules it.
     pub fn accepted(&mut self, accepted: &Accepted) -> Result<(), DiffError> {
         if self.already_applied() {
             return Ok(());
         }
+        let vin = &accepted.payload.vin;
+        let location_id = accepted.payload.location_id;
+        self.plan.records += 1;
+        *self.accepted_at.entry(location_id).or_default() += 1;
+        if accepted.sold == Some(true) {
+            self.said_sold(
+                vin,
+                SaidSold {
+                    line: accepted.line,
+                    location_id: Some(location_id),
+                    accepted: Some(Box::new(accepted.clone())),
+                },
+            );
+            return Ok(());
+        }
+        if let Some(overruled) = self.said_sold.remove(vin) {
+            tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, line = accepted.line, sold_line = overruled.line, "one record says sold, another lists it on the lot: that one is used, not sold");
+        }
+        self.present.insert(vin.clone(), Some(location_id));
+        self.diff_accepted(accepted)
+    }
+
+    /// A record that says sold, unless a record read before lists the vehicle on the lot (or
+    /// says sold already: the first is used).
+    fn said_sold(&mut self, vin: &str, said: SaidSold) {
+        if self.present.contains_key(vin) || self.kept_by_rejected.contains(vin) {
+            return;
+        }
+        self.present.insert(vin.to_owned(), None);
+        self.said_sold.insert(vin.to_owned(), said);
+    }
+
+    /// The records that say sold and that no other record overruled, diffed now: an accepted
+    /// one as usual, a rejected one as a sale of the vehicle its VIN names.
+    fn judge_said_sold(&mut self) {
+        let mut said: Vec<(String, SaidSold)> = self.said_sold.drain().collect();
+        said.sort_by_key(|(_, s)| s.line);
+        for (vin, said) in said {
+            let diffed = match &said.accepted {
+                Some(accepted) => self.diff_accepted(accepted),
+                None => self.sold_by_rejected(&vin, &said),
+            };
+            if let Err(e) = diffed {
+                tracing::error!(file = %crate::text::Escaped(&self.file.name), error = %crate::text::Chain(&e), "cannot judge the records that say sold; the plan is not committed");
+                self.read_error.get_or_insert(e);
+                return;
+            }
+        }
+    }
+
+    /// A rejected record that says sold: evidence that the vehicle its VIN names left the lot,
+    /// though nothing of the record can be sent.
+    fn sold_by_rejected(&mut self, vin: &str, said: &SaidSold) -> Result<(), DiffError> {
+        let location_id = said
+            .location_id
+            .or_else(|| self.rules.locations.first().copied())
+            .unwrap_or_default();
+        let Some(known) = self.known(vin, location_id)? else {
+            self.plan.counts.skipped_sold += 1;
+            return Ok(());
+        };
+        if known.adopted {
+            self.plan.counts.adopted += 1;
+            self.plan.change(vin, known.location_id).learned = known.learned(None);
+        }
+        let change = self.plan.change(vin, known.location_id);
+        change.line = Some(said.line);
+        if known.pending() {
+            change.supersede = true;
+        }
+        if known.record.absent > 0 {
+            change.absent = Some(0);
+        }
+        let base = known.base();
+        if base.digest.is_none() {
+            change.drop_stub = true; // never created: nothing to sell
+            self.plan.counts.skipped_sold += 1;
+            return Ok(());
+        }
+        if base.sold {
+            self.plan.counts.unchanged += 1;
+            return Ok(());
+        }
+        tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, line = said.line, "a rejected record says sold: its vehicle is sold");
+        self.plan.push(known.location_id, vin, Op::MarkSold, false);
+        Ok(())
+    }
+
+    /// An accepted record against what the state knows of its vehicle.
+    fn diff_accepted(&mut self, accepted: &Accepted) -> Result<(), DiffError> {
         let &Accepted {
             ref payload, sold, ..
         } = accepted;
         let vin = payload.vin.clone();
         let location_id = payload.location_id;
-        self.plan.records += 1;
-        *self.accepted_at.entry(location_id).or_default() += 1;
-        self.present
-            .insert(vin.clone(), (sold != Some(true)).then_some(location_id));
         let known = self.known(&vin, location_id)?;
         let Some(mut known) = known else {
             if sold == Some(true) {
@@ -455,7 +564,8 @@ impl<'o> Differ<'o> {
         Ok(())
     }
 
-    /// A record the mapper rejected: nothing is sent for it, and in a full snapshot it keeps on
+    /// A record the mapper rejected: nothing is sent for it. One that says sold is evidence of a
+    /// sale of its VIN's vehicle ([`Differ::accepted`]); any other, in a full snapshot, keeps on
     /// the lot the vehicle it most likely stands for (its VIN, a known VIN one typo away, or
     /// its stock number at its location): that vehicle is neither sold nor changed
     /// ([`Protection`]).
@@ -468,13 +578,33 @@ impl<'o> Differ<'o> {
         if let Some(loc) = rejected.location_id {
             self.accepted_at.entry(loc).or_default();
         }
+        if rejected.sold == Some(true) {
+            // Evidence of a sale of the VIN it names, of nothing on the lot: it keeps nothing.
+            if let Some(vin) = &rejected.vin {
+                let said = SaidSold {
+                    line: rejected.line,
+                    location_id: rejected.location_id,
+                    accepted: None,
+                };
+                self.said_sold(vin, said);
+            }
+            return;
+        }
+        if let Some(vin) = &rejected.vin {
+            self.kept_by_rejected.insert(vin.clone());
+            if let Some(overruled) = self.said_sold.remove(vin) {
+                // Judged absent, so that this record keeps it (and says so).
+                self.present.remove(vin);
+                tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, line = rejected.line, sold_line = overruled.line, "one record says sold, a rejected one lists it on the lot: not sold");
+            }
+        }
         let says_which =
             rejected.vin.is_some() || rejected.vin_text.is_some() || rejected.stock.is_some();
         if self.rules.mode == Mode::Full && says_which {
             self.marks.push(Mark {
                 line: rejected.line,
                 vin: rejected.vin.clone(),
-                vin_text: rejected.vin_text.clone(),
+                vin_text: rejected.vin_text.as_deref().map(str::to_owned),
                 stock: rejected.stock.as_deref().map(stock_key),
                 location_id: rejected.location_id,
             });
@@ -514,10 +644,49 @@ impl<'o> Differ<'o> {
     pub fn judge(&mut self) -> &Plan {
         if !self.judged {
             self.judged = true;
+            self.judge_said_sold();
             self.judge_absence();
+            self.judge_applied_before();
             self.plan.spread_transitions();
         }
         &self.plan
+    }
+
+    /// A file with the content of one applied before the last one is an old export delivered
+    /// again or a lot back at that day's exact state, and nothing in the file tells which:
+    /// held, naming the file it matches and what releasing it would do.
+    fn judge_applied_before(&mut self) {
+        let Some(before) = &self.applied_before else {
+            return;
+        };
+        if self.rules.force {
+            return;
+        }
+        let c = &self.plan.counts;
+        let reason = format!(
+            "the same content as {}, applied {} UTC before the last file applied: an old export \
+             delivered again, or the lot back at that day's exact state; releasing it would \
+             revert to the state of {} of {} UTC: {} created, {} updated, {} sold, {} back in \
+             stock",
+            crate::text::Escaped(&before.name),
+            crate::clock::utc_unix(before.at),
+            crate::text::Escaped(&before.name),
+            crate::clock::utc_unix(before.at),
+            c.create,
+            c.update,
+            c.sold,
+            c.in_stock
+        );
+        tracing::warn!(file = %crate::text::Escaped(&self.file.name), same_as = %crate::text::Escaped(&before.name), applied_at = before.at, "the same content as a file applied before the last one: held");
+        match &mut self.plan.verdict {
+            Verdict::Held { reasons } => reasons.insert(0, reason),
+            Verdict::Apply { .. } => {
+                self.plan.verdict = Verdict::Held {
+                    reasons: vec![reason],
+                }
+            }
+            Verdict::AlreadyApplied { .. } | Verdict::Superseded { .. } => {}
+        }
     }
 
     /// What keeps absent vehicles on the lot. Returns the known vehicles each rejected record
@@ -789,6 +958,11 @@ impl<'o> Differ<'o> {
                         .push(payload.location_id, vin, Op::Update(payload), false);
                     protection.moved = true;
                 }
+                // Kept counts as listed, for every counter: the files in a row without it
+                // start again (`sold_after_absent`).
+                if known.record.absent > 0 {
+                    self.plan.change(vin, known.location_id).absent = Some(0);
+                }
                 tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, by = protection.by.name(), line = protection.line, "kept on the lot, not sold");
                 self.plan.counts.protected += 1;
                 self.plan.protected.push(protection);
@@ -797,6 +971,9 @@ impl<'o> Differ<'o> {
             // Named by a rejected record but not judged (its create, or its return to stock,
             // still queued): left as it is, queue included; the record stands for it.
             if self.mark_vins.iter().any(|m| m.vin == *vin) {
+                if known.record.absent > 0 {
+                    self.plan.change(vin, known.location_id).absent = Some(0);
+                }
                 continue;
             }
             let base = known.base();
@@ -866,6 +1043,16 @@ impl<'o> Differ<'o> {
 /// Another lot's listing keeps a car from being sold for this long after it was applied: a
 /// lot whose feed stopped (or was removed from the config) does not keep its cars for ever.
 pub const LISTING_KEEPS_FOR_SECS: i64 = 7 * 24 * 3600;
+
+/// A record that says sold, waiting for the end of the file.
+#[derive(Debug)]
+struct SaidSold {
+    line: u64,
+    location_id: Option<u64>,
+    /// The accepted record, diffed as usual; None for a rejected one (its VIN's vehicle is
+    /// sold, nothing of it sent).
+    accepted: Option<Box<Accepted>>,
+}
 
 /// A rejected record that still says which vehicle it stands for.
 #[derive(Debug)]

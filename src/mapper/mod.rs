@@ -7,7 +7,9 @@
 //! (`vocabulary`) or, when none names a field, by their values (`infer`, only when nearly
 //! all of them agree). It never guesses: an optional value it cannot map is left out with a
 //! warning, and a record without a stock number or a valid VIN, or with a VIN already seen in
-//! the file, is rejected. It owns no state beyond one file and does no
+//! the file, is rejected (records of one VIN are merged: the first that lists it on the lot
+//! is used, one that says sold only while none does). It owns no state beyond one file and
+//! does no
 //! I/O; the diff engine decides what the payloads mean for the service. An accepted record
 //! is lent, not given: the mapper refills one payload per file, so mapping allocates nothing
 //! per vehicle, and whoever keeps a payload clones it.
@@ -95,10 +97,14 @@ pub struct Rejected {
     pub vin: Option<String>,
     /// The VIN as written (trimmed, upper-cased) when it failed the check: the diff looks for
     /// the known VIN one typo away from it.
-    pub vin_text: Option<String>,
+    /// Boxed: rare, and it keeps a rejection small enough to return by value.
+    pub vin_text: Option<Box<str>>,
     /// The stock number as written: the diff keeps the vehicle the state knows by it.
     pub stock: Option<String>,
     pub location_id: Option<u64>,
+    /// What the record's status says (sold, on the lot, or nothing): a record that says sold
+    /// is evidence of a sale of its VIN, and keeps nothing on the lot.
+    pub sold: Option<bool>,
     pub problems: Vec<Problem>,
 }
 
@@ -145,6 +151,8 @@ pub struct Mapper {
     /// Lot codes, upper-cased.
     locations: BTreeMap<String, u64>,
     seen: HashSet<SeenVin>,
+    /// The VINs of `seen` whose record in use says sold (a later one may list it on the lot).
+    sold_seen: HashSet<SeenVin>,
     memo: Memo,
     /// The last accepted record, whose buffers the next one reuses.
     slot: Accepted,
@@ -199,6 +207,7 @@ impl Mapper {
             values,
             locations,
             seen: HashSet::default(),
+            sold_seen: HashSet::default(),
             memo: Memo::default(),
             slot: Accepted::blank(),
             rejections: Vec::new(),
@@ -626,30 +635,21 @@ impl<'a> One<'a> {
                 None,
             ));
         }
+        // Read before the record is judged: a record that says sold is evidence of a sale even
+        // when it cannot be sent, and it decides which of a vehicle's records is used.
+        let sold = self.status();
         if vin {
-            let vin = &self.out.payload.vin;
-            // Inserted first: a new VIN, the usual case, costs one probe of the set.
-            if let Some(seen) = SeenVin::new(vin, line) {
-                if !self.mapper.seen.insert(seen) {
-                    let first = self.mapper.seen.get(&seen).map_or(0, |s| s.line());
-                    self.rejections.push(Problem::new(
-                        "vin",
-                        format!(
-                            "already in this file at line {first}; the first record is the one used"
-                        ),
-                        Some(vin),
-                    ));
-                }
-            }
+            self.merge_duplicate(line, sold);
         }
         let (Some(()), Some(location_id), true) = (stock, location_id, self.rejections.is_empty())
         else {
             return Err(Rejected {
                 line,
                 vin: vin.then(|| self.out.payload.vin.clone()),
-                vin_text: self.vin_text.take(),
+                vin_text: self.vin_text.take().map(String::into_boxed_str),
                 stock: stock.map(|()| self.out.payload.stock.clone()),
                 location_id,
+                sold,
                 problems: self.rejections.drain(..).collect(),
             });
         };
@@ -730,8 +730,52 @@ impl<'a> One<'a> {
         let mut url = Vec::new();
         self.urls(Target::Url, &mut url);
         self.out.payload.url = url.into_iter().next();
-        self.out.sold = self.status();
+        self.out.sold = sold;
         Ok(())
+    }
+
+    /// Records of one vehicle in one file are merged: the first that lists it on the lot is
+    /// the one used, and one that says sold is used only while no other lists it on the lot
+    /// (a sold record before the in-stock one is an old deal, not a sale). A later record is
+    /// rejected when an earlier one is used, with the reason; one that replaces an earlier
+    /// sold record says so in a warning.
+    fn merge_duplicate(&mut self, line: u64, sold: Option<bool>) {
+        let vin = &self.out.payload.vin;
+        let Some(seen) = SeenVin::new(vin, line) else {
+            return;
+        };
+        // Inserted first: a new VIN, the usual case, costs one probe of the set.
+        if self.mapper.seen.insert(seen) {
+            if sold == Some(true) {
+                self.mapper.sold_seen.insert(seen);
+            }
+            return;
+        }
+        let first = self.mapper.seen.get(&seen).map_or(0, |s| s.line());
+        let first_sold = self.mapper.sold_seen.contains(&seen);
+        let reason = match (first_sold, sold == Some(true)) {
+            (true, false) => {
+                // This record lists it on the lot: it is the one used from now on.
+                self.mapper.seen.replace(seen);
+                self.mapper.sold_seen.remove(&seen);
+                let vin = vin.clone();
+                self.out.warnings.push(Problem::new(
+                    "vin",
+                    format!(
+                        "line {first} says sold, this record lists it on the lot: this record \
+                         is the one used (a car a record lists on the lot is not sold)"
+                    ),
+                    Some(&vin),
+                ));
+                return;
+            }
+            (false, true) => format!(
+                "already in this file at line {first}, which lists it on the lot: that record \
+                 is the one used, and this one's sold is no evidence of a sale"
+            ),
+            _ => format!("already in this file at line {first}; the first record is the one used"),
+        };
+        self.rejections.push(Problem::new("vin", reason, Some(vin)));
     }
 
     /// Checks the VIN into `out`; false (with the reason among the rejections) when it is
@@ -1169,6 +1213,46 @@ mod tests {
         assert_eq!(
             r.problems[0].to_string(),
             "vin: already in this file at line 2; the first record is the one used (1HGCM82633A004352)"
+        );
+    }
+
+    /// Records of one VIN: the first that lists it on the lot is used, one that says sold
+    /// only while none does; a record that says sold is read as such even when rejected.
+    #[test]
+    fn records_of_one_vin_are_merged_in_favour_of_the_one_on_the_lot() {
+        let out = map_csv(
+            "VIN,Stock,Status\n1HGCM82633A004352,OLD1,Sold\n1HGCM82633A004352,A1,In Stock\n\
+             1HGCM82633A004352,A2,Sold\n1M8GDM9AXKP042788,,Sold\n1M8GDM9AXKP042788,B1,Sold\n",
+        );
+        assert_eq!(accepted(&out[0]).sold, Some(true));
+        let a = accepted(&out[1]);
+        assert_eq!((a.payload.stock.as_str(), a.sold), ("A1", Some(false)));
+        assert_eq!(
+            a.warnings[0].to_string(),
+            "vin: line 2 says sold, this record lists it on the lot: this record is the one used \
+             (a car a record lists on the lot is not sold) (1HGCM82633A004352)"
+        );
+        let r = rejected(&out[2]);
+        assert_eq!(r.sold, Some(true));
+        assert!(
+            r.problems[0]
+                .reason
+                .contains("line 3, which lists it on the lot"),
+            "{:?}",
+            r.problems
+        );
+        // Sold without a stock number: rejected, and still read as sold.
+        let r = rejected(&out[3]);
+        assert_eq!(
+            (r.vin.as_deref(), r.sold),
+            (Some("1M8GDM9AXKP042788"), Some(true))
+        );
+        assert!(
+            rejected(&out[4]).problems[0]
+                .reason
+                .contains("the first record is the one used"),
+            "{:?}",
+            out[4]
         );
     }
 

@@ -278,7 +278,8 @@ impl Outbox {
 
     /// Commits a plan: its operations, the replaced pending ones, the vehicles' records, the
     /// file's record and the feed's last applied file, in one transaction; then flushes.
-    /// A held or already applied plan records only the file. Returns the number the file is
+    /// A held or already applied plan records only the file (an already applied full
+    /// snapshot also its as-of time, when newer: a re-drop confirms the lot). Returns the number the file is
     /// filed under. The pending operations replaced are those `planning` read (the in-flight
     /// ones stay: they are projected). The caller writes the state's markers once it let go
     /// of `planning` (they count every vehicle).
@@ -475,7 +476,7 @@ impl Outbox {
                     }
                 }
                 let mut feed = tx.feed(&plan.feed)?;
-                feed.last_applied = Some(AppliedFile {
+                feed.applied(AppliedFile {
                     name: plan.file.name.clone(),
                     sha256: plan.file.sha256.clone(),
                     at: now,
@@ -485,6 +486,7 @@ impl Outbox {
                     feed.columns = Some(columns.clone());
                 }
                 if let Some(snapshot) = &plan.snapshot {
+                    feed.future_dated = snapshot.future.clone();
                     for &location in &snapshot.locations {
                         feed.snapshots.insert(
                             location,
@@ -505,6 +507,29 @@ impl Outbox {
                         vins,
                     };
                     tx.put_listing(org, *location_id, &listing)?;
+                }
+            }
+            if let (Verdict::AlreadyApplied { .. }, Some(snapshot)) =
+                (&plan.verdict, &plan.snapshot)
+            {
+                // A re-drop of the last applied snapshot confirms the lot as of its own time: a
+                // snapshot older than it (a held one released later) is superseded by it.
+                let mut feed = tx.feed(&plan.feed)?;
+                let mut newer = feed.future_dated != snapshot.future;
+                feed.future_dated = snapshot.future.clone();
+                for &location in &snapshot.locations {
+                    let mark = feed.snapshots.get(&location);
+                    if mark.is_none_or(|m| m.as_of < snapshot.as_of) {
+                        let mark = state::SnapshotMark {
+                            name: plan.file.name.clone(),
+                            as_of: snapshot.as_of,
+                        };
+                        feed.snapshots.insert(location, mark);
+                        newer = true;
+                    }
+                }
+                if newer {
+                    tx.put_feed(&plan.feed, &feed)?;
                 }
             }
             let file = FileRecord {

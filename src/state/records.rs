@@ -139,6 +139,38 @@ pub struct FeedRecord {
     /// The columns the feed's last applied file recognized by their values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<crate::mapper::KeptColumns>,
+    /// The files applied most recently, oldest first, at most [`RECENT_APPLIED`] (each content
+    /// once): a file with the content of one of them but the last is an old export delivered
+    /// again, or a lot back at that day's state, which only a person can tell apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<AppliedFile>,
+    /// The last full snapshot applied (or re-dropped), when its date was in the future as it
+    /// was read: `status` says so until a snapshot dated right is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub future_dated: Option<crate::plan::FutureDated>,
+}
+
+/// Applied files a feed remembers by content (a month of daily exports).
+pub const RECENT_APPLIED: usize = 30;
+
+impl FeedRecord {
+    /// `applied` is the feed's last applied file, and the newest of its recent ones.
+    pub fn applied(&mut self, applied: AppliedFile) {
+        self.recent.retain(|f| f.sha256 != applied.sha256);
+        self.recent.push(applied.clone());
+        let over = self.recent.len().saturating_sub(RECENT_APPLIED);
+        self.recent.drain(..over);
+        self.last_applied = Some(applied);
+    }
+
+    /// The recent applied file with this content, when it is not the last one applied.
+    pub fn applied_before(&self, sha256: &str) -> Option<&AppliedFile> {
+        let last = self.last_applied.as_ref().map(|f| f.sha256.as_str());
+        self.recent
+            .iter()
+            .rev()
+            .find(|f| f.sha256 == sha256 && last != Some(sha256))
+    }
 }
 
 /// A full snapshot applied for a location: its name and the time it is as of (Unix seconds,
@@ -275,6 +307,36 @@ pub(crate) fn encode<T: Serialize>(value: &T, what: &'static str) -> Result<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_feed_remembers_its_recent_files_by_content_the_last_one_apart() {
+        let file = |name: &str, sha256: &str| AppliedFile {
+            name: name.into(),
+            sha256: sha256.into(),
+            at: 0,
+            records: 1,
+        };
+        let mut feed = FeedRecord::default();
+        feed.applied(file("day1.csv", "a"));
+        feed.applied(file("day2.csv", "b"));
+        assert_eq!(
+            feed.applied_before("a").map(|f| f.name.as_str()),
+            Some("day1.csv")
+        );
+        assert_eq!(feed.applied_before("b"), None, "the last one is a re-drop");
+        feed.applied(file("day3.csv", "a"));
+        assert_eq!(
+            feed.applied_before("a"),
+            None,
+            "the same content applied again is last"
+        );
+        assert_eq!(feed.recent.len(), 2);
+        for n in 0..40 {
+            feed.applied(file(&format!("d{n}.csv"), &n.to_string()));
+        }
+        assert_eq!(feed.recent.len(), RECENT_APPLIED);
+        assert_eq!(feed.recent[0].name, "d10.csv", "the oldest are forgotten");
+    }
 
     #[test]
     fn records_keep_small() {

@@ -18,6 +18,7 @@ mod demo_cli;
 mod diff_rules;
 mod docs_links;
 mod error_chain;
+mod evidence_cli;
 mod fidelity;
 mod file_order;
 mod grafana_dashboard;

@@ -202,7 +202,10 @@ async fn an_answer_naming_only_an_id_is_not_trusted() {
     );
 
     // Day 3: car 10 is gone (sold on the lot). Its sale reaches car 10, not the other car.
-    let day3 = site.export("day3.csv", &cars);
+    // (A new price too: the very bytes of day 1 would be held as an old export again.)
+    let mut day3_cars = cars.clone();
+    day3_cars[0].price += 100;
+    let day3 = site.export("day3.csv", &day3_cars);
     let out = sync(&site, &day3).await;
     assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
     let service = held(&state(&sb).await);
