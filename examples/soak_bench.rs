@@ -109,6 +109,17 @@ async fn main() -> anyhow::Result<()> {
         if n == 0 {
             first_peak = status_kib(pid, "VmHWM:")? as f64 / 1024.0;
         }
+        if (n + 1) % 100 == 0 {
+            // Progress, for a long run: what the table will show at the end.
+            eprintln!(
+                "file {}: RSS {:.1} MiB ({:.1} anon), state {:.1} MiB, {:.0} s",
+                n + 1,
+                rss_mib[n],
+                anon_mib[n],
+                state_mib[n],
+                began.elapsed().as_secs_f64()
+            );
+        }
     }
     let peak = status_kib(pid, "VmHWM:")? as f64 / 1024.0;
     stop(daemon);
