@@ -749,37 +749,39 @@ impl Outbox {
         out: &mut Vec<Entry>,
     ) -> Result<(), OutboxError> {
         let mut waiting: HashSet<String> = HashSet::new();
-        for entry in self.state.queued(0..=u64::MAX) {
+        // Only the operations handed out are read whole.
+        for head in self.state.queue_heads() {
             if out.len() >= max {
                 break;
             }
-            let entry = entry?;
-            if entry.organization_id != organization_id {
+            let head = head?;
+            if head.organization_id != organization_id {
                 continue;
             }
-            if !waiting.insert(entry.vin.clone()) {
+            if !waiting.insert(head.vin.clone()) {
                 continue; // an earlier operation of this vehicle is queued
             }
             // The lock for this one entry only: a plan reading the vehicle's queue sees the
             // operation handed out or not, never half-way.
             {
                 let mut sending = self.sending();
-                if sending.in_flight.contains(&entry.seq)
-                    || sending.kept.contains(&(organization_id, entry.vin.clone()))
+                if sending.in_flight.contains(&head.seq)
+                    || sending.kept.contains(&(organization_id, head.vin.clone()))
                 {
                     continue;
                 }
-                sending.in_flight.insert(entry.seq);
+                sending.in_flight.insert(head.seq);
             }
-            // Read before it was marked: answered, or replaced by a plan, since. Looked at
-            // again once marked (no answer or plan removes it any more), out of the lock.
-            let still_queued = self.state.is_queued(entry.seq);
-            if !matches!(still_queued, Ok(true)) {
-                self.give_back(entry.seq);
-                still_queued?;
-                continue;
+            // Seen before it was marked: answered, or replaced by a plan, since. Read once
+            // marked (no answer or plan removes it any more), out of the lock.
+            match self.state.queued_entry(head.seq) {
+                Ok(Some(entry)) => out.push(entry),
+                Ok(None) => self.give_back(head.seq),
+                Err(e) => {
+                    self.give_back(head.seq);
+                    return Err(e.into());
+                }
             }
-            out.push(entry);
         }
         Ok(())
     }

@@ -208,6 +208,14 @@ impl Default for Opening {
     }
 }
 
+/// A queued operation's number and vehicle ([`State::queue_heads`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueHead {
+    pub seq: u64,
+    pub organization_id: u64,
+    pub vin: String,
+}
+
 /// The open state database.
 #[derive(Debug)]
 pub struct State {
@@ -712,6 +720,40 @@ impl State {
             }
             Ok(out)
         })
+    }
+
+    /// Every queued operation's number and vehicle, oldest first, without its entry (read a
+    /// batch at a time): the uploader looks at many to hand out a few ([`State::queued_entry`]).
+    pub fn queue_heads(&self) -> impl Iterator<Item = Result<QueueHead, StateError>> + '_ {
+        batches(move |after: Option<&i64>, limit: usize| {
+            let conn = self.reader();
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, organization_id, vin FROM outbox WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            let mut rows = stmt.query(params![after.copied().unwrap_or(0), limit as i64])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let seq: i64 = row.get(0)?;
+                let head = QueueHead {
+                    seq: u64::try_from(seq).unwrap_or(0),
+                    organization_id: row.get(1)?,
+                    vin: row.get(2)?,
+                };
+                out.push((seq, head));
+            }
+            Ok(out)
+        })
+    }
+
+    /// A queued operation's entry; None when it is not queued (answered, or replaced).
+    pub fn queued_entry(&self, seq: u64) -> Result<Option<OutboxEntry>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT entry FROM outbox WHERE seq = ?1")?;
+        let mut rows = stmt.query([seq])?;
+        match rows.next()? {
+            Some(row) => Ok(Some(records::decode(text(row, 0)?, "outbox entry")?)),
+            None => Ok(None),
+        }
     }
 
     /// Whether an operation is still queued (not answered, not replaced).
