@@ -256,6 +256,9 @@ fn start(
     );
     std::fs::write(dir.join("lotsync.toml"), config)?;
     Ok(Command::new(lotsync)
+        // As systemd/lotsync.service runs it: two glibc heaps, not one per thread that
+        // allocates (without, this daemon held 82.6 MiB after 30 files instead of 45.7).
+        .env("MALLOC_ARENA_MAX", "2")
         .args(["run", "--config"])
         .arg(dir.join("lotsync.toml"))
         .stdout(Stdio::null())
