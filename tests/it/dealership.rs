@@ -18,8 +18,9 @@
 //!    which the lot the service has it at applied an export (verdict Apply). A clean day: every
 //!    lot's export of the day had no fault and came out Apply or "already applied"; any other
 //!    day starts the count again (a fault, a held or superseded file, a stale export).
-//! 2b. After a clean day, every car of every lot is on the service, in stock, at its lot, with
-//!    its true stock number, price and mileage.
+//!
+//!    2b. After a clean day, every car of every lot is on the service, in stock, at its lot,
+//!    with its true stock number, price and mileage.
 //! 3. No vehicle is created twice: a create answered for a VIN the service has (in stock or
 //!    sold) is a violation, and so is a sale or return of a VIN it does not have.
 //! 4. Every price, mileage and stock number a create or update sends was the car's, truly, at
@@ -222,6 +223,8 @@ struct Style {
     order: Vec<usize>,
     bom: bool,
     crlf: bool,
+    /// An XML export (`<Inventory><Vehicle>…`) instead of a CSV one.
+    xml: bool,
 }
 
 const HEADERS: [[&str; 8]; 3] = [
@@ -241,6 +244,17 @@ const HEADERS: [[&str; 8]; 3] = [
     [
         "VIN", "StockNo", "Year", "Make", "Model", "Mileage", "Price", "Status",
     ],
+];
+/// The XML feeds' element names (a header change there only reorders them).
+const ELEMENTS: [&str; 8] = [
+    "VIN",
+    "StockNumber",
+    "Year",
+    "Make",
+    "Model",
+    "Odometer",
+    "Price",
+    "Status",
 ];
 const PRICE: usize = 6;
 const MILES: usize = 5;
@@ -278,7 +292,7 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64, knobs: Knobs) -> Sim {
-        let mut rng = Rng(seed ^ 0x5EED_0F_D1A1);
+        let mut rng = Rng(seed ^ 0x005E_ED0F_D1A1);
         let lot_count = 1 + rng.below(3);
         let lots: Vec<u64> = (0..lot_count as u64).map(|i| 10 + i).collect();
         let sold_after_absent = knobs
@@ -289,6 +303,7 @@ impl Sim {
                 names: rng.below(HEADERS.len()),
                 order: (0..8).collect(),
                 bom: rng.chance(0.2),
+                xml: rng.chance(0.25),
                 crlf: rng.chance(0.3),
             })
             .collect();
@@ -598,6 +613,23 @@ fn render(style: &Style, columns: &[usize], rows: &[Row]) -> Vec<u8> {
     if style.bom {
         text.push('\u{feff}');
     }
+    if style.xml {
+        // One vehicle a line, so that a cut falls between vehicles or inside one.
+        text.push_str(&format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>{end}<Inventory>{end}"
+        ));
+        for r in rows {
+            text.push_str("  <Vehicle>");
+            for &c in columns {
+                text.push_str(&format!("<{0}>{1}</{0}>", ELEMENTS[c], r[c]));
+            }
+            text.push_str("</Vehicle>");
+            text.push_str(end);
+        }
+        text.push_str("</Inventory>");
+        text.push_str(end);
+        return text.into_bytes();
+    }
     let header: Vec<&str> = columns.iter().map(|&c| HEADERS[style.names][c]).collect();
     text.push_str(&header.join(","));
     text.push_str(end);
@@ -700,7 +732,8 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
             }
             let bytes = sim.export(feed, &faults);
             let lot = sim.lots[feed];
-            let path = dir.path().join(format!("lot{lot}-day{day:05}.csv"));
+            let ext = if sim.styles[feed].xml { "xml" } else { "csv" };
+            let path = dir.path().join(format!("lot{lot}-day{day:05}.{ext}"));
             std::fs::write(&path, &bytes).expect("export written");
             set_modified(&path, at + Duration::from_secs(60 * n as u64));
             let mut filed = sim.diff(&outbox, &profile, feed, &path, day, &faults, &bytes, false);
@@ -717,19 +750,18 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
             // Yesterday's export, as the DMS would write it again (the lot's state, clean).
             let clean = sim.rows(feed);
             sim.yesterday[feed] = Some(render(&sim.styles[feed], &sim.styles[feed].order, &clean));
-            if faults.contains(&Fault::WrongInbox) {
-                if feeds > 1 {
-                    let other = (feed + 1) % feeds;
-                    let text = render(
-                        &sim.styles[other],
-                        &sim.styles[other].order,
-                        &sim.rows(other),
-                    );
-                    let path = dir.path().join(format!("lot{lot}-day{day:05}-wrong.csv"));
-                    std::fs::write(&path, &text).expect("export written");
-                    set_modified(&path, at + Duration::from_secs(60 * n as u64 + 30));
-                    sim.diff(&outbox, &profile, feed, &path, day, &faults, &text, false);
-                }
+            if faults.contains(&Fault::WrongInbox) && feeds > 1 {
+                let other = (feed + 1) % feeds;
+                let text = render(
+                    &sim.styles[other],
+                    &sim.styles[other].order,
+                    &sim.rows(other),
+                );
+                let ext = if sim.styles[other].xml { "xml" } else { "csv" };
+                let path = dir.path().join(format!("lot{lot}-day{day:05}-wrong.{ext}"));
+                std::fs::write(&path, &text).expect("export written");
+                set_modified(&path, at + Duration::from_secs(60 * n as u64 + 30));
+                sim.diff(&outbox, &profile, feed, &path, day, &faults, &text, false);
             }
             let is_apply = filed.verdict == "apply";
             if faults.is_empty() && (is_apply || filed.verdict == "already applied") {
@@ -757,7 +789,8 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
                 let from = older[older.len() - 1 - sim.rng.below(older.len().min(10))].clone();
                 *sim.out.faults.entry("OldExport".into()).or_default() += 1;
                 let lot = sim.lots[feed];
-                let path = dir.path().join(format!("lot{lot}-day{day:05}-again.csv"));
+                let ext = from.extension().and_then(|e| e.to_str()).unwrap_or("csv");
+                let path = dir.path().join(format!("lot{lot}-day{day:05}-again.{ext}"));
                 std::fs::copy(&from, &path).expect("old export copied");
                 set_modified(&path, at + Duration::from_secs(3600));
                 let bytes = std::fs::read(&path).expect("read back");
@@ -834,7 +867,10 @@ impl Sim {
             Err(_) => "unreadable",
         };
         *self.out.verdicts.entry(verdict).or_default() += 1;
-        if verdict == "unreadable" && !faults.contains(&Fault::TruncatedMidRow) {
+        // An XML export cut anywhere is no XML document: unreadable too.
+        let cut = faults.contains(&Fault::TruncatedMidRow)
+            || (self.styles[feed].xml && faults.contains(&Fault::TruncatedAtRow));
+        if verdict == "unreadable" && !cut {
             let error = planned
                 .as_ref()
                 .err()
@@ -1111,6 +1147,22 @@ fn a_few_worlds_keep_every_invariant() {
 #[test]
 fn the_regression_seeds_keep_every_invariant() {
     let outcomes = run(REGRESSIONS, &Knobs::standard(120));
+    assert_clean(&outcomes);
+}
+
+/// The finding of seeds 1 and 2 with every fault: a full export cut after a whole record,
+/// under `sold_after_absent = 1`, sells the cars after the cut (seed 1 days 90 and 188,
+/// seed 2 days 75 and 194). Fails until the diff tells such a cut from sales; run it with
+/// `--ignored` to see them.
+#[test]
+#[ignore]
+fn a_cut_export_under_one_absence() {
+    let knobs = Knobs {
+        cut_only_with_two: false,
+        ..Knobs::standard(200)
+    };
+    let outcomes = run(&[1, 2], &knobs);
+    eprintln!("{}", report(&outcomes));
     assert_clean(&outcomes);
 }
 
