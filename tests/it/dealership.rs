@@ -132,7 +132,8 @@ struct Knobs {
     /// Leave `TruncatedAtRow` out of worlds with `sold_after_absent = 1`: a full export cut
     /// after a whole record sells the cars after the cut there, as promises.md says ("if the
     /// export was cut short, the vehicles after the cut are sold"); found by seed 2 (day
-    /// 55, two cars), reported, and kept in the worlds with 2.
+    /// 55, two cars), reported, and kept in the worlds with 2, where two cuts in a row do the same
+    /// (seed 35 day 260 of the long run: three cars after both cuts of lot 12).
     cut_only_with_two: bool,
     /// The state is lost (a fresh one, without the service's list) on this day: a deliberately
     /// broken setup that creates every vehicle again.
