@@ -183,6 +183,21 @@ impl TempDir {
         )
     }
 
+    /// In memory (`/dev/shm`) where there is one, else as [`TempDir::new`]: for tests that
+    /// write and commit thousands of small files, where the disk is most of their time.
+    pub fn in_memory(name: &str) -> TempDir {
+        let shm = std::path::Path::new("/dev/shm");
+        if !shm.is_dir() {
+            return TempDir::new(name);
+        }
+        TempDir(
+            tempfile::Builder::new()
+                .prefix(&format!("lotsync-{name}-"))
+                .tempdir_in(shm)
+                .expect("temp dir"),
+        )
+    }
+
     pub fn path(&self) -> &std::path::Path {
         self.0.path()
     }

@@ -13,6 +13,7 @@ mod check_malformed;
 mod daemon_cli;
 mod daemon_edges;
 mod daemon_memory;
+mod dealership;
 mod delivery_edges;
 mod demo_cli;
 mod diff_rules;
