@@ -541,7 +541,10 @@ impl State {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Every vehicle recorded at a location, with its VIN, in the order of their VINs.
+    /// The vehicles at a location a full snapshot judges, with their VINs, in the order of
+    /// their VINs: all but the sold ones with nothing queued. Those grow with every car a lot
+    /// ever sold (until `[state] keep_sold_days`), and a snapshot has nothing to judge of them:
+    /// one that comes back is found by its VIN.
     pub fn location_vehicles(
         &self,
         organization_id: u64,
@@ -549,7 +552,9 @@ impl State {
     ) -> Result<Vec<(String, VehicleRecord)>, StateError> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
-            "SELECT vin, record FROM vehicles WHERE organization_id = ?1 AND location_id = ?2 ORDER BY vin",
+            "SELECT vin, record FROM vehicles WHERE organization_id = ?1 AND location_id = ?2
+               AND (sold = 0 OR coalesce(json_extract(record, '$.queued'), 0) > 0)
+             ORDER BY vin",
         )?;
         let mut rows = stmt.query(params![organization_id, location_id])?;
         let mut out = Vec::new();
