@@ -284,3 +284,21 @@ pub fn text(bytes: &[u8]) -> String {
 pub fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
+
+/// Runs `lotsync ARGS FILES` for `site` to the end and returns (exit code, stdout, stderr).
+pub async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, String) {
+    let mut cmd = site.command(args);
+    cmd.args(files);
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+        .await
+        .unwrap();
+    (code(&out), text(&out.stdout), text(&out.stderr))
+}
+
+/// The sandbox's vehicle with this VIN, in its state (`common::state`).
+pub fn vehicle<'a>(st: &'a serde_json::Value, vin: &str) -> &'a serde_json::Value {
+    st["vehicles"]
+        .as_array()
+        .and_then(|all| all.iter().find(|v| v["vehicle"]["vin"] == vin))
+        .unwrap_or_else(|| panic!("the sandbox holds {vin}: {st:#}"))
+}

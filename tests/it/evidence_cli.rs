@@ -12,29 +12,11 @@ use crate::common;
 
 use common::feedgen;
 use common::fleet::{export, Car, HEADER};
-use common::site::{code, reports, text, Site};
+use common::site::{code, reports, run, text, vehicle, Site};
 use common::{count, sandbox_with, state};
 use lotsync::sandbox::Behaviour;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-
-/// Runs `lotsync ARGS FILES` to the end and returns (exit code, stdout, stderr).
-async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, String) {
-    let mut cmd = site.command(args);
-    cmd.args(files);
-    let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
-        .await
-        .unwrap();
-    (code(&out), text(&out.stdout), text(&out.stderr))
-}
-
-/// The sandbox's vehicle with this VIN.
-fn vehicle<'a>(st: &'a serde_json::Value, vin: &str) -> &'a serde_json::Value {
-    st["vehicles"]
-        .as_array()
-        .and_then(|all| all.iter().find(|v| v["vehicle"]["vin"] == vin))
-        .unwrap_or_else(|| panic!("the sandbox holds {vin}: {st:#}"))
-}
 
 fn cars(range: std::ops::Range<u64>) -> Vec<Car> {
     range.map(Car::new).collect()

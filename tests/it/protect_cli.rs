@@ -7,28 +7,9 @@ use crate::common;
 
 use common::feedgen;
 use common::fleet::{export, Car};
-use common::site::{code, reports, text, Site};
+use common::site::{reports, run, vehicle, Site};
 use common::{count, sandbox_with, state};
 use lotsync::sandbox::Behaviour;
-use std::path::Path;
-
-/// Runs `lotsync ARGS FILES` to the end and returns (exit code, stdout, stderr).
-async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, String) {
-    let mut cmd = site.command(args);
-    cmd.args(files);
-    let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
-        .await
-        .unwrap();
-    (code(&out), text(&out.stdout), text(&out.stderr))
-}
-
-/// The sandbox's vehicle with this VIN.
-fn vehicle<'a>(st: &'a serde_json::Value, vin: &str) -> &'a serde_json::Value {
-    st["vehicles"]
-        .as_array()
-        .and_then(|all| all.iter().find(|v| v["vehicle"]["vin"] == vin))
-        .unwrap_or_else(|| panic!("the sandbox holds {vin}: {st:#}"))
-}
 
 /// The VIN with its check digit (9th character) mistyped.
 fn check_digit_typo(vin: &str) -> String {
