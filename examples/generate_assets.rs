@@ -281,9 +281,12 @@ fn exit_codes(page: &str) -> &'static [Entry] {
                 "Bad config, an unknown feed, or the state could not be read.",
             ),
         ],
-        "lotsync-state" | "lotsync-state-export" => &[
+        "lotsync-state" | "lotsync-state-export" | "lotsync-state-backup" => &[
             ("0", "Done."),
-            ("2", "The config or the state could not be read."),
+            (
+                "2",
+                "The config or the state could not be read, or the backup's file exists.",
+            ),
         ],
         _ => EXIT_CODES,
     }
@@ -475,9 +478,11 @@ fn see_also(page: &str) -> Vec<&'static str> {
         "lotsync-reconcile" => vec!["lotsync-run(1)", "lotsync-state-export(1)"],
         "lotsync-release" => vec!["lotsync-status(1)", "lotsync-plan(1)"],
         "lotsync-why" => vec!["lotsync-status(1)", "lotsync-reconcile(1)"],
-        "lotsync-state" | "lotsync-state-export" => {
-            vec!["lotsync-state-export(1)", "lotsync-reconcile(1)"]
-        }
+        "lotsync-state" | "lotsync-state-export" | "lotsync-state-backup" => vec![
+            "lotsync-state-export(1)",
+            "lotsync-state-backup(1)",
+            "lotsync-reconcile(1)",
+        ],
         _ => vec![],
     };
     pages.retain(|p| !p.starts_with(&format!("{page}(")));
