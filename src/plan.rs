@@ -180,6 +180,16 @@ pub struct VinChange {
     pub learned: Option<Learned>,
     /// The file's line that listed it (for its history).
     pub line: Option<u64>,
+    /// Its new owner and shared feed ([`crate::state::VehicleRecord::owner`]).
+    pub ownership: Option<Ownership>,
+}
+
+/// Who owns a vehicle: the feed whose file created it or last listed it, and another feed of
+/// its location that lists it too.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Ownership {
+    pub owner: Option<String>,
+    pub shared: Option<String>,
 }
 
 /// What the service's list showed of a vehicle the state did not know.
@@ -219,6 +229,14 @@ pub struct Counts {
     /// them ([`Protection`]).
     #[serde(default)]
     pub protected: u64,
+    /// In-stock vehicles a full snapshot left out that its feed does not own (known only from
+    /// the service's list, or owned by another feed): never sold by its absence.
+    #[serde(default)]
+    pub not_owned: u64,
+    /// Vehicles the file lists that another feed of the location lists too: not sold while
+    /// either lists them.
+    #[serde(default)]
+    pub shared: u64,
 }
 
 /// Why a vehicle a full snapshot does not list validly is kept on the lot; the surest first.

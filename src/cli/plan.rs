@@ -406,6 +406,14 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             c.still_rejected, c.absent_waiting, c.skipped_sold
         )?;
     }
+    if c.not_owned + c.shared > 0 {
+        writeln!(
+            out,
+            "  {} left out but not owned by this feed (never sold by its absence), {} listed by \
+             another feed of the lot too (not sold while either lists them)",
+            c.not_owned, c.shared
+        )?;
+    }
     for (location, g) in &plan.guard {
         writeln!(
             out,

@@ -315,6 +315,14 @@ fn write_verdict(
                 "{shown}: {} records; queued {} create, {} update, {} sold, {} back in stock; {} unchanged, {} rejected",
                 planned.records, c.create, c.update, c.sold, c.in_stock, c.unchanged, c.rejected_records
             )?;
+            if c.not_owned + c.shared > 0 {
+                writeln!(
+                    out,
+                    "  {} left out but not owned by this feed (not sold), {} listed by another \
+                     feed of the lot too (not sold while either lists them)",
+                    c.not_owned, c.shared
+                )?;
+            }
             for (line, problem) in &planned.rejected {
                 writeln!(out, "  {shown}:{line}: {}", Escaped(&problem.to_string()))?;
             }

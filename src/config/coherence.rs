@@ -4,13 +4,13 @@
 
 use super::types::Config;
 use crate::daemon::metrics::MetricsListen;
-use crate::diff::Mode;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 impl Config {
     /// What is wrong between values that each read well, each named by its key: two feeds
-    /// of one name, the metrics on the control socket's path.
+    /// of one name, a feed at location 0, the metrics on the control socket's path. Every
+    /// command that reads the config refuses these (`validate`, `sync`, `run` alike).
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         // Path equality compares components, so `/run/lotsync//./lotsync.sock` is the
@@ -24,11 +24,20 @@ impl Config {
                 ));
             }
         }
+        // Feeds may share a location, full ones too: each full snapshot sells only the vehicles
+        // its feed owns ([`crate::diff`]).
         let mut names = HashSet::new();
         for (i, feed) in self.feeds.iter().enumerate() {
             if !names.insert(feed.name.as_str()) {
                 problems.push(format!(
                     "feed[{i}] ({:?}).name: another feed has the same name",
+                    feed.name
+                ));
+            }
+            if feed.location_id == 0 {
+                problems.push(format!(
+                    "feed[{i}] ({:?}).location_id: must be the location's id on the service \
+                     (not 0)",
                     feed.name
                 ));
             }
@@ -45,22 +54,8 @@ impl Config {
         if let Err(e) = self.api.load_token() {
             problems.push(crate::text::Chain(&e).to_string());
         }
-        let mut locations: HashMap<u64, &str> = HashMap::new();
         for (i, feed) in self.feeds.iter().enumerate() {
             let at = format!("feed[{i}] ({:?})", feed.name);
-            if feed.location_id == 0 {
-                problems.push(format!(
-                    "{at}.location_id: must be the location's id on the service (not 0)"
-                ));
-            } else if feed.mode == Mode::Full {
-                if let Some(other) = locations.insert(feed.location_id, &feed.name) {
-                    problems.push(format!(
-                        "{at}.location_id: {} is also the location of full feed {other:?}; \
-                         each full export would sell the other's vehicles",
-                        feed.location_id
-                    ));
-                }
-            }
             match std::fs::metadata(&feed.inbox) {
                 Ok(m) if m.is_dir() => {
                     if m.permissions().readonly() {

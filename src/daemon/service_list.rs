@@ -5,11 +5,10 @@
 use crate::api::{ApiClient, ApiError, Vehicle};
 use crate::config::Config;
 use crate::diff::Listed;
-use crate::mapper::Profile;
 use crate::reconcile::ListError;
 use crate::state::StateError;
 use crate::upload::pace::Pace;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 /// The list cannot be read; the file waits (nothing is planned blind).
 #[derive(Debug, thiserror::Error)]
@@ -81,16 +80,11 @@ pub async fn read_service_list(
             _ => doubled.push(vin),
         }
     }
-    let locations = organization_locations(config);
-    let sole_location = (locations.len() == 1)
-        .then(|| locations.first().copied())
-        .flatten();
     tracing::info!(
         organization_id = org,
         vehicles = by_vin.len(),
         pages = read.pages,
         retries = read.retries,
-        sole_location,
         "the state knows no vehicle of the organization: read the service's list before its first file"
     );
     if !doubled.is_empty() {
@@ -100,24 +94,5 @@ pub async fn read_service_list(
             "the service lists these VINs more than once; they are left alone"
         );
     }
-    Ok(Listed {
-        vehicles: by_vin,
-        sole_location,
-    })
-}
-
-/// Every location the config's feeds put vehicles at: their own and their profiles' lots.
-fn organization_locations(config: &Config) -> BTreeSet<u64> {
-    let mut out = BTreeSet::new();
-    for feed in &config.feeds {
-        out.insert(feed.location_id);
-        match Profile::find(&feed.profile, &config.profiles_dir) {
-            Ok(profile) => out.extend(profile.locations.values().copied()),
-            // A profile that cannot be read: its lots are unknown, so no lot is the only one.
-            Err(_) => {
-                out.insert(u64::MAX);
-            }
-        }
-    }
-    out
+    Ok(Listed { vehicles: by_vin })
 }

@@ -12,6 +12,16 @@
 //! the end of the file, and is a sale only when no other record lists the vehicle on the lot
 //! (accepted or rejected); a rejected record that says sold is a sale of its VIN's vehicle.
 //!
+//! Only a feed's own full snapshot sells by absence, and only the vehicles it owns: a
+//! vehicle's owner is the feed whose file created it or last listed it
+//! ([`VehicleRecord::owner`]). A vehicle known only from the service's list ([`Listed`]), or
+//! owned by another feed, is never sold by a snapshot that leaves it out: it is counted as not
+//! owned ([`Counts::not_owned`]). A vehicle two feeds of one location list is a conflict
+//! ([`Counts::shared`]): owned by the last to list it, shared with the other, and not sold
+//! while either lists it (its owner leaving it out hands it to the other). A record from
+//! before owners were kept that lotsync created or listed belongs to the feed that planned
+//! its file ([`Owners`]).
+//!
 //! Absence is judged on the safe side ([`Protection`]): a record the mapper rejected keeps on
 //! the lot the vehicle it stands for (its VIN, its stock number at its location, or a known VIN
 //! one typo away; every one when it matches several), as if it listed it (its absences in a
@@ -33,8 +43,8 @@ pub use export::{
 };
 // The plan types live in `crate::plan` (the outbox commits them too); here for the diff's callers.
 pub use crate::plan::{
-    payload_digest, Counts, FileId, GuardCount, Learned, Op, Plan, PlannedOp, ProtectedBy,
-    Protection, Verdict, VinChange,
+    payload_digest, Counts, FileId, GuardCount, Learned, Op, Ownership, Plan, PlannedOp,
+    ProtectedBy, Protection, Verdict, VinChange,
 };
 
 use crate::api::{Vehicle, VehiclePayload};
@@ -73,16 +83,13 @@ pub struct Rules {
 
 /// The service's own list, read before the first diff of an organization the state knows no
 /// vehicle of, so that an empty state never plans blind: vehicles already on the service are
-/// adopted (ids learned, nothing sent when the service shows what the file says), and those
-/// absent from a full snapshot are sold by the usual rules, guard included.
+/// adopted when the file lists them (ids learned, nothing sent when the service shows what
+/// the file says; the feed owns them from then on). Those the file leaves out are not owned:
+/// never sold by its absence, only counted ([`Counts::not_owned`]).
 #[derive(Debug, Clone, Default)]
 pub struct Listed {
     /// By VIN (upper-cased), as the service shows them.
     pub vehicles: HashMap<String, Vehicle>,
-    /// The one location of the organization, when the config knows only one: the service's
-    /// list does not say where a vehicle is, so absent vehicles are judged only then. With
-    /// several, a listed vehicle is adopted when a file lists it.
-    pub sole_location: Option<u64>,
 }
 
 /// The diff cannot be computed.
@@ -110,6 +117,9 @@ struct Known {
     queued: Vec<Queued>,
     /// Not in the state: found on the service's list ([`Listed`]).
     adopted: bool,
+    /// The feed that owns it, records from before owners were kept included
+    /// ([`Owners::of`]); None: not owned.
+    owner: Option<String>,
 }
 
 impl Known {
@@ -125,6 +135,7 @@ impl Known {
             },
             queued: Vec::new(),
             adopted: true,
+            owner: None,
         }
     }
 
@@ -208,6 +219,8 @@ pub struct Differ<'o> {
     accepted_at: BTreeMap<u64, u64>,
     /// The service's list, for the first diff of an empty state.
     listed: Option<Listed>,
+    /// Who owns the records from before owners were kept.
+    owners: Owners,
     /// Absence and the guard are judged (once).
     judged: bool,
     plan: Plan,
@@ -232,6 +245,7 @@ impl<'o> Differ<'o> {
         listed: Option<Listed>,
     ) -> Result<Differ<'o>, DiffError> {
         let mut planning = outbox.planning();
+        let mut owners = Owners::default();
         let mut at_locations: foldhash::HashMap<String, Known> = Default::default();
         let mut guard: BTreeMap<u64, GuardCount> = BTreeMap::new();
         if rules.mode == Mode::Full {
@@ -251,48 +265,34 @@ impl<'o> Differ<'o> {
                         if key.location_id != location_id {
                             continue; // moved to another lot by that answer: not judged here
                         }
+                        let owner = owners.of(outbox.state(), &rules.feed, &record)?;
                         Known {
                             location_id,
                             record,
                             queued,
                             adopted: false,
+                            owner,
                         }
                     } else {
+                        let owner = owners.of(outbox.state(), &rules.feed, &record)?;
                         Known {
                             location_id,
                             record,
                             queued: Vec::new(),
                             adopted: false,
+                            owner,
                         }
                     };
                     let base = known.base();
                     let g = guard.entry(location_id).or_default();
-                    if base.digest.is_some() && !base.sold {
+                    // The guard weighs what this snapshot may sell: the feed's own vehicles.
+                    let owned = known.owner.as_deref() == Some(rules.feed.as_str());
+                    if owned && base.digest.is_some() && !base.sold {
                         g.in_stock += 1;
                     }
                     at_locations.insert(vin, known);
                 }
                 guard.entry(location_id).or_default();
-                // The service's vehicles the state does not know are on this lot when it is the
-                // organization's only one: judged like the state's own.
-                let sole = listed
-                    .as_ref()
-                    .filter(|l| l.sole_location == Some(location_id));
-                for (vin, vehicle) in sole.iter().flat_map(|l| &l.vehicles) {
-                    if at_locations.contains_key(vin)
-                        || outbox
-                            .state()
-                            .find_vin(rules.organization_id, vin)?
-                            .is_some()
-                    {
-                        continue;
-                    }
-                    let known = Known::adopted(location_id, vehicle);
-                    if !known.record.sold {
-                        guard.entry(location_id).or_default().in_stock += 1;
-                    }
-                    at_locations.insert(vin.clone(), known);
-                }
             }
         }
         let mut plan = Plan::new(rules.organization_id, &rules.feed, file.clone());
@@ -322,6 +322,7 @@ impl<'o> Differ<'o> {
             read_error: None,
             accepted_at: BTreeMap::new(),
             listed,
+            owners,
             judged: false,
             plan,
         })
@@ -381,12 +382,41 @@ impl<'o> Differ<'o> {
             let listed = self.listed.as_ref().and_then(|l| l.vehicles.get(vin));
             return Ok(listed.map(|v| Known::adopted(location_id, v)));
         };
+        let owner = self
+            .owners
+            .of(self.outbox.state(), &self.rules.feed, &record)?;
         Ok(Some(Known {
             location_id: key.location_id,
             record,
             queued,
             adopted: false,
+            owner,
         }))
+    }
+
+    /// The file lists the vehicle at `location_id`: this feed owns it from now on. Another
+    /// feed of the same location that owned it (or shared it) lists it too, as far as anyone
+    /// knows: a conflict, reported, and the vehicle is not sold while either lists it.
+    fn claim(&mut self, vin: &str, known: &Known, location_id: u64) {
+        let feed = self.rules.feed.as_str();
+        let stays = known.location_id == location_id;
+        let shared = match known.owner.as_deref() {
+            Some(owner) if owner == feed => known.record.shared.clone().filter(|_| stays),
+            Some(other) if stays => Some(other.to_owned()),
+            _ => None,
+        };
+        if let Some(other) = &shared {
+            self.plan.counts.shared += 1;
+            tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, feed = %feed, other_feed = %other, "listed by two feeds of one location: not sold while either lists it");
+        }
+        let ownership = Ownership {
+            owner: Some(feed.to_owned()),
+            shared,
+        };
+        let now = (known.owner.as_ref(), known.record.shared.as_ref());
+        if now != (ownership.owner.as_ref(), ownership.shared.as_ref()) {
+            self.plan.change(vin, known.location_id).ownership = Some(ownership);
+        }
     }
 
     /// A record the mapper accepted. One that says sold is judged once the file is read
@@ -497,10 +527,16 @@ impl<'o> Differ<'o> {
             } else {
                 self.plan
                     .push(location_id, &vin, Op::Create(payload.clone()), true);
-                self.plan.change(&vin, location_id).line = Some(accepted.line);
+                let change = self.plan.change(&vin, location_id);
+                change.line = Some(accepted.line);
+                change.ownership = Some(Ownership {
+                    owner: Some(self.rules.feed.clone()),
+                    shared: None,
+                });
             }
             return Ok(());
         };
+        self.claim(&vin, &known, location_id);
         if known.adopted {
             // What the service shows already matches the file: nothing to send, and the
             // payload counts as acknowledged.
@@ -898,6 +934,23 @@ impl<'o> Differ<'o> {
         self.plan.listings = lists.into_iter().collect();
     }
 
+    /// The service's vehicles the state does not know and the file leaves out (a full
+    /// snapshot of an empty state): not owned, counted, never sold by this absence.
+    fn not_owned(&mut self) {
+        let Some(listed) = &self.listed else {
+            return;
+        };
+        let left_out = listed
+            .vehicles
+            .iter()
+            .filter(|(vin, v)| !self.present.contains_key(*vin) && !v.sold_state().unwrap_or(false))
+            .count();
+        if left_out > 0 {
+            tracing::info!(file = %crate::text::Escaped(&self.file.name), vehicles = left_out, "vehicles on the service's list the file leaves out: not owned by the feed, not sold");
+        }
+        self.plan.counts.not_owned += left_out as u64;
+    }
+
     fn judge_absence(&mut self) {
         if self.already_applied() {
             return;
@@ -908,19 +961,27 @@ impl<'o> Differ<'o> {
             };
             return;
         }
+        self.not_owned();
+        let feed = self.rules.feed.clone();
+        let feed = feed.as_str();
         let mut absent: Vec<(&String, &Known)> = self
             .at_locations
             .iter()
             .filter(|(vin, _)| !self.present.contains_key(*vin))
             .collect();
         absent.sort_by(|a, b| a.0.cmp(b.0));
-        // The vehicles this snapshot would count absent or sell: unless something keeps them.
+        // The vehicles this snapshot would count absent or sell: its feed's own, unless
+        // something keeps them.
         let judged: Vec<(&String, &Known)> = absent
             .iter()
             .copied()
             .filter(|(_, known)| {
                 let base = known.base();
-                known.planned_location() == known.location_id && base.digest.is_some() && !base.sold
+                known.owner.as_deref() == Some(feed)
+                    && known.record.shared.is_none()
+                    && known.planned_location() == known.location_id
+                    && base.digest.is_some()
+                    && !base.sold
             })
             .collect();
         let (mut kept, mut moves) = match self.protections(&absent, &judged) {
@@ -938,6 +999,10 @@ impl<'o> Differ<'o> {
         for (vin, known) in absent {
             if known.planned_location() != known.location_id {
                 continue; // on its way to another lot: that lot's file judges it
+            }
+            if known.owner.as_deref() != Some(feed) || known.record.shared.is_some() {
+                not_owned_absent(&mut self.plan, feed, &self.file.name, vin, known);
+                continue;
             }
             if let Some(mut protection) = kept.remove(vin.as_str()) {
                 // Listed by another lot: moved there now, so that nothing waits for that lot's
@@ -1037,6 +1102,75 @@ impl<'o> Differ<'o> {
         if let Verdict::Apply { forced: true } = self.plan.verdict {
             tracing::warn!(file = %crate::text::Escaped(&self.file.name), "the safety guard was overridden");
         }
+    }
+}
+
+/// A vehicle of the judged locations the file leaves out and its feed does not own (or
+/// owns with another feed that lists it too): never sold by this absence. A feed that
+/// shared it no longer lists it; an owner that leaves it out hands it to the feed that
+/// shares it, whose snapshots judge it from then on.
+fn not_owned_absent(plan: &mut Plan, feed: &str, file: &str, vin: &str, known: &Known) {
+    let base = known.base();
+    if base.digest.is_some() && !base.sold {
+        plan.counts.not_owned += 1;
+    }
+    let ownership = match (known.owner.as_deref(), known.record.shared.as_deref()) {
+        (Some(owner), Some(shared)) if owner == feed => {
+            tracing::info!(file = %crate::text::Escaped(file), vin = %vin, feed = %feed, other_feed = %shared, "left out, but another feed of the location lists it: not sold, that feed owns it now");
+            Ownership {
+                owner: Some(shared.to_owned()),
+                shared: None,
+            }
+        }
+        (owner, Some(shared)) if shared == feed => Ownership {
+            owner: owner.map(str::to_owned),
+            shared: None,
+        },
+        _ => return,
+    };
+    let change = plan.change(vin, known.location_id);
+    change.ownership = Some(ownership);
+    if known.record.absent > 0 {
+        change.absent = Some(0);
+    }
+}
+
+/// Who owns the state's records. A record written since owners were kept says it
+/// ([`VehicleRecord::owner`]); one from before that lotsync created or listed (it names the
+/// file that last queued for it) is owned by the feed that planned that file, else by the
+/// feed judging it, so that an upgrade sells what it always sold; one without a file is not
+/// owned.
+#[derive(Debug, Default)]
+struct Owners {
+    /// The feeds that planned each file name, read from the state once, when a record from
+    /// before owners needs it.
+    files: Option<HashMap<String, BTreeSet<String>>>,
+}
+
+impl Owners {
+    fn of(
+        &mut self,
+        state: &crate::state::State,
+        feed: &str,
+        record: &VehicleRecord,
+    ) -> Result<Option<String>, DiffError> {
+        if record.owner.is_some() || record.file.is_empty() {
+            return Ok(record.owner.clone());
+        }
+        if self.files.is_none() {
+            let mut files: HashMap<String, BTreeSet<String>> = HashMap::new();
+            for file in state.files() {
+                let file = file?;
+                files.entry(file.name).or_default().insert(file.feed);
+            }
+            self.files = Some(files);
+        }
+        let planned_by = self.files.as_ref().and_then(|f| f.get(&record.file));
+        let owner = match planned_by {
+            Some(feeds) if !feeds.contains(feed) => feeds.first().cloned(),
+            _ => Some(feed.to_owned()),
+        };
+        Ok(owner)
     }
 }
 

@@ -274,6 +274,18 @@ impl FileReport {
                     c.protected
                 ));
             }
+            if c.not_owned > 0 {
+                s.push_str(&format!(
+                    "; {} left out but not owned by this feed (not sold)",
+                    c.not_owned
+                ));
+            }
+            if c.shared > 0 {
+                s.push_str(&format!(
+                    "; {} listed by another feed of the lot too (not sold while either lists them)",
+                    c.shared
+                ));
+            }
             if !self.refused.is_empty() {
                 s.push_str(&format!("; {} refused by the service", self.refused.len()));
             }

@@ -454,6 +454,10 @@ impl Outbox {
                     if change.new_ops > 0 {
                         record.file = plan.file.name.clone();
                     }
+                    if let Some(o) = &change.ownership {
+                        record.owner = o.owner.clone();
+                        record.shared = o.shared.clone();
+                    }
                     let unwanted = change.drop_stub
                         && !record.exists()
                         && record.queued == 0

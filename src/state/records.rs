@@ -39,6 +39,15 @@ pub struct VehicleRecord {
     pub first_seen: i64,
     #[serde(default)]
     pub updated_at: i64,
+    /// The feed that owns it: the one whose file created it or last listed it. Only its own
+    /// full snapshots sell it by absence. None: not owned (known only from the service's
+    /// list), or a record from before owners were kept ([`crate::diff`] tells which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Another feed of its location whose files list it too (a conflict): not sold while
+    /// either lists it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -28,6 +28,7 @@ mod metrics_cli;
 mod metrics_format;
 mod operator_edges;
 mod outbox_organizations;
+mod ownership_cli;
 mod pace_edges;
 mod plan_cli;
 mod planning_while_delivering;

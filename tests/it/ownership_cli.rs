@@ -1,0 +1,154 @@
+//! Only a feed's own full snapshot sells by absence, and only the vehicles it owns (the feed
+//! whose file created the vehicle or last listed it): `lotsync sync` as a real process against
+//! the sandbox on loopback.
+//! - A first install at one lot of two: the service's vehicles the file leaves out are not
+//!   owned, reported, never sold.
+//! - Two feeds on one location (both full, or one full and one delta): each sells only what it
+//!   owns; a car both list is reported and not sold while either lists it; `validate` accepts
+//!   the config as `sync` does.
+
+use crate::common;
+
+use common::feedgen;
+use common::fleet::Car;
+use common::site::{code, text, Site};
+use common::{client, sandbox_with, sold, state};
+use lotsync::api::VehiclePayload;
+use lotsync::sandbox::Behaviour;
+use std::path::Path;
+
+async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, String) {
+    let mut cmd = site.command(args);
+    cmd.args(files);
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+        .await
+        .unwrap();
+    (code(&out), text(&out.stdout), text(&out.stderr))
+}
+
+fn is_sold(st: &serde_json::Value, n: u64) -> bool {
+    let vin = feedgen::vin(n);
+    let v = st["vehicles"]
+        .as_array()
+        .and_then(|all| all.iter().find(|v| v["vehicle"]["vin"] == vin.as_str()))
+        .unwrap_or_else(|| panic!("the sandbox holds {vin}"));
+    v["vehicle"]["status"] == "sold"
+}
+
+fn cars(ns: impl IntoIterator<Item = u64>) -> Vec<Car> {
+    ns.into_iter().map(Car::new).collect()
+}
+
+/// The service lists 40 cars at lot 10 and 10 at lot 11; the config has one full feed, for
+/// lot 10, and an empty state. Its first file lists 39 of the 40: nothing is sold (the one
+/// left out and lot 11's ten are known only from the service's list), and the report says 11
+/// are not owned. The next file leaves out a car the first one listed: the feed owns it, so
+/// it is sold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_install_at_one_lot_of_two_sells_nothing_it_does_not_own() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let api = client(&sb);
+    for (n, location) in (0..40).map(|n| (n, 10)).chain((100..110).map(|n| (n, 11))) {
+        let payload = VehiclePayload::new(location, format!("S{n:05}"), feedgen::vin(n));
+        api.upsert_vehicle(&payload).await.unwrap();
+    }
+    let site = Site::new("own-first-install", &sb.base_url());
+
+    let day1 = site.export("day1.csv", &cars(0..39));
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&day1]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("11 left out but not owned by this feed"),
+        "{stdout}\n{stderr}"
+    );
+    let st = state(&sb).await;
+    assert_eq!(
+        sold(&st),
+        0,
+        "nothing the feed does not own is sold: {stdout}"
+    );
+
+    let day2 = site.export("day2.csv", &cars(0..38));
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&day2]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    let st = state(&sb).await;
+    assert!(is_sold(&st, 38), "listed by day 1, owned, left out: sold");
+    assert_eq!(sold(&st), 1, "{stdout}");
+    assert!(
+        !is_sold(&st, 39) && !is_sold(&st, 100),
+        "not owned: {stdout}"
+    );
+}
+
+/// An XML export (the `used` feed's) of `cars`.
+fn xml(cars: &[Car]) -> String {
+    let mut out = String::from("<?xml version=\"1.0\"?>\n<Inventory>\n");
+    for car in cars {
+        out.push_str(&format!(
+            "  <Vehicle><VIN>{}</VIN><StockNumber>S{:05}</StockNumber><Year>2020</Year>\
+             <Make>Honda</Make><Model>Civic</Model><Odometer>{}</Odometer>\
+             <Prices><Retail>{}</Retail></Prices></Vehicle>\n",
+            feedgen::vin(car.n),
+            car.n,
+            car.miles,
+            car.price
+        ));
+    }
+    out.push_str("</Inventory>\n");
+    out
+}
+
+/// New cars as CSV from feed `new`, used ones as XML from feed `used` (full or delta), both
+/// location 10. `validate` accepts the config. `used` lists car 5 too: a conflict. `used`'s
+/// file sells none of `new`'s cars; `new`'s next file leaves out cars 5 and 9: car 9 (its own)
+/// is sold, car 5 (listed by `used` too) is not, nor any of `used`'s cars.
+async fn two_feeds_on_one_location(name: &str, used_mode: &str) {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new(name, &sb.base_url());
+    site.feed_inbox("new");
+    site.feed_inbox("used");
+    let feeds = format!(
+        "[[feed]]\nname = \"new\"\ninbox = \"new\"\nlocation_id = 10\n\
+         [[feed]]\nname = \"used\"\ninbox = \"used\"\nlocation_id = 10\nmode = \"{used_mode}\"\n"
+    );
+    site.write_config(&sb.base_url(), 1000, "", "", &feeds);
+
+    let new1 = site.export("new1.csv", &cars(0..10));
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "new"], &[&new1]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("created 10,"), "{stdout}");
+
+    let used1 = site.path().join("used1.xml");
+    std::fs::write(&used1, xml(&cars([100, 101, 102, 103, 5]))).unwrap();
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "used"], &[&used1]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 listed by another feed of the lot too"),
+        "{stdout}\n{stderr}"
+    );
+    assert_eq!(sold(&state(&sb).await), 0, "{stdout}");
+
+    let new2 = site.export("new2.csv", &cars([0, 1, 2, 3, 4, 6, 7, 8]));
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "new"], &[&new2]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    let st = state(&sb).await;
+    assert!(is_sold(&st, 9), "new's own, left out: sold: {stdout}");
+    assert!(!is_sold(&st, 5), "used lists it too: {stdout}");
+    assert_eq!(sold(&st), 1, "none of used's cars: {stdout}");
+
+    let (status, stdout, stderr) = run(&site, &["validate"], &[]).await;
+    assert_eq!(
+        status, 0,
+        "validate accepts what sync does: {stdout}\n{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_full_feeds_on_one_location_sell_only_their_own() {
+    two_feeds_on_one_location("own-two-full", "full").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_and_a_delta_feed_on_one_location_sell_only_their_own() {
+    two_feeds_on_one_location("own-full-delta", "delta").await;
+}
