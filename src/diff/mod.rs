@@ -397,9 +397,15 @@ impl<'o> Differ<'o> {
     /// The file lists the vehicle at `location_id`: this feed owns it from now on. Another
     /// feed of the same location that owned it (or shared it) lists it too, as far as anyone
     /// knows: a conflict, reported, and the vehicle is not sold while either lists it.
+    /// A file that moves the vehicle to its lot takes it once the move landed and a file
+    /// lists it there: until then its old lot's feed judges it (a refused move leaves it
+    /// there).
     fn claim(&mut self, vin: &str, known: &Known, location_id: u64) {
         let feed = self.rules.feed.as_str();
         let stays = known.location_id == location_id;
+        if !stays && known.owner.is_some() {
+            return;
+        }
         let shared = match known.owner.as_deref() {
             Some(owner) if owner == feed => known.record.shared.clone().filter(|_| stays),
             Some(other) if stays => Some(other.to_owned()),

@@ -227,8 +227,8 @@ async fn status_in_a_loop_never_keeps_the_daemon_from_starting() {
 
 /// A new state beside a service that already holds the lot (a new install, a state rebuilt
 /// from nothing): the first export is planned against the service's own list. Nothing is
-/// created twice, ids are learned without a write, only the vehicles that changed are sent,
-/// the ones gone are sold; and a snapshot that would sell too many of them is held.
+/// created twice, ids are learned without a write, only the vehicles that changed are sent;
+/// the ones the file leaves out are not owned by the feed: never sold, counted as not owned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_state_reads_the_service_list_before_its_first_file() {
     let sb = sandbox_with(Behaviour::default()).await;
@@ -254,11 +254,13 @@ async fn an_empty_state_reads_the_service_list_before_its_first_file() {
     cars.extend((300..305).map(Car::new));
     let day1 = site.export("day1.csv", &cars);
     expected.full(&day1, &profile);
+    // The new install owns none of the vehicles it leaves out: all stay in stock.
+    expected.0.values_mut().for_each(|(_, sold)| *sold = false);
     let out = site.lotsync(&["sync", day1.to_str().unwrap()]).await;
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(
-        stdout.contains("300 vehicles already on the service"),
+        stdout.contains("290 vehicles already on the service"),
         "{stdout}"
     );
 
@@ -274,31 +276,44 @@ async fn an_empty_state_reads_the_service_list_before_its_first_file() {
         repriced,
         "only the repriced ones sent again"
     );
-    let sold = common::sold(&after);
-    assert_eq!(sold, gone, "the vehicles gone are sold");
-    // The state learned every id.
+    assert_eq!(
+        common::sold(&after),
+        0,
+        "known only from the list: not sold"
+    );
+    assert!(
+        stdout.contains(&format!("{gone} left out but not owned by this feed")),
+        "{stdout}"
+    );
+    // The state learned the id of every vehicle the file lists; those it left out it does
+    // not keep.
     let out = site.lotsync(&["state", "export"]).await;
     let exported: Vec<serde_json::Value> = text(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(exported.len(), 305);
-    for v in after["vehicles"].as_array().unwrap() {
-        let vin = v["vehicle"]["vin"].as_str().unwrap();
-        let mine = exported.iter().find(|e| e["vin"] == vin).expect("known");
-        assert_eq!(mine["service_id"], v["vehicle"]["id"], "{vin}");
+    assert_eq!(exported.len(), 305 - gone);
+    for mine in &exported {
+        let v = after["vehicles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["vehicle"]["vin"] == mine["vin"])
+            .expect("on the service");
+        assert_eq!(mine["service_id"], v["vehicle"]["id"], "{mine}");
     }
 
-    // Another new install whose first export has only a third of the lot: held, nothing sent.
+    // Another new install whose first export has only a third of the lot: nothing of the
+    // rest is sold, nor sent.
     let writes =
         count(&after, "POST /v1/inventory", "201") + count(&after, "POST /v1/inventory", "200");
     let third = Site::new("first-list-held", &sb.base_url());
     let partial = third.export("partial.csv", &cars[..100]);
     let out = third.lotsync(&["sync", partial.to_str().unwrap()]).await;
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(3), "{stdout}{}", text(&out.stderr));
-    assert!(stdout.contains("HELD"), "{stdout}");
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let held = state(&sb).await;
+    assert_eq!(common::sold(&held), 0, "{stdout}");
     assert_eq!(
         count(&held, "POST /v1/inventory", "201") + count(&held, "POST /v1/inventory", "200"),
         writes,
