@@ -300,12 +300,18 @@ impl Daemon {
             }
         }
         let mut parked: HashMap<PathBuf, Parked> = HashMap::new();
+        // Full snapshots much smaller than the feed's last, waiting in case they still grow.
+        let mut growing: HashMap<PathBuf, Parked> = HashMap::new();
         // Handed over and not taken yet: the oldest export goes first.
         let mut waiting: Vec<PathBuf> = Vec::new();
         loop {
             if waiting.is_empty() {
                 let wait = self.pipeline.config().daemon.incomplete_wait();
-                let due = parked.values().map(|p| p.since + wait).min();
+                let due = parked
+                    .values()
+                    .map(|p| p.since + wait)
+                    .chain(growing.values().map(|g| g.since + GROWTH_QUIET))
+                    .min();
                 let file = tokio::select! {
                     _ = stop.changed() => return,
                     file = files.recv() => match file {
@@ -314,6 +320,13 @@ impl Daemon {
                     },
                     () = sleep_until(due), if due.is_some() => {
                         self.hold_unchanged(&feed, &mut parked, wait).await;
+                        let now = Instant::now();
+                        waiting.extend(
+                            growing
+                                .iter()
+                                .filter(|(_, g)| now >= g.since + GROWTH_QUIET)
+                                .map(|(path, _)| path.clone()),
+                        );
                         continue;
                     }
                 };
@@ -338,7 +351,7 @@ impl Daemon {
                 };
                 self.take_claimed(&feed, &claimed, &mut stop).await
             } else {
-                self.take_arrival(&feed, &file, &mut parked, &mut stop)
+                self.take_arrival(&feed, &file, &mut parked, &mut growing, &mut stop)
                     .await
             };
             if !taken {
@@ -382,6 +395,7 @@ impl Daemon {
         feed: &FeedConfig,
         file: &Path,
         parked: &mut HashMap<PathBuf, Parked>,
+        growing: &mut HashMap<PathBuf, Parked>,
         stop: &mut watch::Receiver<bool>,
     ) -> bool {
         let shown = shown_path(file);
@@ -424,6 +438,34 @@ impl Daemon {
         if parked.is_empty() {
             self.feed_live(&feed.name, |l| l.waiting_incomplete = None);
         }
+        // A full snapshot much smaller than the feed's last may be a file its DMS writes in
+        // two bursts: it is taken once it stayed unchanged for GROWTH_QUIET (the guard then
+        // judges it as usual); one that changed meanwhile is looked at again.
+        let stamp = stamp_of(file).await;
+        let waited = growing
+            .remove(file)
+            .is_some_and(|g| Some(g.stamp) == stamp && g.since.elapsed() >= GROWTH_QUIET);
+        if !waited {
+            if let (Some(reason), Some(stamp)) = (self.smaller(feed, file).await, stamp) {
+                tracing::info!(
+                    feed = %feed.name,
+                    file = %crate::text::shown_name(file),
+                    path = %shown,
+                    reason = %Escaped(&reason),
+                    wait_secs = GROWTH_QUIET.as_secs(),
+                    "a full snapshot much smaller than the last one: waiting in case its file still grows"
+                );
+                growing.insert(
+                    file.to_owned(),
+                    Parked {
+                        since: Instant::now(),
+                        stamp,
+                        reason,
+                    },
+                );
+                return true;
+            }
+        }
         let claimed = match self.pipeline.claim(feed, file).await {
             Ok(Taken::Claimed(claimed)) => claimed,
             Ok(Taken::Filed(report, to)) => {
@@ -449,6 +491,46 @@ impl Daemon {
             }
         };
         self.take_claimed(feed, &claimed, stop).await
+    }
+
+    /// For a full feed: why the file may not be whole yet, when it has noticeably fewer
+    /// records than the feed's last applied file ([`GROWTH_SHRINK`]). Read off the async
+    /// threads; a file or state that cannot be read says nothing here (its planning says it).
+    async fn smaller(&self, feed: &FeedConfig, file: &Path) -> Option<String> {
+        if feed.mode != crate::diff::Mode::Full {
+            return None;
+        }
+        let last = self
+            .pipeline
+            .outbox()
+            .state()
+            .feed(&feed.name)
+            .ok()
+            .flatten()?
+            .last_applied?;
+        if last.records == 0 {
+            return None;
+        }
+        let config = self.pipeline.config();
+        let profile = Profile::find(&feed.profile, &config.profiles_dir).ok()?;
+        let (path, location_id) = (file.to_owned(), feed.location_id);
+        let records = tokio::task::spawn_blocking(move || -> Option<u64> {
+            let mut export = ExportFile::open(&path, &profile, location_id).ok()?;
+            let mut records = 0u64;
+            while export.next_record().ok()?.is_some() {
+                records += 1;
+            }
+            Some(records)
+        })
+        .await
+        .ok()??;
+        ((records as f64) < last.records as f64 * GROWTH_SHRINK).then(|| {
+            format!(
+                "{records} records, fewer than the {} of {}",
+                last.records,
+                Escaped(&last.name)
+            )
+        })
     }
 
     /// Why a file is not whole yet (its last record is cut), read off the async threads.
@@ -1213,6 +1295,15 @@ fn notify_systemd(states: &[sd_notify::NotifyState]) {
         tracing::debug!(error = %Chain(&e), "cannot notify systemd");
     }
 }
+
+/// A full snapshot with fewer records than this share of the feed's last applied file waits
+/// [`GROWTH_QUIET`] unchanged before it is taken: a DMS that writes a file in two bursts
+/// (closing it between them) gets its file read whole.
+pub const GROWTH_SHRINK: f64 = 0.97;
+
+/// How long such a snapshot must stay unchanged after it was handed over (its writer closed
+/// it and it settled): several seconds, longer than a DMS pauses between two bursts.
+pub const GROWTH_QUIET: Duration = Duration::from_secs(6);
 
 /// A file found not whole yet, waiting for the DMS to finish it.
 struct Parked {

@@ -42,6 +42,7 @@ mod sandbox_cli;
 mod state_edges;
 mod sync_cli;
 mod trust_edges;
+mod two_bursts_cli;
 mod upload_ids;
 mod why_cli;
 mod wrong_answers;
