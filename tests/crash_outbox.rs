@@ -65,6 +65,7 @@ fn rules() -> Rules {
         max_sold_fraction: 1.0,
         locations: BTreeSet::from([LOCATION]),
         force: false,
+        sibling_feeds: Default::default(),
     }
 }
 

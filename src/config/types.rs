@@ -257,21 +257,27 @@ pub struct FeedConfig {
 }
 
 impl FeedConfig {
-    /// The diff's rules for this feed. `lot_locations` are the locations its profile routes
-    /// to by lot code (empty: every vehicle is at `location_id`).
-    pub fn rules(&self, organization_id: u64, lot_locations: &[u64], force: bool) -> Rules {
-        let locations: BTreeSet<u64> = if lot_locations.is_empty() {
+    /// The locations a full snapshot of this feed speaks for: `lot_locations`, the ones its
+    /// profile routes to by lot code, or else its `location_id`.
+    pub fn locations(&self, lot_locations: &[u64]) -> BTreeSet<u64> {
+        if lot_locations.is_empty() {
             BTreeSet::from([self.location_id])
         } else {
             lot_locations.iter().copied().collect()
-        };
+        }
+    }
+
+    /// The diff's rules for this feed, with no sibling feeds (see
+    /// [`crate::daemon::lifecycle::profile_and_rules`]).
+    pub fn rules(&self, organization_id: u64, lot_locations: &[u64], force: bool) -> Rules {
         Rules {
             organization_id,
             feed: self.name.clone(),
             mode: self.mode,
             sold_after_absent: self.sold_after_absent,
             max_sold_fraction: self.max_sold_fraction,
-            locations,
+            locations: self.locations(lot_locations),
+            sibling_feeds: BTreeSet::new(),
             force,
         }
     }

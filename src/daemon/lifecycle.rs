@@ -9,6 +9,8 @@
 //! (the uploader), where the daemon moves a file (`super::FilePipeline`), nor what a command
 //! prints.
 
+use std::collections::BTreeSet;
+
 use super::{read_service_list, ServiceListError};
 use crate::api::ApiClient;
 use crate::config::{Config, FeedConfig};
@@ -145,8 +147,31 @@ pub fn profile_and_rules(
         }
     })?;
     let lots: Vec<u64> = profile.locations.values().copied().collect();
-    let rules = feed.rules(config.api.organization_id, &lots, past != Past::Nothing);
+    let mut rules = feed.rules(config.api.organization_id, &lots, past != Past::Nothing);
+    rules.sibling_feeds = sibling_feeds(config, feed, &rules.locations);
     Ok((profile, rules))
+}
+
+/// The config's other feeds that speak for one of `locations` (by their profile's lots, or
+/// their `location_id`): two feeds of one lot share the vehicles both list. A feed whose
+/// profile cannot be read counts by its `location_id` (it plans nothing until it can).
+fn sibling_feeds(
+    config: &Config,
+    feed: &FeedConfig,
+    locations: &BTreeSet<u64>,
+) -> BTreeSet<String> {
+    config
+        .feeds
+        .iter()
+        .filter(|other| other.name != feed.name)
+        .filter(|other| {
+            let lots: Vec<u64> = Profile::find(&other.profile, &config.profiles_dir)
+                .map(|p| p.locations.values().copied().collect())
+                .unwrap_or_default();
+            !other.locations(&lots).is_disjoint(locations)
+        })
+        .map(|other| other.name.clone())
+        .collect()
 }
 
 /// The service's list when `outbox`'s state knows no vehicle of the organization (the state

@@ -27,6 +27,7 @@ fn rules(mode: Mode) -> Rules {
         max_sold_fraction: 1.0,
         locations: [LOT].into(),
         force: false,
+        sibling_feeds: Default::default(),
     }
 }
 
@@ -254,6 +255,7 @@ fn the_guard_holds_a_snapshot_that_sells_too_much_and_force_overrides_it() {
         &outbox,
         Rules {
             force: true,
+            sibling_feeds: Default::default(),
             ..quarter
         },
         "half-forced.csv",

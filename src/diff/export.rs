@@ -255,6 +255,7 @@ mod tests {
             max_sold_fraction: 1.0,
             locations: [10].into(),
             force: false,
+            sibling_feeds: Default::default(),
         }
     }
 

@@ -23,8 +23,9 @@
 //! its file ([`Owners`]).
 //!
 //! Absence is judged on the safe side ([`Protection`]): a record the mapper rejected keeps on
-//! the lot the vehicle it stands for (its VIN, its stock number at its location, or a known VIN
-//! one typo away; every one when it matches several), as if it listed it (its absences in a
+//! the lot the vehicle it stands for (its VIN, its stock number at its location unless the
+//! record's VIN names another car, or a known VIN one typo away; every one when it matches
+//! several), as if it listed it (its absences in a
 //! row start again), and a vehicle that the latest full
 //! snapshot of another location of the organization lists is moved there, not sold. Each
 //! applied full snapshot leaves its listing per location in the state for that.
@@ -77,6 +78,9 @@ pub struct Rules {
     pub max_sold_fraction: f64,
     /// The locations a full snapshot of this feed speaks for.
     pub locations: BTreeSet<u64>,
+    /// The config's other feeds that speak for one of these locations (new cars from one
+    /// export, used from another): a vehicle of the lot one of them owns is shared, not taken.
+    pub sibling_feeds: BTreeSet<String>,
     /// Override the safety guard (`lotsync release`, `--force`).
     pub force: bool,
 }
@@ -117,9 +121,10 @@ struct Known {
     queued: Vec<Queued>,
     /// Not in the state: found on the service's list ([`Listed`]).
     adopted: bool,
-    /// The feed that owns it, records from before owners were kept included
-    /// ([`Owners::of`]); None: not owned.
+    /// The feed that owns it as this feed judges it ([`Owners::of`]); None: not owned.
     owner: Option<String>,
+    /// Another feed of its location that lists it too.
+    shared: Option<String>,
 }
 
 impl Known {
@@ -136,6 +141,7 @@ impl Known {
             queued: Vec::new(),
             adopted: true,
             owner: None,
+            shared: None,
         }
     }
 
@@ -265,22 +271,26 @@ impl<'o> Differ<'o> {
                         if key.location_id != location_id {
                             continue; // moved to another lot by that answer: not judged here
                         }
-                        let owner = owners.of(outbox.state(), &rules.feed, &record)?;
+                        let Ownership { owner, shared } =
+                            owners.of(outbox.state(), &rules, location_id, &record)?;
                         Known {
                             location_id,
                             record,
                             queued,
                             adopted: false,
                             owner,
+                            shared,
                         }
                     } else {
-                        let owner = owners.of(outbox.state(), &rules.feed, &record)?;
+                        let Ownership { owner, shared } =
+                            owners.of(outbox.state(), &rules, location_id, &record)?;
                         Known {
                             location_id,
                             record,
                             queued: Vec::new(),
                             adopted: false,
                             owner,
+                            shared,
                         }
                     };
                     let base = known.base();
@@ -382,15 +392,16 @@ impl<'o> Differ<'o> {
             let listed = self.listed.as_ref().and_then(|l| l.vehicles.get(vin));
             return Ok(listed.map(|v| Known::adopted(location_id, v)));
         };
-        let owner = self
-            .owners
-            .of(self.outbox.state(), &self.rules.feed, &record)?;
+        let Ownership { owner, shared } =
+            self.owners
+                .of(self.outbox.state(), &self.rules, key.location_id, &record)?;
         Ok(Some(Known {
             location_id: key.location_id,
             record,
             queued,
             adopted: false,
             owner,
+            shared,
         }))
     }
 
@@ -407,7 +418,7 @@ impl<'o> Differ<'o> {
             return;
         }
         let shared = match known.owner.as_deref() {
-            Some(owner) if owner == feed => known.record.shared.clone().filter(|_| stays),
+            Some(owner) if owner == feed => known.shared.clone().filter(|_| stays),
             Some(other) if stays => Some(other.to_owned()),
             _ => None,
         };
@@ -419,7 +430,8 @@ impl<'o> Differ<'o> {
             owner: Some(feed.to_owned()),
             shared,
         };
-        let now = (known.owner.as_ref(), known.record.shared.as_ref());
+        // Compared with what the state holds: a takeover ([`Owners::of`]) is written down.
+        let now = (known.record.owner.as_ref(), known.record.shared.as_ref());
         if now != (ownership.owner.as_ref(), ownership.shared.as_ref()) {
             self.plan.change(vin, known.location_id).ownership = Some(ownership);
         }
@@ -868,8 +880,12 @@ impl<'o> Differ<'o> {
                     matched.insert((vin, ProtectedBy::NearVin));
                 }
             }
+            // A stock number is reused: a record whose VIN is far from the car's stands for
+            // another car, and the stock number alone does not keep this one.
+            let written = mark.vin.as_deref().or(mark.vin_text.as_deref());
             for (vin, at) in mark.stock.iter().flat_map(|s| by_stock.get(s)).flatten() {
-                if mark.location_id.is_none_or(|l| l == *at) {
+                let same_car = written.is_none_or(|w| !vins_far_apart(w, vin));
+                if same_car && mark.location_id.is_none_or(|l| l == *at) {
                     matched.insert(((*vin).to_owned(), ProtectedBy::Stock));
                 }
             }
@@ -984,7 +1000,7 @@ impl<'o> Differ<'o> {
             .filter(|(_, known)| {
                 let base = known.base();
                 known.owner.as_deref() == Some(feed)
-                    && known.record.shared.is_none()
+                    && known.shared.is_none()
                     && known.planned_location() == known.location_id
                     && base.digest.is_some()
                     && !base.sold
@@ -1006,7 +1022,7 @@ impl<'o> Differ<'o> {
             if known.planned_location() != known.location_id {
                 continue; // on its way to another lot: that lot's file judges it
             }
-            if known.owner.as_deref() != Some(feed) || known.record.shared.is_some() {
+            if known.owner.as_deref() != Some(feed) || known.shared.is_some() {
                 not_owned_absent(&mut self.plan, feed, &self.file.name, vin, known);
                 continue;
             }
@@ -1120,7 +1136,7 @@ fn not_owned_absent(plan: &mut Plan, feed: &str, file: &str, vin: &str, known: &
     if base.digest.is_some() && !base.sold {
         plan.counts.not_owned += 1;
     }
-    let ownership = match (known.owner.as_deref(), known.record.shared.as_deref()) {
+    let ownership = match (known.owner.as_deref(), known.shared.as_deref()) {
         (Some(owner), Some(shared)) if owner == feed => {
             tracing::info!(file = %crate::text::Escaped(file), vin = %vin, feed = %feed, other_feed = %shared, "left out, but another feed of the location lists it: not sold, that feed owns it now");
             Ownership {
@@ -1146,6 +1162,10 @@ fn not_owned_absent(plan: &mut Plan, feed: &str, file: &str, vin: &str, known: &
 /// file that last queued for it) is owned by the feed that planned that file, else by the
 /// feed judging it, so that an upgrade sells what it always sold; one without a file is not
 /// owned.
+///
+/// At the judging feed's own lots, only the feeds that speak for the lot count: a vehicle
+/// owned (or shared) by any other feed — its old lot's after a move, one gone from the
+/// config — is the judging feed's, since no other feed would ever sell it there.
 #[derive(Debug, Default)]
 struct Owners {
     /// The feeds that planned each file name, read from the state once, when a record from
@@ -1154,7 +1174,31 @@ struct Owners {
 }
 
 impl Owners {
+    /// The owner and the sharing feed of `record`, at `location_id`, as `rules.feed` judges
+    /// them.
     fn of(
+        &mut self,
+        state: &crate::state::State,
+        rules: &Rules,
+        location_id: u64,
+        record: &VehicleRecord,
+    ) -> Result<Ownership, DiffError> {
+        let owner = self.stored(state, &rules.feed, record)?;
+        let shared = record.shared.clone();
+        if !rules.locations.contains(&location_id) {
+            return Ok(Ownership { owner, shared });
+        }
+        let here = |f: &String| *f == rules.feed || rules.sibling_feeds.contains(f);
+        let owner = match owner {
+            Some(other) if !here(&other) => Some(rules.feed.clone()),
+            owner => owner,
+        };
+        let shared = shared.filter(|s| here(s) && Some(s) != owner.as_ref());
+        Ok(Ownership { owner, shared })
+    }
+
+    /// The owner the record says, or the one of a record from before owners were kept.
+    fn stored(
         &mut self,
         state: &crate::state::State,
         feed: &str,
@@ -1257,6 +1301,22 @@ fn near_vins(text: &str, is_known: impl Fn(&str) -> bool) -> BTreeSet<String> {
     found
 }
 
+/// A VIN as written that names another car than `vin`: it has a VIN's form (17 letters and
+/// digits, no I, O or Q) and more than [`VIN_TYPOS`] of its characters differ from `vin`'s.
+/// Text without that form ("TBD", a truncated or garbled VIN) names no car: not far.
+fn vins_far_apart(written: &str, vin: &str) -> bool {
+    /// Typos a DMS export shows in one VIN: a mistyped character and a swap of two.
+    const VIN_TYPOS: usize = 2;
+    let vin_form = written.len() == 17
+        && written
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() && !b"IOQioq".contains(&b));
+    let differ = (written.bytes().zip(vin.bytes()))
+        .filter(|(x, y)| !x.eq_ignore_ascii_case(y))
+        .count();
+    vin_form && differ + written.len().abs_diff(vin.len()) > VIN_TYPOS
+}
+
 #[cfg(test)]
 mod decision_tests;
 
@@ -1264,6 +1324,19 @@ mod decision_tests;
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn vins_more_than_two_characters_apart_are_far() {
+        assert!(!vins_far_apart("1HGCM82633A004352", "1HGCM82633A004352"));
+        assert!(!vins_far_apart("1hgcm82633a004325", "1HGCM82633A004352"));
+        // Not a VIN's form: names no car.
+        assert!(!vins_far_apart("1HGCM82633A004", "1HGCM82633A004352"));
+        assert!(!vins_far_apart("NOT-A-VIN", "1HGCM82633A004352"));
+        assert!(!vins_far_apart("1HGCM82633AOO4352XYZ", "1HGCM82633A004352"));
+        assert!(vins_far_apart("JTMFB3FV0MD021583", "1HGCM82633A004352"));
+        assert!(!vins_far_apart("1HGCM82633A014362", "1HGCM82633A004352"));
+        assert!(vins_far_apart("1HGCM82633A114362", "1HGCM82633A004352"));
+    }
 
     #[test]
     fn near_vins_are_one_replaced_character_or_one_swap_away() {

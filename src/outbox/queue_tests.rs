@@ -377,6 +377,7 @@ fn a_newer_plan_replaces_the_pending_operations_it_read() {
             max_sold_fraction: 1.0,
             locations: [10].into(),
             force: false,
+            sibling_feeds: Default::default(),
         };
         let file = FileId {
             name: name.into(),

@@ -71,6 +71,7 @@ impl Site {
             max_sold_fraction: 1.0,
             locations: [10].into(),
             force: false,
+            sibling_feeds: Default::default(),
         };
         let file = crate::diff::FileId {
             name: "day1.csv".into(),

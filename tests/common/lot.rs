@@ -19,6 +19,7 @@ pub fn rules(mode: Mode) -> Rules {
         max_sold_fraction: 1.0,
         locations: BTreeSet::from([10]),
         force: false,
+        sibling_feeds: Default::default(),
     }
 }
 

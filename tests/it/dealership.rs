@@ -355,6 +355,7 @@ impl Sim {
             max_sold_fraction: self.knobs.max_sold_fraction,
             locations: BTreeSet::from([self.lots[feed]]),
             force: false,
+            sibling_feeds: Default::default(),
         }
     }
 

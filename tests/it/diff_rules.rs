@@ -36,6 +36,7 @@ fn rules(locations: &[u64]) -> Rules {
         max_sold_fraction: 1.0,
         locations: locations.iter().copied().collect::<BTreeSet<_>>(),
         force: false,
+        sibling_feeds: Default::default(),
     }
 }
 

@@ -114,6 +114,46 @@ async fn a_sold_record_without_its_stock_number_still_sells_the_car() {
     );
 }
 
+/// Item 9: car 6 is sold, and a new car arrives with its stock number (numbers are reused)
+/// in a record that is rejected (its VIN's check digit is wrong). That VIN is far from car
+/// 6's: it stands for the new car, not car 6, so the stock number alone does not keep car 6
+/// on the lot for ever. Car 6 is sold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_record_of_another_car_with_the_stock_number_does_not_keep_a_sold_one() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("evidence-reused-stock", &sb.base_url());
+    day1(&site).await;
+
+    let sold = feedgen::vin(6);
+    let mut newcomer = feedgen::vin(6 + 7 * 33 * 33 * 33 + 5 * 33 * 33 + 3 * 33 + 1);
+    let wrong = if newcomer.as_bytes()[8] == b'7' {
+        "5"
+    } else {
+        "7"
+    };
+    newcomer.replace_range(8..9, wrong);
+    let mut body = export(
+        &cars(0..10)
+            .into_iter()
+            .filter(|c| c.n != 6)
+            .collect::<Vec<_>>(),
+    );
+    body.push_str(&format!(
+        "{newcomer},S00006,2024,Toyota,RAV4,\"$23,000\",12,In Stock,MAIN\n"
+    ));
+    let day2 = site.path().join("day2.csv");
+    std::fs::write(&day2, body).unwrap();
+
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&day2]).await;
+    assert_eq!(status, 3, "a rejected record: exit 3\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("sold 1,"),
+        "car 6 is sold despite the other car's stock number: {stdout}"
+    );
+    let st = state(&sb).await;
+    assert_eq!(vehicle(&st, &sold)["vehicle"]["status"], "sold", "{st:#}");
+}
+
 /// Item 7: with `sold_after_absent = 2`, a car absent (1), then listed only by a record that
 /// was rejected but keeps it on the lot, then absent again, is absent once in a row, not
 /// twice: the protected file counts as presence. It is not sold.

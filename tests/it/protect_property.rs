@@ -118,6 +118,7 @@ fn rules(lot: u64) -> Rules {
         max_sold_fraction: 1.0,
         locations: BTreeSet::from([lot]),
         force: false,
+        sibling_feeds: Default::default(),
     }
 }
 
