@@ -152,9 +152,8 @@ pub fn profile_and_rules(
     Ok((profile, rules))
 }
 
-/// The config's other feeds that speak for one of `locations` (by their profile's lots, or
-/// their `location_id`): two feeds of one lot share the vehicles both list. A feed whose
-/// profile cannot be read counts by its `location_id` (it plans nothing until it can).
+/// The config's other feeds that speak for one of `locations` ([`feed_locations`]): two
+/// feeds of one lot share the vehicles both list.
 fn sibling_feeds(
     config: &Config,
     feed: &FeedConfig,
@@ -164,14 +163,18 @@ fn sibling_feeds(
         .feeds
         .iter()
         .filter(|other| other.name != feed.name)
-        .filter(|other| {
-            let lots: Vec<u64> = Profile::find(&other.profile, &config.profiles_dir)
-                .map(|p| p.locations.values().copied().collect())
-                .unwrap_or_default();
-            !other.locations(&lots).is_disjoint(locations)
-        })
+        .filter(|other| !feed_locations(config, other).is_disjoint(locations))
         .map(|other| other.name.clone())
         .collect()
+}
+
+/// The locations a feed's full snapshots speak for, its profile's lots included; by its
+/// `location_id` when its profile cannot be read (it plans nothing until it can).
+pub fn feed_locations(config: &Config, feed: &FeedConfig) -> BTreeSet<u64> {
+    let lots: Vec<u64> = Profile::find(&feed.profile, &config.profiles_dir)
+        .map(|p| p.locations.values().copied().collect())
+        .unwrap_or_default();
+    feed.locations(&lots)
 }
 
 /// The service's list when `outbox`'s state knows no vehicle of the organization (the state

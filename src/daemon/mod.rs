@@ -782,6 +782,7 @@ pub fn state_opening(config: &Config, holder: crate::state::Holder) -> crate::st
             feed: feed.name.clone(),
             inbox: feed.inbox.clone(),
             applied_export: FeedFolders::new(&feed.inbox).applied_export(),
+            locations: lifecycle::feed_locations(config, feed),
         })
         .collect();
     crate::state::Opening {

@@ -60,6 +60,8 @@ pub struct MarkedInbox {
     /// An applied export in the inbox's archive, if any (the daemon's folders know where):
     /// evidence that a state existed, for a state from before the markers.
     pub applied_export: Option<PathBuf>,
+    /// The locations its full snapshots speak for ([`super::State::continue_renamed_feeds`]).
+    pub locations: std::collections::BTreeSet<u64>,
 }
 
 /// What the state holds now, to compare with a marker or to write in one.
@@ -282,6 +284,7 @@ mod tests {
                 feed: "main".into(),
                 inbox: dir.join("inbox"),
                 applied_export: None,
+                locations: std::collections::BTreeSet::from([10]),
             }]),
             ..Opening::default()
         }

@@ -300,6 +300,12 @@ impl State {
             retention: opening.retention,
             _lock: lock,
         };
+        if let (Some(inboxes), Holder::Writer(_)) = (&state.markers, &opening.holder) {
+            let configured: Vec<_> = (inboxes.iter())
+                .map(|i| (i.feed.clone(), i.locations.clone()))
+                .collect();
+            state.continue_renamed_feeds(&configured)?;
+        }
         if let Some(inboxes) = &state.markers {
             if opening.verify {
                 identity::verify(&state, inboxes)?;
@@ -672,6 +678,41 @@ impl State {
             out.push((row.get(0)?, records::decode(text(row, 1)?, "feed record")?));
         }
         Ok(out)
+    }
+
+    /// A feed of the config the state has no record of continues the record of a feed the
+    /// config no longer has that applied snapshots at one of its locations (the newest such):
+    /// a feed renamed keeps the files it applied, so an old export delivered again is still
+    /// known as one, and an older snapshot is still superseded. `configured`: every feed of
+    /// the config with its locations. Returns the (new, old) names continued.
+    pub fn continue_renamed_feeds(
+        &self,
+        configured: &[(String, std::collections::BTreeSet<u64>)],
+    ) -> Result<Vec<(String, String)>, StateError> {
+        let known = self.feeds()?;
+        let is_configured = |name: &str| configured.iter().any(|(n, _)| n == name);
+        let mut continued = Vec::new();
+        for (name, locations) in configured {
+            if known.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            let newest_at = |record: &FeedRecord| {
+                (record.snapshots.iter())
+                    .filter(|(location, _)| locations.contains(location))
+                    .map(|(_, mark)| mark.as_of)
+                    .max()
+            };
+            let before = (known.iter())
+                .filter(|(n, _)| !is_configured(n))
+                .filter_map(|(n, record)| Some((newest_at(record)?, n, record)))
+                .max_by_key(|(as_of, _, _)| *as_of);
+            if let Some((_, old, record)) = before {
+                self.transaction(|tx| -> Txn<(), StateError> { tx.put_feed(name, record) })?;
+                tracing::info!(feed = %name, was = %old, "a feed new to the state continues the record of the feed the config no longer has at its locations (renamed)");
+                continued.push((name.clone(), old.clone()));
+            }
+        }
+        Ok(continued)
     }
 
     /// A planned file's record, by the number it was filed under.

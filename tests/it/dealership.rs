@@ -1,9 +1,9 @@
 //! A dealership simulator, in the spirit of FoundationDB's simulation tests: from a seed, one
-//! organization with 1-3 lots, each exported every day by its own full CSV feed, a true
-//! inventory that changes every day (arrivals, sales, price and mileage changes, transfers
-//! between lots, trade-ins of cars sold before, stock numbers reused, a lot back at an earlier
-//! day's exact state), and a DMS whose exports now and then have the faults real exports have
-//! (see [`Fault`]). Each export is a real file diffed by the library's real `diff_file` into a
+//! organization with 1-3 lots, each exported every day by its own full feed (CSV or XML, a
+//! feed now and then renamed in the config), a true inventory that changes every day
+//! (arrivals, sales, price and mileage changes, transfers between lots, trade-ins of cars sold
+//! before, stock numbers reused, a lot back at an earlier day's exact state), and a DMS whose
+//! exports now and then have the faults real exports have (see [`Fault`]). Each export is a real file diffed by the library's real `diff_file` into a
 //! real SQLite state on disk, and every queued operation is answered as the service would
 //! (`answer_all`); the answers build the simulated service's view, checked after every file
 //! and every day against the truth:
@@ -138,6 +138,9 @@ struct Knobs {
     /// The state is lost (a fresh one, without the service's list) on this day: a deliberately
     /// broken setup that creates every vehicle again.
     lose_state_on: Option<u32>,
+    /// The chance, each day, that the config renames one lot's feed (a look-alike of a feed
+    /// gone: the renamed feed judges the cars the old name owned).
+    rename_rate: f64,
 }
 
 impl Knobs {
@@ -151,6 +154,7 @@ impl Knobs {
             break_rules: None,
             cut_only_with_two: true,
             lose_state_on: None,
+            rename_rate: 0.01,
         }
     }
 }
@@ -279,6 +283,10 @@ struct Sim {
     next_stock: Vec<u64>,
     freed_stocks: Vec<Vec<String>>,
     styles: Vec<Style>,
+    /// Per feed: its name in the config today (renamed now and then).
+    feed_names: Vec<String>,
+    /// Draws the renames, apart from `rng` so that a seed's world stays as it was.
+    renames: Rng,
     /// Per feed: its exports, the day, and whether they were applied.
     exports: Vec<Vec<(u32, PathBuf, bool)>>,
     /// Per feed: yesterday's main export.
@@ -328,6 +336,10 @@ impl Sim {
             next_stock: vec![1; lot_count],
             freed_stocks: vec![Vec::new(); lot_count],
             styles,
+            feed_names: (0..lot_count as u64)
+                .map(|i| format!("lot{}", 10 + i))
+                .collect(),
+            renames: Rng(seed ^ 0x00FE_ED4E_A3E5),
             exports: vec![Vec::new(); lot_count],
             yesterday: vec![None; lot_count],
             view: BTreeMap::new(),
@@ -349,7 +361,7 @@ impl Sim {
     fn rules(&self, feed: usize) -> Rules {
         Rules {
             organization_id: ORG,
-            feed: format!("lot{}", self.lots[feed]),
+            feed: self.feed_names[feed].clone(),
             mode: Mode::Full,
             sold_after_absent: self.sold_after_absent,
             max_sold_fraction: self.knobs.max_sold_fraction,
@@ -710,6 +722,19 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
         }
         if day > 0 {
             sim.live();
+        }
+        if day > 0 && sim.renames.chance(sim.knobs.rename_rate) {
+            let feed = sim.renames.below(sim.lots.len());
+            sim.feed_names[feed] = format!("lot{}-day{day}", sim.lots[feed]);
+            *sim.out.verdicts.entry("feed renamed").or_default() += 1;
+            // As the daemon does when it opens the state with the new config.
+            let configured: Vec<(String, BTreeSet<u64>)> = (sim.feed_names.iter())
+                .zip(&sim.lots)
+                .map(|(name, &lot)| (name.clone(), BTreeSet::from([lot])))
+                .collect();
+            let continued =
+                (outbox.state().continue_renamed_feeds(&configured)).expect("state readable");
+            assert_eq!(continued.len(), 1, "the renamed feed continues its record");
         }
         let feeds = sim.lots.len();
         let mut order: Vec<usize> = (0..feeds).collect();
