@@ -408,15 +408,13 @@ impl<'o> Differ<'o> {
     /// The file lists the vehicle at `location_id`: this feed owns it from now on. Another
     /// feed of the same location that owned it (or shared it) lists it too, as far as anyone
     /// knows: a conflict, reported, and the vehicle is not sold while either lists it.
-    /// A file that moves the vehicle to its lot takes it once the move landed and a file
-    /// lists it there: until then its old lot's feed judges it (a refused move leaves it
-    /// there).
+    /// A file that moves the vehicle to its lot takes it at once: while the move is on its
+    /// way, its old lot's snapshots leave it alone (its planned location is elsewhere), and a
+    /// move the service refused leaves it at a lot this feed does not speak for, where that
+    /// lot's feed judges it ([`Owners::of`]).
     fn claim(&mut self, vin: &str, known: &Known, location_id: u64) {
         let feed = self.rules.feed.as_str();
         let stays = known.location_id == location_id;
-        if !stays && known.owner.is_some() {
-            return;
-        }
         let shared = match known.owner.as_deref() {
             Some(owner) if owner == feed => known.shared.clone().filter(|_| stays),
             Some(other) if stays => Some(other.to_owned()),
@@ -747,8 +745,8 @@ impl<'o> Differ<'o> {
     /// stands for (`absent`: the vehicles the file does not list validly, for stock numbers)
     /// and, for the `judged` ones (which would be counted absent or sold), the first reason to
     /// keep each: a rejected record first, else another location's latest listing, with the
-    /// payload that moves it there. The state is read only when there is something to look
-    /// up.
+    /// payload that moves it there and the feed of that listing (its owner once moved). The
+    /// state is read only when there is something to look up.
     #[allow(clippy::type_complexity)]
     fn protections(
         &self,
@@ -758,13 +756,13 @@ impl<'o> Differ<'o> {
         (
             Vec<MarkMatch>,
             HashMap<String, Protection>,
-            HashMap<String, VehiclePayload>,
+            HashMap<String, (VehiclePayload, String)>,
         ),
         DiffError,
     > {
         let mark_vins = self.resolve_marks(absent)?;
         let mut kept: HashMap<String, Protection> = HashMap::new();
-        let mut moves: HashMap<String, VehiclePayload> = HashMap::new();
+        let mut moves: HashMap<String, (VehiclePayload, String)> = HashMap::new();
         if judged.is_empty() {
             return Ok((mark_vins, kept, moves));
         }
@@ -819,7 +817,7 @@ impl<'o> Differ<'o> {
             for (vin, known) in judged {
                 if !kept.contains_key(vin.as_str()) && listing.lists(vin) {
                     if let Some(payload) = self.payload_of(vin, known)? {
-                        moves.insert((*vin).clone(), payload);
+                        moves.insert((*vin).clone(), (payload, listing.feed.clone()));
                     }
                     kept.insert(
                         (*vin).clone(),
@@ -1030,17 +1028,22 @@ impl<'o> Differ<'o> {
                 // Listed by another lot: moved there now, so that nothing waits for that lot's
                 // next file (which may be the same bytes, not read again).
                 let moving = protection.listed_at.and_then(|l| {
-                    let mut payload = moves.remove(vin.as_str())?;
+                    let (mut payload, feed) = moves.remove(vin.as_str())?;
                     payload.location_id = l;
-                    Some(payload)
+                    Some((payload, feed))
                 });
                 // A move the service refused before is not sent again until it changes.
                 let refused = |p: &VehiclePayload| {
                     let rejected = known.record.rejected.as_ref();
                     rejected.is_some_and(|r| r.digest == Some(payload_digest(p)))
                 };
-                if let Some(payload) = moving.filter(|p| !refused(p)) {
-                    self.plan.change(vin, known.location_id);
+                if let Some((payload, lister)) = moving.filter(|(p, _)| !refused(p)) {
+                    // The feed whose snapshot lists it there owns it from now on (a lot with
+                    // two feeds: not the other one).
+                    self.plan.change(vin, known.location_id).ownership = Some(Ownership {
+                        owner: Some(lister),
+                        shared: None,
+                    });
                     self.plan
                         .push(payload.location_id, vin, Op::Update(payload), false);
                     protection.moved = true;

@@ -683,8 +683,9 @@ impl State {
     /// A feed of the config the state has no record of continues the record of a feed the
     /// config no longer has that applied snapshots at one of its locations (the newest such):
     /// a feed renamed keeps the files it applied, so an old export delivered again is still
-    /// known as one, and an older snapshot is still superseded. `configured`: every feed of
-    /// the config with its locations. Returns the (new, old) names continued.
+    /// known as one, and an older snapshot is still superseded; and it owns (or shares) the
+    /// vehicles the old name did. `configured`: every feed of the config with its locations.
+    /// Returns the (new, old) names continued.
     pub fn continue_renamed_feeds(
         &self,
         configured: &[(String, std::collections::BTreeSet<u64>)],
@@ -707,7 +708,10 @@ impl State {
                 .filter_map(|(n, record)| Some((newest_at(record)?, n, record)))
                 .max_by_key(|(as_of, _, _)| *as_of);
             if let Some((_, old, record)) = before {
-                self.transaction(|tx| -> Txn<(), StateError> { tx.put_feed(name, record) })?;
+                self.transaction(|tx| -> Txn<(), StateError> {
+                    tx.put_feed(name, record)?;
+                    tx.rename_owner(old, name)
+                })?;
                 tracing::info!(feed = %name, was = %old, "a feed new to the state continues the record of the feed the config no longer has at its locations (renamed)");
                 continued.push((name.clone(), old.clone()));
             }

@@ -236,6 +236,18 @@ impl<'t> StateTx<'t> {
         Ok(super::read_feed(self.conn, feed)?.unwrap_or_default())
     }
 
+    /// The vehicles `old` owns or shares are `new`'s ([`super::State::continue_renamed_feeds`]).
+    pub fn rename_owner(&self, old: &str, new: &str) -> Result<(), StateError> {
+        for field in ["$.owner", "$.shared"] {
+            self.conn.execute(
+                "UPDATE vehicles SET record = json_set(record, ?1, ?3)
+                 WHERE json_extract(record, ?1) = ?2",
+                params![field, old, new],
+            )?;
+        }
+        Ok(())
+    }
+
     pub fn put_feed(&self, feed: &str, record: &FeedRecord) -> Result<(), StateError> {
         let json = records::encode(record, "feed record")?;
         let mut stmt = self
