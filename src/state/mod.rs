@@ -193,6 +193,20 @@ pub struct Opening {
     pub retention: Retention,
 }
 
+/// The vehicles of a location a full snapshot judges ([`State::location_vehicles`]), read
+/// through their index (a lot's sold cars are not read).
+const JUDGED_VEHICLES: &str = "SELECT vin, record FROM vehicles INDEXED BY vehicles_judged
+     WHERE organization_id = ?1 AND location_id = ?2
+       AND (sold = 0 OR coalesce(json_extract(record, '$.queued'), 0) > 0)
+     ORDER BY vin";
+
+/// The VIN holding a service id ([`State::vin_of_service_id`]).
+const VIN_OF_SERVICE_ID: &str = "SELECT vin FROM vehicles INDEXED BY vehicles_by_service_id
+     WHERE organization_id = ?1 AND service_id = ?2 LIMIT 1";
+
+/// The least page cache a connection gets, in KiB.
+const MIN_CACHE_KIB: u64 = 1024;
+
 /// The page cache when the config says nothing: see `[state] cache_mib`.
 pub const DEFAULT_CACHE_MIB: u64 = 16;
 
@@ -255,11 +269,17 @@ impl State {
         };
         std::fs::create_dir_all(dir).map_err(dir_error)?;
         let path = dir.join(DB_FILE);
+        // A writer's reader connection loses its cache whenever the writer commits (WAL): it
+        // gets the least, the writer the rest. A read-only command's reader gets it all.
         let cache_kib = opening.cache_mib.saturating_mul(1024);
+        let (writer_kib, reader_kib) = match opening.holder {
+            Holder::Writer(_) => (cache_kib.saturating_sub(MIN_CACHE_KIB), MIN_CACHE_KIB),
+            Holder::Reader(_) => (0, cache_kib),
+        };
         let (writer, lock) = match opening.holder {
             Holder::Writer(_) => {
                 let lock = StateLock::take(&dir.join("lock"), opening.holder)?;
-                let mut conn = open_connection(dir, &path, false, cache_kib / 2)?;
+                let mut conn = open_connection(dir, &path, false, writer_kib)?;
                 let found = schema::user_version(&conn).map_err(|e| corrupt(dir, e))?;
                 if found == 0 {
                     schema::create(&mut conn).map_err(|e| corrupt(dir, e))?;
@@ -277,13 +297,13 @@ impl State {
                 if !has_schema(dir, &path)? {
                     // Made once, under the lock, as a writer would; read-only from then on.
                     let _lock = StateLock::take(&dir.join("lock"), opening.holder)?;
-                    let mut conn = open_connection(dir, &path, false, 1024)?;
+                    let mut conn = open_connection(dir, &path, false, MIN_CACHE_KIB)?;
                     schema::create(&mut conn).map_err(|e| corrupt(dir, e))?;
                 }
                 (None, None)
             }
         };
-        let reader = open_connection(dir, &path, true, cache_kib / 2)?;
+        let reader = open_connection(dir, &path, true, reader_kib)?;
         let found = schema::user_version(&reader).map_err(|e| corrupt(dir, e))?;
         if found > SCHEMA_VERSION {
             return Err(StateError::TooNew {
@@ -557,11 +577,7 @@ impl State {
         location_id: u64,
     ) -> Result<Vec<(String, VehicleRecord)>, StateError> {
         let conn = self.reader();
-        let mut stmt = conn.prepare_cached(
-            "SELECT vin, record FROM vehicles WHERE organization_id = ?1 AND location_id = ?2
-               AND (sold = 0 OR coalesce(json_extract(record, '$.queued'), 0) > 0)
-             ORDER BY vin",
-        )?;
+        let mut stmt = conn.prepare_cached(JUDGED_VEHICLES)?;
         let mut rows = stmt.query(params![organization_id, location_id])?;
         let mut out = Vec::new();
         while let Some(row) = rows.next()? {
@@ -570,15 +586,18 @@ impl State {
         Ok(out)
     }
 
-    /// The service ids the state holds for an organization's vehicles: id → VIN (as keyed,
-    /// upper-cased). Two VINs holding one id (which the uploader refuses) keep one of them.
-    pub fn service_ids(&self, organization_id: u64) -> Result<HashMap<u64, String>, StateError> {
+    /// The VIN (as keyed, upper-cased) the state holds a service id for, if any. Two VINs
+    /// holding one id (which the uploader refuses) give one of them.
+    pub fn vin_of_service_id(
+        &self,
+        organization_id: u64,
+        service_id: u64,
+    ) -> Result<Option<String>, StateError> {
         let conn = self.reader();
-        let mut stmt = conn.prepare_cached(
-            "SELECT service_id, vin FROM vehicles WHERE organization_id = ?1 AND service_id IS NOT NULL",
-        )?;
-        let rows = stmt.query_map([organization_id], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let mut stmt = conn.prepare_cached(VIN_OF_SERVICE_ID)?;
+        Ok(stmt
+            .query_row(params![organization_id, service_id], |row| row.get(0))
+            .optional()?)
     }
 
     /// The payload the service last acknowledged for a vehicle.
@@ -984,7 +1003,7 @@ fn open_connection(
         // a moment: waited for, not reported.
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.set_prepared_statement_cache_capacity(64);
-        let cache = -i64::try_from(cache_kib.max(1024)).unwrap_or(i64::MAX);
+        let cache = -i64::try_from(cache_kib.max(MIN_CACHE_KIB)).unwrap_or(i64::MAX);
         conn.pragma_update(None, "cache_size", cache)?;
         if read_only {
             return Ok((conn, "wal".into()));

@@ -10,8 +10,26 @@
 use super::StateError;
 use rusqlite::Connection;
 
-/// The layout this build reads and writes. Bump it with a step in [`migrate`].
-pub const SCHEMA_VERSION: u32 = 1;
+/// The layout this build reads and writes. Bump it with a step in [`STEPS`].
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The steps from one version to the next: `STEPS[0]` takes version 1 to 2, and so on. A new
+/// state is made as version 1 and stepped up in the same transaction.
+const STEPS: [&str; SCHEMA_VERSION as usize - 1] = [TO_VERSION_2];
+
+/// Version 2: indexes, so that each file and each answer reads what it needs and not the
+/// whole table (a lot's sold cars grow with every sale until `keep_sold_days`):
+/// - the vehicles a full snapshot judges (in stock, or with operations queued);
+/// - a vehicle by its service id (the uploader's check before it binds an id);
+/// - sold vehicles by age (pruning), which also counts the vehicles cheaply;
+/// - files by age (pruning).
+const TO_VERSION_2: &str = "
+CREATE INDEX vehicles_judged ON vehicles (organization_id, location_id, vin)
+    WHERE sold = 0 OR coalesce(json_extract(record, '$.queued'), 0) > 0;
+CREATE INDEX vehicles_by_service_id ON vehicles (organization_id, service_id);
+CREATE INDEX vehicles_by_sale ON vehicles (sold, updated_at);
+CREATE INDEX files_by_time ON files (seen_at);
+";
 
 /// The layout of version 1, made in one transaction with the version.
 const VERSION_1: &str = "
@@ -131,6 +149,9 @@ pub(super) fn create(conn: &mut Connection) -> Result<(), StateError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     if user_version(&tx)? == 0 {
         tx.execute_batch(VERSION_1)?;
+        for step in STEPS {
+            tx.execute_batch(step)?;
+        }
         // Random, for the markers that tell this state from another ([`super::identity`]).
         let id = format!("{:032x}", fastrand::u128(..));
         tx.execute(
@@ -149,13 +170,13 @@ pub(super) fn user_version(conn: &Connection) -> Result<u32, StateError> {
 }
 
 /// Upgrades the stored layout from `from` to [`SCHEMA_VERSION`], one version at a time, each in
-/// its own transaction with the version bump. Version 1 is the first SQLite layout: no steps
-/// yet. When version 2 arrives: `1 => tx.execute_batch(TO_VERSION_2)?`, with a test that
-/// opens a version-1 state and reads what the step rewrote.
+/// its own transaction with the version bump ([`STEPS`]).
 pub(super) fn migrate(conn: &mut Connection, from: u32) -> Result<(), StateError> {
     for version in from..SCHEMA_VERSION {
         tracing::info!(from = version, to = version + 1, "migrating the state");
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // `from` is at least 1: a file without tables is made by [`create`].
+        tx.execute_batch(STEPS[version as usize - 1])?;
         tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
     }
@@ -172,6 +193,47 @@ pub(super) fn is_sled_state(dir: &std::path::Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A version-1 state is stepped up to this version, and the queries of each file and each
+    /// answer then read through the new indexes.
+    #[test]
+    fn a_version_1_state_is_migrated_and_read_through_its_indexes() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(VERSION_1).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO vehicles (organization_id, location_id, vin, record)
+             VALUES (1, 2, 'V', '{\"service_id\":42,\"sold\":false}')",
+            [],
+        )
+        .unwrap();
+        migrate(&mut conn, 1).unwrap();
+        assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
+        let plan = |sql: &str| -> String {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let rows = stmt.query_map([], |r| r.get::<_, String>(3)).unwrap();
+            rows.map(Result::unwrap).collect::<Vec<_>>().join("; ")
+        };
+        for (sql, index) in [
+            (super::super::JUDGED_VEHICLES, "vehicles_judged"),
+            (super::super::VIN_OF_SERVICE_ID, "vehicles_by_service_id"),
+            // Counted through a narrow index, not the records.
+            ("SELECT count(*) FROM vehicles", "COVERING INDEX vehicles_by"),
+        ] {
+            let sql = sql.replace("?1", "1").replace("?2", "2");
+            assert!(plan(&sql).contains(index), "{sql}: {}", plan(&sql));
+        }
+        let vin: String = conn
+            .query_row(
+                &super::super::VIN_OF_SERVICE_ID
+                    .replace("?1", "1")
+                    .replace("?2", "42"),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(vin, "V");
+    }
 
     /// Every generated column reads its value out of the JSON as the records write it.
     #[test]

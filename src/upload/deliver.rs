@@ -278,17 +278,19 @@ async fn check_bound(shared: &Shared, job: &Job, id: u64, call: &Call) -> Result
         return Ok(());
     };
     let vin = key(&job.entry.vin);
+    // Ids this drain bound are not all committed yet: they are looked at first.
     let mut bound = shared.bound_ids.lock().await;
-    let ids = match &mut *bound {
-        Some(ids) => ids,
+    let holder = match bound.get(&id) {
+        Some(other) => Some(other.clone()),
         None => {
             let (outbox, org) = (outbox.clone(), job.entry.organization_id);
-            let read = tokio::task::spawn_blocking(move || outbox.state().service_ids(org))
-                .await
-                .map_err(|e| Chain(&e).to_string())
-                .and_then(|read| read.map_err(|e| Chain(&e).to_string()));
+            let read =
+                tokio::task::spawn_blocking(move || outbox.state().vin_of_service_id(org, id))
+                    .await
+                    .map_err(|e| Chain(&e).to_string())
+                    .and_then(|read| read.map_err(|e| Chain(&e).to_string()));
             match read {
-                Ok(ids) => bound.insert(ids),
+                Ok(holder) => holder,
                 // Passing, as far as can be told: the operation is sent again later.
                 Err(e) => {
                     return Err(ApiError::Retryable {
@@ -305,15 +307,15 @@ async fn check_bound(shared: &Shared, job: &Job, id: u64, call: &Call) -> Result
             }
         }
     };
-    match ids.get(&id) {
-        Some(other) if key(other) != vin => Err(ApiError::Fatal {
+    match holder {
+        Some(other) if key(&other) != vin => Err(ApiError::Fatal {
             call: call.clone(),
             status: None,
             messages: vec![],
             reason: format!(
                 "the service gives id {id} for VIN {}, but the state holds id {id} for VIN {}",
                 Escaped(&job.entry.vin),
-                Escaped(other)
+                Escaped(&other)
             ),
             fix: format!(
                 "run `lotsync reconcile`, which learns every vehicle's id from the service's \
@@ -323,7 +325,7 @@ async fn check_bound(shared: &Shared, job: &Job, id: u64, call: &Call) -> Result
             ),
         }),
         _ => {
-            ids.insert(id, vin);
+            bound.insert(id, vin);
             Ok(())
         }
     }
@@ -504,7 +506,7 @@ mod tests {
             retry: RetryPolicy::default(),
             listed_ids: tokio::sync::Mutex::new(None),
             state_ids: None,
-            bound_ids: tokio::sync::Mutex::new(None),
+            bound_ids: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 

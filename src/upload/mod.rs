@@ -308,9 +308,9 @@ struct Shared {
     /// The state whose ids are checked before an id is bound to a vehicle (None: no check,
     /// for tests of one call).
     state_ids: Option<Arc<Outbox>>,
-    /// id → VIN as the state holds them: read from the state by a drain's first id to check,
-    /// then kept up to date with the ids that drain binds (see `deliver::check_bound`).
-    bound_ids: tokio::sync::Mutex<Option<HashMap<u64, String>>>,
+    /// id → VIN of the ids this drain bound (not all committed yet); the state is asked for
+    /// the others, one id at a time (see `deliver::check_bound`).
+    bound_ids: tokio::sync::Mutex<HashMap<u64, String>>,
 }
 
 impl Shared {
@@ -366,7 +366,7 @@ impl Uploader {
                 retry: settings.retry.clone(),
                 listed_ids: tokio::sync::Mutex::new(None),
                 state_ids: Some(outbox.clone()),
-                bound_ids: tokio::sync::Mutex::new(None),
+                bound_ids: tokio::sync::Mutex::new(HashMap::new()),
             }),
             outbox,
             settings,
@@ -493,8 +493,8 @@ impl Uploader {
         let mut last_answer = crate::clock::monotonic_now();
         let mut answered_any = false;
         let mut windows = self.shared.client.service_wait().subscribe();
-        // Read again when first needed: ids learned meanwhile (a reconciliation's) count.
-        *self.shared.bound_ids.lock().await = None;
+        // Committed by now: the state answers for them.
+        self.shared.bound_ids.lock().await.clear();
         loop {
             let deadline = last_answer + self.settings.give_up_after;
             if let Some(why) = self.stop_reason(deadline, last_answer) {
