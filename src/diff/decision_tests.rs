@@ -480,3 +480,54 @@ fn a_record_that_says_sold_is_evidence_only_when_no_other_lists_the_car() {
     assert_eq!(plan.changes["VIN3"].line, Some(7));
     drop(lot);
 }
+
+/// A file that lists most of another location's cars at its own (another lot's export in this
+/// feed's inbox) is held: a lot's cars move a few at a time. A transfer of one car passes.
+#[test]
+fn a_file_moving_most_of_another_lots_cars_is_held() {
+    let (outbox, _tmp) = outbox("moves");
+    settled_lot(&outbox, 8);
+    let other = Rules {
+        feed: "other".into(),
+        locations: [LOT + 1].into(),
+        max_sold_fraction: 0.25,
+        ..rules(Mode::Full)
+    };
+    let at_other = |n: usize| -> Vec<Line> {
+        (0..n)
+            .map(|i| {
+                let mut p = car(&format!("VIN{i}"), 1000.0);
+                p.location_id = LOT + 1;
+                Line(p, None)
+            })
+            .collect()
+    };
+    // One car moved to the other lot: a transfer.
+    let one = differ(&outbox, other.clone(), "other-day1.csv", &at_other(1)).finish();
+    assert!(
+        matches!(one.verdict, Verdict::Apply { .. }),
+        "{:?}",
+        one.verdict
+    );
+    // Every car of lot 10 listed at lot 11.
+    let all = differ(&outbox, other.clone(), "wrong.csv", &at_other(8)).finish();
+    match &all.verdict {
+        Verdict::Held { reasons } => assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("would move 8 of the 8 in-stock vehicles of location 10")),
+            "{reasons:?}"
+        ),
+        v => panic!("not held: {v:?}"),
+    }
+    let forced = Rules {
+        force: true,
+        ..other
+    };
+    let released = differ(&outbox, forced, "wrong.csv", &at_other(8)).finish();
+    assert!(
+        matches!(released.verdict, Verdict::Apply { forced: true }),
+        "{:?}",
+        released.verdict
+    );
+}

@@ -223,6 +223,9 @@ pub struct Differ<'o> {
     read_error: Option<DiffError>,
     /// Accepted records per location.
     accepted_at: BTreeMap<u64, u64>,
+    /// Vehicles in stock at a location this feed does not speak for that the file moves to
+    /// one of its own, by that other location ([`Differ::judge_moves`]).
+    moved_in: BTreeMap<u64, u64>,
     /// The service's list, for the first diff of an empty state.
     listed: Option<Listed>,
     /// Who owns the records from before owners were kept.
@@ -331,6 +334,7 @@ impl<'o> Differ<'o> {
             mark_vins: Vec::new(),
             read_error: None,
             accepted_at: BTreeMap::new(),
+            moved_in: BTreeMap::new(),
             listed,
             owners,
             judged: false,
@@ -594,6 +598,12 @@ impl<'o> Differ<'o> {
             }
             return Ok(());
         };
+        if known.location_id != location_id
+            && !base.sold
+            && !self.rules.locations.contains(&known.location_id)
+        {
+            *self.moved_in.entry(known.location_id).or_default() += 1;
+        }
         let want_sold = sold.unwrap_or(false);
         let mut changed = false;
         if digest != base_digest {
@@ -698,10 +708,63 @@ impl<'o> Differ<'o> {
             self.judged = true;
             self.judge_said_sold();
             self.judge_absence();
+            self.judge_moves();
             self.judge_applied_before();
             self.plan.spread_transitions();
         }
         &self.plan
+    }
+
+    /// A file that moves here more than `max_sold_fraction` of another location's in-stock
+    /// vehicles is held like one that sells them: most likely another lot's export dropped in
+    /// this feed's inbox (a lot's cars move a few at a time). A real transfer of a whole lot
+    /// is released by hand.
+    fn judge_moves(&mut self) {
+        if !matches!(
+            self.plan.verdict,
+            Verdict::Apply { .. } | Verdict::Held { .. }
+        ) {
+            return;
+        }
+        let mut reasons = Vec::new();
+        for (&from, &moved) in &self.moved_in {
+            let in_stock = match self
+                .outbox
+                .state()
+                .in_stock_count(self.rules.organization_id, from)
+            {
+                Ok(n) => n,
+                Err(e) => {
+                    self.read_error = Some(e.into());
+                    return;
+                }
+            };
+            let share = moved as f64 / in_stock.max(1) as f64;
+            if share > self.rules.max_sold_fraction {
+                reasons.push(format!(
+                    "would move {moved} of the {in_stock} in-stock vehicles of location {from} \
+                     here ({:.0}%, more than max_sold_fraction {:.0}%): another lot's export in \
+                     this feed's inbox?",
+                    share * 100.0,
+                    self.rules.max_sold_fraction * 100.0
+                ));
+            }
+        }
+        if reasons.is_empty() {
+            return;
+        }
+        if self.rules.force {
+            if let Verdict::Apply { forced } = &mut self.plan.verdict {
+                *forced = true;
+            }
+            tracing::warn!(file = %crate::text::Escaped(&self.file.name), "the safety guard was overridden");
+            return;
+        }
+        tracing::warn!(file = %crate::text::Escaped(&self.file.name), "moves too many vehicles from another location: held");
+        match &mut self.plan.verdict {
+            Verdict::Held { reasons: held } => held.extend(reasons),
+            _ => self.plan.verdict = Verdict::Held { reasons },
+        }
     }
 
     /// A file with the content of one applied before the last one is an old export delivered

@@ -510,7 +510,7 @@ impl Outbox {
                         at: now,
                         vins,
                     };
-                    tx.put_listing(org, *location_id, &listing)?;
+                    tx.put_listing(org, *location_id, &plan.feed, &listing)?;
                 }
             }
             if let (Verdict::AlreadyApplied { .. }, Some(snapshot)) =

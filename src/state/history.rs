@@ -917,10 +917,10 @@ fn last_listed(
         _ => None,
     });
     let listed = match location_id {
-        Some(location) => state
-            .listing(org, location)?
+        Some(location) => (state.listings(org, location)?.into_iter())
             .filter(|l| l.lists(vin))
-            .map(|l| (l.file_no, None)),
+            .map(|l| (l.file_no, None))
+            .max(),
         None => None,
     };
     // The newest file; of one file, the line its event names (the record is found by it).

@@ -9,8 +9,8 @@
 //! - `payloads`: same key → the last acknowledged payload (kept apart so that diffing a file
 //!   reads only the small records);
 //! - `vins`: (organization, VIN) → location, so a VIN is known across the organization's lots;
-//! - `listings`: (organization, location) → the VINs its latest applied full snapshot listed
-//!   ([`Listing`]), so a lot's file does not sell a car another lot lists;
+//! - `listings`: (organization, location, feed) → the VINs that feed's latest applied full snapshot
+//!   listed ([`Listing`]), so a lot's file does not sell a car another lot lists;
 //! - `files`: every file planned, with its content hash and outcome; `feeds`: per feed, the file
 //!   last applied;
 //! - `outbox`: the durable queue, written only by [`crate::outbox`] through [`StateTx`] (as
@@ -199,6 +199,11 @@ const JUDGED_VEHICLES: &str = "SELECT vin, record FROM vehicles INDEXED BY vehic
      WHERE organization_id = ?1 AND location_id = ?2
        AND (sold = 0 OR coalesce(json_extract(record, '$.queued'), 0) > 0)
      ORDER BY vin";
+
+/// The vehicles in stock at a location ([`State::in_stock_count`]).
+const IN_STOCK_AT: &str = "SELECT count(*) FROM vehicles INDEXED BY vehicles_judged
+     WHERE organization_id = ?1 AND location_id = ?2
+       AND (sold = 0 OR coalesce(json_extract(record, '$.queued'), 0) > 0) AND sold = 0";
 
 /// The VIN holding a service id ([`State::vin_of_service_id`]).
 const VIN_OF_SERVICE_ID: &str = "SELECT vin FROM vehicles INDEXED BY vehicles_by_service_id
@@ -516,7 +521,7 @@ impl State {
         Ok(record.map(|r| (key, r)))
     }
 
-    /// The latest listing of each location of the organization but those in `except`, by
+    /// The latest listing of each feed at each location of the organization but those in `except`, by
     /// location (the others' are not decoded).
     pub fn other_listings(
         &self,
@@ -538,21 +543,23 @@ impl State {
         Ok(out)
     }
 
-    /// The latest listing of one location (the VINs its latest applied full snapshot listed).
-    pub fn listing(
+    /// The latest listings of one location, one per feed (the VINs each feed's latest applied
+    /// full snapshot listed there).
+    pub fn listings(
         &self,
         organization_id: u64,
         location_id: u64,
-    ) -> Result<Option<Listing>, StateError> {
+    ) -> Result<Vec<Listing>, StateError> {
         let conn = self.reader();
         let mut stmt = conn.prepare_cached(
             "SELECT listing FROM listings WHERE organization_id = ?1 AND location_id = ?2",
         )?;
         let mut rows = stmt.query(params![organization_id, location_id])?;
-        match rows.next()? {
-            Some(row) => Ok(Some(records::decode(text(row, 0)?, "listing")?)),
-            None => Ok(None),
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(records::decode(text(row, 0)?, "listing")?);
         }
+        Ok(out)
     }
 
     /// Every VIN of the organization the state knows, with its location.
@@ -584,6 +591,17 @@ impl State {
             out.push((row.get(0)?, VehicleRecord::decode(text(row, 1)?)?));
         }
         Ok(out)
+    }
+
+    /// The vehicles in stock at a location, as the state holds them.
+    pub fn in_stock_count(
+        &self,
+        organization_id: u64,
+        location_id: u64,
+    ) -> Result<u64, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(IN_STOCK_AT)?;
+        Ok(stmt.query_row(params![organization_id, location_id], |row| row.get(0))?)
     }
 
     /// The VIN (as keyed, upper-cased) the state holds a service id for, if any. Two VINs

@@ -22,8 +22,21 @@ const STEPS: [&str; SCHEMA_VERSION as usize - 1] = [TO_VERSION_2];
 /// - the vehicles a full snapshot judges (in stock, or with operations queued);
 /// - a vehicle by its service id (the uploader's check before it binds an id);
 /// - sold vehicles by age (pruning), which also counts the vehicles cheaply;
-/// - files by age (pruning).
+/// - files by age (pruning);
+/// and a listing per feed of a location (two feeds of one lot each keep theirs).
 const TO_VERSION_2: &str = "
+CREATE TABLE listings_by_feed (
+    organization_id INTEGER NOT NULL,
+    location_id     INTEGER NOT NULL,
+    feed            TEXT NOT NULL,
+    listing         TEXT NOT NULL,
+    PRIMARY KEY (organization_id, location_id, feed)
+) WITHOUT ROWID;
+INSERT INTO listings_by_feed
+    SELECT organization_id, location_id, coalesce(json_extract(listing, '$.feed'), ''), listing
+    FROM listings;
+DROP TABLE listings;
+ALTER TABLE listings_by_feed RENAME TO listings;
 CREATE INDEX vehicles_judged ON vehicles (organization_id, location_id, vin)
     WHERE sold = 0 OR coalesce(json_extract(record, '$.queued'), 0) > 0;
 CREATE INDEX vehicles_by_service_id ON vehicles (organization_id, service_id);
@@ -218,7 +231,10 @@ mod tests {
             (super::super::JUDGED_VEHICLES, "vehicles_judged"),
             (super::super::VIN_OF_SERVICE_ID, "vehicles_by_service_id"),
             // Counted through a narrow index, not the records.
-            ("SELECT count(*) FROM vehicles", "COVERING INDEX vehicles_by"),
+            (
+                "SELECT count(*) FROM vehicles",
+                "COVERING INDEX vehicles_by",
+            ),
         ] {
             let sql = sql.replace("?1", "1").replace("?2", "2");
             assert!(plan(&sql).contains(index), "{sql}: {}", plan(&sql));

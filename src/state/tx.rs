@@ -236,7 +236,8 @@ impl<'t> StateTx<'t> {
         Ok(super::read_feed(self.conn, feed)?.unwrap_or_default())
     }
 
-    /// The vehicles `old` owns or shares are `new`'s ([`super::State::continue_renamed_feeds`]).
+    /// The vehicles `old` owns or shares, and its listings, are `new`'s
+    /// ([`super::State::continue_renamed_feeds`]).
     pub fn rename_owner(&self, old: &str, new: &str) -> Result<(), StateError> {
         for field in ["$.owner", "$.shared"] {
             self.conn.execute(
@@ -245,6 +246,11 @@ impl<'t> StateTx<'t> {
                 params![field, old, new],
             )?;
         }
+        self.conn.execute(
+            "UPDATE OR REPLACE listings SET feed = ?2, listing = json_set(listing, '$.feed', ?2)
+             WHERE feed = ?1",
+            params![old, new],
+        )?;
         Ok(())
     }
 
@@ -263,13 +269,15 @@ impl<'t> StateTx<'t> {
         &self,
         org: u64,
         location: u64,
+        feed: &str,
         listing: &impl serde::Serialize,
     ) -> Result<(), StateError> {
         let json = records::encode(listing, "listing")?;
         let mut stmt = self.conn.prepare_cached(
-            "INSERT OR REPLACE INTO listings (organization_id, location_id, listing) VALUES (?1, ?2, ?3)",
+            "INSERT OR REPLACE INTO listings (organization_id, location_id, feed, listing)
+             VALUES (?1, ?2, ?3, ?4)",
         )?;
-        stmt.execute(params![org, location, json])?;
+        stmt.execute(params![org, location, feed, json])?;
         Ok(())
     }
 
