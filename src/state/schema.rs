@@ -23,7 +23,7 @@ const STEPS: [&str; SCHEMA_VERSION as usize - 1] = [TO_VERSION_2];
 /// - a vehicle by its service id (the uploader's check before it binds an id);
 /// - sold vehicles by age (pruning), which also counts the vehicles cheaply;
 /// - files by age (pruning);
-/// and a listing per feed of a location (two feeds of one lot each keep theirs).
+/// - a listing per feed of a location (two feeds of one lot each keep theirs).
 const TO_VERSION_2: &str = "
 CREATE TABLE listings_by_feed (
     organization_id INTEGER NOT NULL,
