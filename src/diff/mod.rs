@@ -255,9 +255,22 @@ impl<'o> Differ<'o> {
     ) -> Result<Differ<'o>, DiffError> {
         let mut planning = outbox.planning();
         let mut owners = Owners::default();
+        let mut plan = Plan::new(rules.organization_id, &rules.feed, file.clone());
+        let feed = outbox.state().feed(&rules.feed)?.unwrap_or_default();
+        let applied_before = feed.applied_before(&file.sha256).cloned();
+        if let Some(last) = feed.last_applied {
+            if last.sha256 == file.sha256 {
+                plan.verdict = Verdict::AlreadyApplied {
+                    same_as: last.name,
+                    at: last.at,
+                };
+            }
+        }
         let mut at_locations: foldhash::HashMap<String, Known> = Default::default();
         let mut guard: BTreeMap<u64, GuardCount> = BTreeMap::new();
-        if rules.mode == Mode::Full {
+        // A re-drop of the last applied file judges nothing: its lot is not read.
+        let redrop = matches!(plan.verdict, Verdict::AlreadyApplied { .. });
+        if rules.mode == Mode::Full && !redrop {
             for &location_id in &rules.locations {
                 let records = outbox
                     .state()
@@ -306,17 +319,6 @@ impl<'o> Differ<'o> {
                     at_locations.insert(vin, known);
                 }
                 guard.entry(location_id).or_default();
-            }
-        }
-        let mut plan = Plan::new(rules.organization_id, &rules.feed, file.clone());
-        let feed = outbox.state().feed(&rules.feed)?.unwrap_or_default();
-        let applied_before = feed.applied_before(&file.sha256).cloned();
-        if let Some(last) = feed.last_applied {
-            if last.sha256 == file.sha256 {
-                plan.verdict = Verdict::AlreadyApplied {
-                    same_as: last.name,
-                    at: last.at,
-                };
             }
         }
         Ok(Differ {
