@@ -325,12 +325,6 @@ impl State {
             retention: opening.retention,
             _lock: lock,
         };
-        if let (Some(inboxes), Holder::Writer(_)) = (&state.markers, &opening.holder) {
-            let configured: Vec<_> = (inboxes.iter())
-                .map(|i| (i.feed.clone(), i.locations.clone()))
-                .collect();
-            state.continue_renamed_feeds(&configured)?;
-        }
         if let Some(inboxes) = &state.markers {
             if opening.verify {
                 identity::verify(&state, inboxes)?;
@@ -339,6 +333,13 @@ impl State {
                     state.write_markers();
                 }
             }
+        }
+        // Only once the state is known to be the one the inboxes remember.
+        if let (Some(inboxes), Holder::Writer(_)) = (&state.markers, &opening.holder) {
+            let configured: Vec<_> = (inboxes.iter())
+                .map(|i| (i.feed.clone(), i.locations.clone()))
+                .collect();
+            state.continue_renamed_feeds(&configured)?;
         }
         Ok(state)
     }

@@ -120,7 +120,7 @@ async fn two_feeds_on_one_location(name: &str, used_mode: &str) {
 
     let used1 = site.path().join("used1.xml");
     std::fs::write(&used1, xml(&cars([100, 101, 102, 103, 5]))).unwrap();
-    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "used"], &[&used1]).await;
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&used1]).await;
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("1 listed by another feed of the lot too"),
@@ -151,4 +151,41 @@ async fn two_full_feeds_on_one_location_sell_only_their_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_and_a_delta_feed_on_one_location_sell_only_their_own() {
     two_feeds_on_one_location("own-full-delta", "delta").await;
+}
+
+/// A feed renamed in the config keeps its cars and what it applied: after `main` is renamed
+/// `used`, an old export delivered again is still held as one, and a car the old name owned
+/// is sold by the new name's next export that leaves it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_feed_keeps_its_cars_and_its_applied_files() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("ownership-rename", &sb.base_url());
+    let day1 = site.export("day1.csv", &cars(0..10));
+    let mut day2_cars = cars(0..10);
+    day2_cars[0].price += 700;
+    let day2 = site.export("day2.csv", &day2_cars);
+    for file in [&day1, &day2] {
+        let (status, stdout, stderr) = run(&site, &["sync"], &[file]).await;
+        assert_eq!(status, 0, "{stdout}\n{stderr}");
+    }
+    let renamed = common::MAIN_FEED.replace("name = \"main\"", "name = \"used\"");
+    site.write_config(&sb.base_url(), 1000, "", "", &renamed);
+
+    let again = site.path().join("day1-again.csv");
+    std::fs::copy(&day1, &again).unwrap();
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&again]).await;
+    assert!(
+        stdout.contains("HELD") && stdout.contains("day1.csv"),
+        "the old export is still known after the rename: {status}\n{stdout}\n{stderr}"
+    );
+
+    let day3 = site.export("day3.csv", &day2_cars[..9]);
+    let (status, stdout, stderr) = run(&site, &["sync"], &[&day3]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("sold 1,"),
+        "the renamed feed sells the car its old name owned: {stdout}"
+    );
+    let st = state(&sb).await;
+    assert!(is_sold(&st, 9), "{st:#}");
 }
