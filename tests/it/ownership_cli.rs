@@ -120,7 +120,7 @@ async fn two_feeds_on_one_location(name: &str, used_mode: &str) {
 
     let used1 = site.path().join("used1.xml");
     std::fs::write(&used1, xml(&cars([100, 101, 102, 103, 5]))).unwrap();
-    let (status, stdout, stderr) = run(&site, &["sync"], &[&used1]).await;
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "used"], &[&used1]).await;
     assert_eq!(status, 0, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("1 listed by another feed of the lot too"),
