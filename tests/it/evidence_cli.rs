@@ -1,4 +1,4 @@
-//! A car is sold only on evidence (issue 39), as a dealer meets it: `lotsync sync` and `lotsync
+//! A car is sold only on evidence, as a dealer meets it: `lotsync sync` and `lotsync
 //! run` as real processes against the sandbox on loopback, with a real state and real folders.
 //! - Records of one vehicle inside one file are merged: one that lists it in stock keeps it,
 //!   whatever order they come in; a record that says sold is read as one even when it lacks
