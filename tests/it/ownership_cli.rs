@@ -11,28 +11,13 @@ use crate::common;
 
 use common::feedgen;
 use common::fleet::Car;
-use common::site::{code, text, Site};
+use common::site::{run, vehicle, Site};
 use common::{client, sandbox_with, sold, state};
 use lotsync::api::VehiclePayload;
 use lotsync::sandbox::Behaviour;
-use std::path::Path;
-
-async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, String) {
-    let mut cmd = site.command(args);
-    cmd.args(files);
-    let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
-        .await
-        .unwrap();
-    (code(&out), text(&out.stdout), text(&out.stderr))
-}
 
 fn is_sold(st: &serde_json::Value, n: u64) -> bool {
-    let vin = feedgen::vin(n);
-    let v = st["vehicles"]
-        .as_array()
-        .and_then(|all| all.iter().find(|v| v["vehicle"]["vin"] == vin.as_str()))
-        .unwrap_or_else(|| panic!("the sandbox holds {vin}"));
-    v["vehicle"]["status"] == "sold"
+    vehicle(st, &feedgen::vin(n))["vehicle"]["status"] == "sold"
 }
 
 fn cars(ns: impl IntoIterator<Item = u64>) -> Vec<Car> {
