@@ -355,6 +355,8 @@ impl std::fmt::Display for Protection {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct GuardCount {
     pub in_stock: u64,
+    /// In-stock vehicles the file leaves out: sold now, or counted absent under the grace.
+    pub left_out: u64,
     pub would_sell: u64,
     pub accepted: u64,
 }

@@ -417,8 +417,8 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
     for (location, g) in &plan.guard {
         writeln!(
             out,
-            "  location {location}: {} in stock, {} in this file, {} would be sold",
-            g.in_stock, g.accepted, g.would_sell
+            "  location {location}: {} in stock, {} in this file, {} left out, {} would be sold",
+            g.in_stock, g.accepted, g.left_out, g.would_sell
         )?;
     }
     if !plan.ops.is_empty() {
@@ -499,7 +499,7 @@ fn write_ndjson(
                 "held": true, "file": shown, "feed": plan.feed, "reasons": reasons,
                 "guard": plan.guard.iter().map(|(l, g)| serde_json::json!({
                     "location_id": l, "in_stock": g.in_stock,
-                    "accepted": g.accepted, "would_sell": g.would_sell,
+                    "accepted": g.accepted, "left_out": g.left_out, "would_sell": g.would_sell,
                 })).collect::<Vec<_>>(),
             });
             writeln!(out, "{line}")?;

@@ -225,6 +225,7 @@ fn the_guard_holds_a_snapshot_that_sells_too_much_and_force_overrides_it() {
             LOT,
             GuardCount {
                 in_stock: 4,
+                left_out: 1,
                 would_sell: 1,
                 accepted: 3
             }
@@ -240,6 +241,25 @@ fn the_guard_holds_a_snapshot_that_sells_too_much_and_force_overrides_it() {
         &[
             "location 10: would mark 2 of 4 in-stock vehicles sold (50%, more than \
            max_sold_fraction 25%)"
+        ]
+    );
+    assert!(outbox.is_empty(), "a held plan queues nothing");
+    // Under a grace of two files, the same file sells nothing today but would spend the
+    // grace of half the lot (another feed's export in this inbox looks so): held as well.
+    let graced = Rules {
+        sold_after_absent: 2,
+        ..quarter.clone()
+    };
+    let held = file(&outbox, graced, "half-graced.csv", &lot[..2]);
+    let Verdict::Held { reasons } = &held.verdict else {
+        panic!("held under the grace: {:?}", held.verdict);
+    };
+    assert_eq!(
+        reasons,
+        &[
+            "location 10: leaves out 2 of 4 in-stock vehicles (50%, more than max_sold_fraction \
+             25%): 0 would be sold now, the rest after sold_after_absent = 2 files in a row \
+             without them"
         ]
     );
     assert!(outbox.is_empty(), "a held plan queues nothing");

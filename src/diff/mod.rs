@@ -1149,11 +1149,13 @@ impl<'o> Differ<'o> {
             }
             let absent = known.record.absent.saturating_add(1);
             change.absent = Some(absent);
-            if absent >= self.rules.sold_after_absent.max(1) {
+            let sells = absent >= self.rules.sold_after_absent.max(1);
+            if let Some(g) = guard.get_mut(&known.location_id) {
+                g.left_out += 1;
+                g.would_sell += u64::from(sells);
+            }
+            if sells {
                 self.plan.push(known.location_id, vin, Op::MarkSold, false);
-                if let Some(g) = guard.get_mut(&known.location_id) {
-                    g.would_sell += 1;
-                }
             } else {
                 self.plan.counts.absent_waiting += 1;
             }
@@ -1164,13 +1166,16 @@ impl<'o> Differ<'o> {
             if g.in_stock == 0 {
                 continue;
             }
-            let share = g.would_sell as f64 / g.in_stock as f64;
+            // Cars left out count whether they are sold today or after the grace: a file
+            // that leaves out most of a lot (another feed's export in this inbox, a cut)
+            // must not spend the grace of every car it omits.
+            let share = g.left_out as f64 / g.in_stock as f64;
             if g.accepted == 0 {
                 reasons.push(format!(
                     "location {location_id}: the file has no vehicle for it, and it has {} in stock",
                     g.in_stock
                 ));
-            } else if share > self.rules.max_sold_fraction {
+            } else if share > self.rules.max_sold_fraction && g.left_out == g.would_sell {
                 reasons.push(format!(
                     "location {location_id}: would mark {} of {} in-stock vehicles sold ({:.0}%, \
                      more than max_sold_fraction {:.0}%)",
@@ -1178,6 +1183,18 @@ impl<'o> Differ<'o> {
                     g.in_stock,
                     share * 100.0,
                     self.rules.max_sold_fraction * 100.0
+                ));
+            } else if share > self.rules.max_sold_fraction {
+                reasons.push(format!(
+                    "location {location_id}: leaves out {} of {} in-stock vehicles ({:.0}%, more \
+                     than max_sold_fraction {:.0}%): {} would be sold now, the rest after \
+                     sold_after_absent = {} files in a row without them",
+                    g.left_out,
+                    g.in_stock,
+                    share * 100.0,
+                    self.rules.max_sold_fraction * 100.0,
+                    g.would_sell,
+                    self.rules.sold_after_absent
                 ));
             }
         }

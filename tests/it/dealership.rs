@@ -95,8 +95,8 @@ enum Fault {
     BomCrlf,
     /// An older applied export of the lot delivered again after today's, written now.
     OldExport,
-    /// Another lot's export of today dropped in this feed's inbox as well. The diff is not
-    /// meant to handle this yet (ownership of vehicles): off in the always-run test.
+    /// Another feed's export of today (another lot's, or the other half of this lot's) dropped
+    /// in this feed's inbox as well.
     WrongInbox,
 }
 
@@ -114,6 +114,7 @@ impl Fault {
         Fault::HeaderChange,
         Fault::BomCrlf,
         Fault::OldExport,
+        Fault::WrongInbox,
     ];
 }
 
@@ -1350,15 +1351,11 @@ fn env_days() -> u32 {
 }
 
 /// The long run: `LOTSYNC_SIM_SEEDS=1-200 LOTSYNC_SIM_DAYS=2000 cargo test --release --test it
-/// dealership::long -- --ignored --nocapture`. `LOTSYNC_SIM_FAULTS=all` adds the faults the
-/// code does not handle yet.
+/// dealership::long -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn long() {
-    let mut knobs = Knobs::standard(env_days());
-    if std::env::var("LOTSYNC_SIM_FAULTS").is_ok_and(|f| f == "all") {
-        knobs.faults.push(Fault::WrongInbox);
-    }
+    let knobs = Knobs::standard(env_days());
     let outcomes = run(&env_seeds(), &knobs);
     eprintln!("{}", report(&outcomes));
     assert_clean(&outcomes);
