@@ -98,6 +98,12 @@ enum Fault {
     /// Another feed's export of today (another lot's, or the other half of this lot's) dropped
     /// in this feed's inbox as well.
     WrongInbox,
+    /// The DMS's clock two days ahead: the export's modification time is the day after
+    /// tomorrow's (still before the moment lotsync reads it, so not clamped), and the next two
+    /// days' exports look older than it.
+    ClockAhead,
+    /// The DMS's clock two days behind: the export looks older than the one applied yesterday.
+    ClockBehind,
 }
 
 impl Fault {
@@ -115,6 +121,8 @@ impl Fault {
         Fault::BomCrlf,
         Fault::OldExport,
         Fault::WrongInbox,
+        Fault::ClockAhead,
+        Fault::ClockBehind,
     ];
 }
 
@@ -839,7 +847,14 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
                 .path()
                 .join(format!("f{feed}-lot{lot}-day{day:05}.{ext}"));
             std::fs::write(&path, &bytes).expect("export written");
-            set_modified(&path, at + Duration::from_secs(60 * n as u64));
+            let mut modified = at + Duration::from_secs(60 * n as u64);
+            if faults.contains(&Fault::ClockAhead) {
+                modified += Duration::from_secs(2 * DAY);
+            }
+            if faults.contains(&Fault::ClockBehind) {
+                modified -= Duration::from_secs(2 * DAY);
+            }
+            set_modified(&path, modified);
             let mut filed = sim.diff(&outbox, &profile, feed, &path, day, &faults, &bytes, false);
             // The operator releases a true export that the safety guard held (many cars sold
             // in one day, a lot back at an earlier state); a faulty one stays held.
@@ -912,7 +927,8 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
                     &bytes,
                     false,
                 );
-                if !matches!(filed.verdict, "held" | "already applied") {
+                // Superseded: a newer export (a clock ahead) already stands; nothing applied.
+                if !matches!(filed.verdict, "held" | "already applied" | "superseded") {
                     sim.violation(
                         "old export",
                         day,
@@ -1262,10 +1278,11 @@ fn assert_clean(outcomes: &[(u64, Outcome)]) {
 /// 13 day 12; now counted as indistinguishable, and its return checked by 2b).
 const REGRESSIONS: &[(u64, u32)] = &[(8, 30), (13, 15)];
 
+/// A thousand simulated days: eight worlds of 125 days.
 #[test]
 fn a_few_worlds_keep_every_invariant() {
     let started = std::time::Instant::now();
-    let outcomes = run(&[1, 2, 3], &Knobs::standard(100));
+    let outcomes = run(&[1, 2, 3, 4, 5, 6, 7, 8], &Knobs::standard(125));
     eprintln!("{}\n({:?})", report(&outcomes), started.elapsed());
     assert_clean(&outcomes);
 }
@@ -1279,17 +1296,18 @@ fn the_regression_seeds_keep_every_invariant() {
     assert_clean(&outcomes);
 }
 
-/// The finding of seed 2 with every fault: a full export cut after a whole record, under
-/// `sold_after_absent = 1`, sells the cars after the cut (day 55: two cars). Fails until the
-/// diff tells such a cut from sales; run it with `--ignored` to see them.
+/// A full export cut after a whole record, under `sold_after_absent = 1`, sells the cars
+/// after the cut when they are fewer than the guard's fraction (first found by seed 2, day 55:
+/// two cars). Nothing in such a file tells the cut from sales. Fails until the diff can; run it
+/// with `--ignored` to see the cases in the first worlds.
 #[test]
 #[ignore]
 fn a_cut_export_under_one_absence() {
     let knobs = Knobs {
         cuts_within_grace: false,
-        ..Knobs::standard(60)
+        ..Knobs::standard(100)
     };
-    let outcomes = run(&[2], &knobs);
+    let outcomes = run(&[1, 2, 3, 4, 5, 6], &knobs);
     eprintln!("{}", report(&outcomes));
     assert_clean(&outcomes);
 }
