@@ -425,14 +425,7 @@ impl Daemon {
             self.feed_live(&feed.name, |l| {
                 l.waiting_incomplete = Some(format!("{shown}: {reason}"));
             });
-            parked.insert(
-                file.to_owned(),
-                Parked {
-                    since: Instant::now(),
-                    stamp,
-                    reason,
-                },
-            );
+            parked.insert(file.to_owned(), Parked::now(stamp, reason));
             return true;
         }
         if parked.is_empty() {
@@ -455,14 +448,7 @@ impl Daemon {
                     wait_secs = GROWTH_QUIET.as_secs(),
                     "a full snapshot much smaller than the last one: waiting in case its file still grows"
                 );
-                growing.insert(
-                    file.to_owned(),
-                    Parked {
-                        since: Instant::now(),
-                        stamp,
-                        reason,
-                    },
-                );
+                growing.insert(file.to_owned(), Parked::now(stamp, reason));
                 return true;
             }
         }
@@ -1311,6 +1297,17 @@ struct Parked {
     since: Instant,
     stamp: FileStamp,
     reason: String,
+}
+
+impl Parked {
+    /// Parked from now.
+    fn now(stamp: FileStamp, reason: String) -> Parked {
+        Parked {
+            since: Instant::now(),
+            stamp,
+            reason,
+        }
+    }
 }
 
 /// A file's stamp, None when it is gone; read off the async threads (an inbox may be on a
