@@ -73,6 +73,10 @@ pub enum ApiError {
         header: &'static str,
         wait: Duration,
     },
+    /// Not sent: delivery is stopping (a fatal answer, giving up, a long wait of the
+    /// service), so requests not yet on their way stay in the outbox. Passing.
+    #[error("not sent: delivery stopped")]
+    Stopped,
     /// The client could not be set up from its settings (before any call).
     #[error("API client setup: {0}")]
     Setup(String),
@@ -81,7 +85,9 @@ pub enum ApiError {
 impl ApiError {
     pub fn class(&self) -> ErrorClass {
         match self {
-            ApiError::Retryable { .. } | ApiError::Waiting { .. } => ErrorClass::Retryable,
+            ApiError::Retryable { .. } | ApiError::Waiting { .. } | ApiError::Stopped => {
+                ErrorClass::Retryable
+            }
             ApiError::Rejected { .. } => ErrorClass::Rejected,
             ApiError::Fatal { .. } | ApiError::Setup(_) => ErrorClass::Fatal,
         }
@@ -92,7 +98,7 @@ impl ApiError {
         match self {
             ApiError::Retryable { status, .. } | ApiError::Fatal { status, .. } => *status,
             ApiError::Rejected { status, .. } => Some(*status),
-            ApiError::Waiting { .. } | ApiError::Setup(_) => None,
+            ApiError::Waiting { .. } | ApiError::Stopped | ApiError::Setup(_) => None,
         }
     }
 
@@ -102,7 +108,7 @@ impl ApiError {
             ApiError::Retryable { messages, .. }
             | ApiError::Rejected { messages, .. }
             | ApiError::Fatal { messages, .. } => messages,
-            ApiError::Waiting { .. } | ApiError::Setup(_) => &[],
+            ApiError::Waiting { .. } | ApiError::Stopped | ApiError::Setup(_) => &[],
         }
     }
 

@@ -204,6 +204,8 @@ pub struct ApiClient {
     /// `{base_url}/{version}/`, always ending in a slash so that `join` appends.
     root: Url,
     organization_id: u64,
+    /// Whole-request timeout: an answer on its way arrives within it, or never.
+    timeout: Duration,
     max_answer_bytes: usize,
     max_list_page_bytes: usize,
     /// `Bearer <token>`, sensitive; set on each request rather than as a default header so
@@ -262,6 +264,7 @@ impl ApiClient {
             http,
             root,
             organization_id: settings.organization_id,
+            timeout: settings.timeout,
             max_answer_bytes: settings.max_answer_bytes,
             max_list_page_bytes: settings.max_list_page_bytes,
             authorization: Arc::new(RwLock::new(authorization)),
@@ -271,6 +274,11 @@ impl ApiClient {
     }
 
     /// The wait the service asked of this token (shared by every clone).
+    /// How long a request may take, answer included.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     pub fn service_wait(&self) -> &Arc<ServiceWait> {
         &self.wait
     }

@@ -17,6 +17,7 @@ use backon::Retryable;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 /// An operation taken from the outbox, with what the state knows that its calls need.
 #[derive(Debug)]
@@ -426,6 +427,12 @@ fn index(list: &[Vehicle]) -> HashMap<String, u64> {
         .collect()
 }
 
+/// Returns once delivery stops.
+async fn stopped(mut stopping: tokio::sync::watch::Receiver<bool>) {
+    // An error: the uploader is gone, and its calls with it.
+    let _ = stopping.wait_for(|stop| *stop).await;
+}
+
 /// A VIN as the service matches it: blanks around and case ignored.
 fn key(vin: &str) -> String {
     vin.trim().to_ascii_uppercase()
@@ -433,7 +440,9 @@ fn key(vin: &str) -> String {
 
 /// One call, retried while the failure is passing: each attempt waits for a free slot (the
 /// bound on requests in flight) and for its turn under the rate limit; the waits between
-/// attempts hold neither. The rate hears of every answer.
+/// attempts hold neither. The rate hears of every answer. Once delivery stops, a call still
+/// waiting (for its turn, or between attempts) is not sent ([`ApiError::Stopped`]); one on its
+/// way is let finish, so that its answer is kept.
 pub(super) async fn call<T, F, Fut>(lane: &Lane<'_>, make: F) -> Result<Answer<T>, ApiError>
 where
     F: Fn() -> Fut,
@@ -441,9 +450,19 @@ where
 {
     let stats: &UploadStats = lane.stats;
     let attempt = || async {
-        // The semaphore is never closed, so acquiring only waits.
-        let _slot = lane.slots.acquire().await.ok();
-        let turn = lane.pace.ready().await;
+        let waited = async {
+            // The semaphore is never closed, so acquiring only waits.
+            let slot = lane.slots.acquire().await.ok();
+            (slot, lane.pace.ready().await)
+        };
+        let (_slot, turn) = tokio::select! {
+            biased;
+            () = stopped(lane.stopping.subscribe()) => return Err(ApiError::Stopped),
+            waited = waited => waited,
+        };
+        if *lane.stopping.borrow() {
+            return Err(ApiError::Stopped);
+        }
         note(|sent| sent.at = Some(crate::state::now()));
         let result = make().await;
         let status = match &result {
@@ -467,9 +486,21 @@ where
         }
         result
     };
+    let stopping = lane.stopping.subscribe();
     attempt
         .retry(lane.retry.backoff())
-        .when(|e: &ApiError| e.class() == ErrorClass::Retryable)
+        // The wait between attempts ends early when delivery stops (the attempt then is not
+        // sent).
+        .sleep(move |wait: Duration| {
+            let stopping = stopping.clone();
+            async move {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = stopped(stopping) => {}
+                }
+            }
+        })
+        .when(|e: &ApiError| e.class() == ErrorClass::Retryable && !*lane.stopping.borrow())
         // Retry-After is the service's own wait: never retry sooner.
         .adjust(|e: &ApiError, wait| wait.map(|w| e.retry_after().map_or(w, |r| r.max(w))))
         .notify(|e: &ApiError, wait| {
@@ -504,6 +535,7 @@ mod tests {
             slots: tokio::sync::Semaphore::new(4),
             stats: UploadStats::default(),
             retry: RetryPolicy::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
             listed_ids: tokio::sync::Mutex::new(None),
             state_ids: None,
             bound_ids: tokio::sync::Mutex::new(HashMap::new()),

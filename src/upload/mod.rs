@@ -157,6 +157,10 @@ const OP_KINDS: [&str; 4] = ["create", "update", "sold", "in_stock"];
 /// looked at again this often.
 const KEPT_BACK_LOOK: Duration = Duration::from_millis(100);
 
+/// When delivery stops, the answers of calls on their way are awaited for the client's
+/// timeout and this much more (an answer that took the whole timeout, then read).
+const LATE: Duration = Duration::from_secs(1);
+
 /// How one operation's delivery ended, as the metrics count it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpAnswer {
@@ -302,6 +306,8 @@ struct Shared {
     slots: tokio::sync::Semaphore,
     stats: UploadStats,
     retry: RetryPolicy,
+    /// True while a drain stops: calls not yet sent stay unsent (see `deliver::call`).
+    stopping: tokio::sync::watch::Sender<bool>,
     /// VIN → id from the service's list: read once per run to learn missing ids, and read again
     /// when a write is answered with another vehicle (see `deliver::learn_id`).
     listed_ids: tokio::sync::Mutex<Option<HashMap<String, u64>>>,
@@ -320,6 +326,7 @@ impl Shared {
             pace: &self.pace,
             stats: &self.stats,
             retry: &self.retry,
+            stopping: &self.stopping,
         }
     }
 }
@@ -331,6 +338,7 @@ pub(super) struct Lane<'a> {
     pace: &'a Pace,
     stats: &'a UploadStats,
     retry: &'a RetryPolicy,
+    stopping: &'a tokio::sync::watch::Sender<bool>,
 }
 
 /// Drains an outbox through a client.
@@ -364,6 +372,7 @@ impl Uploader {
                 slots: tokio::sync::Semaphore::new(settings.max_in_flight.max(1) as usize),
                 stats: UploadStats::default(),
                 retry: settings.retry.clone(),
+                stopping: tokio::sync::watch::Sender::new(false),
                 listed_ids: tokio::sync::Mutex::new(None),
                 state_ids: Some(outbox.clone()),
                 bound_ids: tokio::sync::Mutex::new(HashMap::new()),
@@ -495,12 +504,11 @@ impl Uploader {
         let mut windows = self.shared.client.service_wait().subscribe();
         // Committed by now: the state answers for them.
         self.shared.bound_ids.lock().await.clear();
+        self.shared.stopping.send_replace(false);
+        let mut fatal = None;
         loop {
             let deadline = last_answer + self.settings.give_up_after;
             if let Some(why) = self.stop_reason(deadline, last_answer) {
-                // Every operation taken goes back (dropping `taken`); a call cut off here is
-                // sent again later, which each kind of operation allows (see `deliver`).
-                tasks.abort_all();
                 tracing::debug!(reason = %why, "delivery stops");
                 // Waiting as the service asked is not a stop; giving up is.
                 if self.shared.client.service_wait().window().is_none() {
@@ -545,88 +553,70 @@ impl Uploader {
             };
             let (seq, (delivery, sent)) = joined.map_err(UploadError::Task)?;
             taken.seqs.remove(&seq);
-            let Some(entry) = jobs.remove(&seq) else {
-                continue;
-            };
-            match delivery {
-                Delivery::Applied { service_id, sold } => {
-                    let answer = outbox::Answer::Applied { service_id, sold };
-                    self.acknowledge(seq, answer, sent).await?;
-                    self.count_applied(&entry);
+            match self
+                .settle(seq, delivery, sent, &mut jobs, &mut report)
+                .await?
+            {
+                Settled::Answered => {
                     last_answer = crate::clock::monotonic_now();
                     answered_any = true;
                 }
-                Delivery::Rejected { status, messages } => {
-                    tracing::warn!(
-                        vin = %entry.vin,
-                        op = entry.op.name(),
-                        file = %crate::text::Escaped(&entry.file),
-                        status,
-                        reason = %messages.join(" "),
-                        "the service refused the operation"
-                    );
-                    let answer = outbox::Answer::Rejected {
-                        status,
-                        messages: messages.clone(),
-                    };
-                    self.acknowledge(seq, answer, sent).await?;
-                    let stats = &self.shared.stats;
-                    stats.answered.fetch_add(1, Ordering::Relaxed);
-                    stats.rejected.fetch_add(1, Ordering::Relaxed);
-                    stats.count_answer(&entry.op, OpAnswer::Rejected);
-                    report.rejected.push(RejectedOp {
-                        seq,
-                        location_id: entry.location_id,
-                        vin: entry.vin,
-                        op: entry.op.name(),
-                        file: entry.file,
-                        file_no: entry.file_no,
-                        status,
-                        messages,
-                    });
-                    last_answer = crate::clock::monotonic_now();
-                    answered_any = true;
-                }
-                Delivery::Failed(error) => {
-                    // Said by the pace when every request fails; one operation's retries
-                    // running out is routine.
-                    self.outbox.give_back(seq);
-                    self.shared
-                        .stats
-                        .count_answer(&entry.op, OpAnswer::Retryable);
-                    tracing::debug!(vin = %entry.vin, op = entry.op.name(), %error,
-                        "still failing after every retry; the operation goes back to the queue");
-                }
-                Delivery::Fatal(error) => {
-                    self.shared.stats.count_answer(&entry.op, OpAnswer::Fatal);
-                    tasks.abort_all();
-                    // The operation answered with the fatal error goes back too: it was taken
-                    // out of `taken` above, and left marked in flight it would never be sent
-                    // again until a restart.
-                    self.outbox.give_back(seq);
-                    drop(taken); // every operation taken goes back
-                    let (org, rate) = (org, self.settled_rate());
-                    let queued = self
-                        .on_outbox(move |outbox| {
-                            outbox.flush()?;
-                            remember_rate(outbox, rate)?;
-                            queued_of(outbox, org)
-                        })
-                        .await?;
-                    // The cause in the message too (the journal's readers show only the message).
-                    tracing::error!(%error, queued, "delivery stopped: {error}");
-                    self.stopped_by(&error);
-                    if let Some(notices) = &self.notices {
-                        notices.fatal(&error);
-                    }
-                    return Err(UploadError::Fatal {
-                        error: Box::new(error),
-                        queued,
-                    });
+                Settled::NotAnswered => {}
+                Settled::Fatal(error) => {
+                    fatal = Some(error);
+                    break;
                 }
             }
         }
-        drop(taken);
+        // Calls still waiting are not sent; calls on their way are let finish and their
+        // answers kept (dropped, they would be sent again next time, spending its quota).
+        if !tasks.is_empty() {
+            self.shared.stopping.send_replace(true);
+            let until = crate::clock::monotonic_now() + self.shared.client.timeout() + LATE;
+            loop {
+                let joined = tokio::select! {
+                    joined = tasks.join_next() => joined,
+                    () = tokio::time::sleep_until(until.into()) => break,
+                };
+                let Some(joined) = joined else {
+                    break;
+                };
+                let (seq, (delivery, sent)) = joined.map_err(UploadError::Task)?;
+                taken.seqs.remove(&seq);
+                match self
+                    .settle(seq, delivery, sent, &mut jobs, &mut report)
+                    .await?
+                {
+                    Settled::Answered => answered_any = true,
+                    Settled::NotAnswered => {}
+                    Settled::Fatal(error) => {
+                        fatal.get_or_insert(error);
+                    }
+                }
+            }
+            tasks.abort_all();
+        }
+        drop(taken); // every operation taken and not answered goes back
+        if let Some(error) = fatal {
+            let (org, rate) = (org, self.settled_rate());
+            let queued = self
+                .on_outbox(move |outbox| {
+                    outbox.flush()?;
+                    remember_rate(outbox, rate)?;
+                    queued_of(outbox, org)
+                })
+                .await?;
+            // The cause in the message too (the journal's readers show only the message).
+            tracing::error!(%error, queued, "delivery stopped: {error}");
+            self.stopped_by(&error);
+            if let Some(notices) = &self.notices {
+                notices.fatal(&error);
+            }
+            return Err(UploadError::Fatal {
+                error: Box::new(error),
+                queued,
+            });
+        }
         let rate = self.settled_rate();
         report.undelivered = self
             .on_outbox(move |outbox| {
@@ -642,6 +632,81 @@ impl Uploader {
             }
         }
         Ok(report)
+    }
+
+    /// Records what became of one operation: its answer acknowledged (applied or refused),
+    /// or the operation given back to the outbox (still failing, not sent, a fatal answer).
+    async fn settle(
+        &self,
+        seq: u64,
+        delivery: Delivery,
+        sent: outbox::Sent,
+        jobs: &mut HashMap<u64, Entry>,
+        report: &mut DrainReport,
+    ) -> Result<Settled, UploadError> {
+        let Some(entry) = jobs.remove(&seq) else {
+            return Ok(Settled::NotAnswered);
+        };
+        match delivery {
+            Delivery::Applied { service_id, sold } => {
+                let answer = outbox::Answer::Applied { service_id, sold };
+                self.acknowledge(seq, answer, sent).await?;
+                self.count_applied(&entry);
+                Ok(Settled::Answered)
+            }
+            Delivery::Rejected { status, messages } => {
+                tracing::warn!(
+                    vin = %entry.vin,
+                    op = entry.op.name(),
+                    file = %crate::text::Escaped(&entry.file),
+                    status,
+                    reason = %messages.join(" "),
+                    "the service refused the operation"
+                );
+                let answer = outbox::Answer::Rejected {
+                    status,
+                    messages: messages.clone(),
+                };
+                self.acknowledge(seq, answer, sent).await?;
+                let stats = &self.shared.stats;
+                stats.answered.fetch_add(1, Ordering::Relaxed);
+                stats.rejected.fetch_add(1, Ordering::Relaxed);
+                stats.count_answer(&entry.op, OpAnswer::Rejected);
+                report.rejected.push(RejectedOp {
+                    seq,
+                    location_id: entry.location_id,
+                    vin: entry.vin,
+                    op: entry.op.name(),
+                    file: entry.file,
+                    file_no: entry.file_no,
+                    status,
+                    messages,
+                });
+                Ok(Settled::Answered)
+            }
+            Delivery::Failed(ApiError::Stopped) => {
+                self.outbox.give_back(seq); // not sent: delivery stopped
+                Ok(Settled::NotAnswered)
+            }
+            Delivery::Failed(error) => {
+                // Said by the pace when every request fails; one operation's retries
+                // running out is routine.
+                self.outbox.give_back(seq);
+                self.shared
+                    .stats
+                    .count_answer(&entry.op, OpAnswer::Retryable);
+                tracing::debug!(vin = %entry.vin, op = entry.op.name(), %error,
+                    "still failing after every retry; the operation goes back to the queue");
+                Ok(Settled::NotAnswered)
+            }
+            Delivery::Fatal(error) => {
+                self.shared.stats.count_answer(&entry.op, OpAnswer::Fatal);
+                // The operation answered with the fatal error goes back too: left marked in
+                // flight it would never be sent again until a restart.
+                self.outbox.give_back(seq);
+                Ok(Settled::Fatal(error))
+            }
+        }
     }
 
     /// Outbox and state work (SQLite, fsync) off the async threads: a large plan's commit holds
@@ -759,6 +824,16 @@ fn remember_rate(outbox: &Outbox, rate: f64) -> Result<(), UploadError> {
         "request rate settled (requests/s)"
     );
     Ok(())
+}
+
+/// What became of one operation of a drain.
+enum Settled {
+    /// The service answered it (applied or refused), and the answer is kept.
+    Answered,
+    /// Back in the outbox: still failing, or not sent.
+    NotAnswered,
+    /// Back in the outbox, and delivery stops: nothing works until the setup is fixed.
+    Fatal(ApiError),
 }
 
 /// The operations taken and not yet answered; dropping it gives them back to the outbox.

@@ -312,6 +312,7 @@ struct Client {
     slots: tokio::sync::Semaphore,
     stats: UploadStats,
     retry: RetryPolicy,
+    stopping: tokio::sync::watch::Sender<bool>,
     /// Operations not yet taken.
     left: AtomicUsize,
     /// Draws each request's [`JITTER`], when the flavour has a slow endpoint
@@ -331,6 +332,7 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
         slots: tokio::sync::Semaphore::new(16),
         stats: UploadStats::default(),
         retry: RetryPolicy::default(),
+        stopping: tokio::sync::watch::Sender::new(false),
         left: AtomicUsize::new(creates),
         jitter: flavour
             .slow
@@ -347,6 +349,7 @@ async fn run(flavour: Flavour, creates: usize, seed: u64) -> Figures {
                 pace: &client.pace,
                 stats: &client.stats,
                 retry: &client.retry,
+                stopping: &client.stopping,
             };
             while let Ok(n) = client
                 .left
