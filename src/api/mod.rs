@@ -39,7 +39,7 @@ pub use vehicle::{
 };
 pub use wait::{ServiceWait, WaitReason, Window};
 
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::Method;
 pub use reqwest::Url;
 use serde::de::DeserializeOwned;
@@ -619,6 +619,31 @@ impl ApiClient {
                 status,
                 rate_limit,
                 call,
+            });
+        }
+        // The service answers JSON, always: a 401 or 403 that is not JSON comes from a proxy or
+        // firewall in front of it, and says nothing of the token or the organization. Passing:
+        // retried, then probed like an outage.
+        let json = read
+            .as_ref()
+            .is_ok_and(|bytes| serde_json::from_slice::<Value>(bytes).is_ok());
+        if matches!(status, 401 | 403) && !json && rate_limit.is_none() {
+            let content_type = headers
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(';').next())
+                .unwrap_or("no content type");
+            return Err(ApiError::Retryable {
+                call,
+                status: Some(status),
+                messages: vec![],
+                retry_after,
+                rate_limit: None,
+                reason: format!(
+                    "an answer not from the service ({status}, {}): a proxy or firewall in front \
+                     of it?",
+                    crate::text::Escaped(content_type)
+                ),
             });
         }
         // An error too large to read keeps its status's class (a proxy's 503 page is still a

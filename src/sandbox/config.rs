@@ -219,6 +219,10 @@ pub struct Faults {
     /// proxy's sign-in page in front of the service.
     #[serde(default)]
     pub html_200: f64,
+    /// 403 with a firewall's HTML page, nothing applied and no rate headers: a web
+    /// application firewall in front of the service that blocked the request.
+    #[serde(default)]
+    pub html_403: f64,
     /// Vehicle writes only (create-or-modify, sold, in-stock): the write is applied, but the
     /// answer is another vehicle of the organization (the one with the lowest id), as a
     /// confused cache or proxy would answer. Nothing happens while the organization has no
@@ -262,6 +266,7 @@ impl Default for Faults {
             drop: 0.0,
             ack_lost: 0.0,
             html_200: 0.0,
+            html_403: 0.0,
             wrong_vehicle: 0.0,
             id_only: 0.0,
             silence: 0.0,
@@ -281,7 +286,7 @@ const MAX_PAD_KIB: u64 = 4 * 1024 * 1024;
 const MAX_RETRY_AFTER_SECS: u64 = 86_400;
 
 impl Faults {
-    fn probabilities(&self) -> [(&'static str, f64); 10] {
+    fn probabilities(&self) -> [(&'static str, f64); 11] {
         [
             ("http_500", self.http_500),
             ("http_503", self.http_503),
@@ -290,6 +295,7 @@ impl Faults {
             ("drop", self.drop),
             ("ack_lost", self.ack_lost),
             ("html_200", self.html_200),
+            ("html_403", self.html_403),
             ("wrong_vehicle", self.wrong_vehicle),
             ("id_only", self.id_only),
             ("silence", self.silence),

@@ -54,6 +54,7 @@ enum Fault {
     Drop,
     AckLost,
     Html200,
+    Html403,
     WrongVehicle,
     IdOnly,
     Silence,
@@ -69,6 +70,7 @@ impl Fault {
             Fault::Drop => "drop",
             Fault::AckLost => "ack_lost",
             Fault::Html200 => "html_200",
+            Fault::Html403 => "html_403",
             Fault::WrongVehicle => "wrong_vehicle",
             Fault::IdOnly => "id_only",
             Fault::Silence => "silence",
@@ -228,6 +230,7 @@ impl Shared {
             (Fault::Drop, f.drop),
             (Fault::AckLost, f.ack_lost),
             (Fault::Html200, f.html_200),
+            (Fault::Html403, f.html_403),
             (Fault::WrongVehicle, f.wrong_vehicle),
             (Fault::IdOnly, f.id_only),
             (Fault::Silence, f.silence),
@@ -429,6 +432,11 @@ async fn gate(
             shared.record(&route, "200");
             return captive_portal();
         }
+        Admission::Fault(Fault::Html403, _) => {
+            // A firewall in front of the service: nothing reaches it, no rate headers.
+            shared.record(&route, "403");
+            return firewall_page();
+        }
         Admission::Fault(Fault::Silence, _) => {
             // Counted now: no answer will ever be.
             shared.record(&route, "silence");
@@ -525,6 +533,19 @@ fn captive_portal() -> Response {
                 </body></html>\n";
     (
         StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        page,
+    )
+        .into_response()
+}
+
+/// A web application firewall's block page, in front of the service.
+fn firewall_page() -> Response {
+    let page = "<!DOCTYPE html>\n<html><head><title>403 Forbidden</title></head>\n\
+                <body><h1>Access denied</h1><p>The request was blocked by the security \
+                policy.</p></body></html>\n";
+    (
+        StatusCode::FORBIDDEN,
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
         page,
     )

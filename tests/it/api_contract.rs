@@ -847,6 +847,33 @@ async fn a_portal_page_with_200_applies_nothing_and_is_fatal() {
     assert_eq!(count(&st, "POST /v1/inventory", "200"), 1);
 }
 
+/// `html_403`: a firewall's block page, 403 and nothing applied. Not the service's answer (it
+/// answers JSON): passing, never "the token's user has no access", and the status and content
+/// type are said.
+#[tokio::test]
+async fn a_firewall_page_with_403_is_passing_and_not_a_diagnosis_of_access() {
+    let sb = sandbox_with(Behaviour {
+        faults: Faults {
+            html_403: 1.0,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    })
+    .await;
+    let err = client(&sb).upsert_vehicle(&payload(1)).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Retryable, "{err}");
+    assert_eq!(err.status(), Some(403));
+    let line = err.to_string();
+    assert!(
+        line.contains("an answer not from the service (403, text/html)"),
+        "{line}"
+    );
+    assert!(!line.contains("no access"), "{line}");
+    let st = state(&sb).await;
+    assert_eq!(vehicles(&st), 0, "nothing applied");
+    assert_eq!(st["faults"]["html_403"], 1);
+}
+
 /// `wrong_vehicle`: vehicle writes are applied, but answered with the organization's vehicle
 /// of the lowest id (never the one written); reads are left alone.
 #[tokio::test]

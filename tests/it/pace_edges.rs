@@ -449,3 +449,46 @@ async fn sync_gives_up_on_the_wall_clock() {
     let status = site.status().await;
     assert_eq!(n(&status["outbox_depth"]), 10, "{status}");
 }
+
+/// A firewall in front of the service answers 403 with its HTML block page: `lotsync sync` does
+/// not stop at once saying the token has no access (exit 2, "check api.organization_id"): it
+/// retries, then gives up after give_up_after_secs (exit 3) naming the answer as not the
+/// service's; everything stays queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_firewall_page_is_no_diagnosis_of_the_token() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = site(
+        "pace-firewall",
+        &sb,
+        "give_up_after_secs = 3\ntimeout_secs = 2\n",
+    );
+    let cars: Vec<Car> = (0..10).map(Car::new).collect();
+    let day1 = site.export("day1.csv", &cars);
+    let out = site.lotsync(&["sync", day1.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+
+    set_behaviour(
+        &sb,
+        &Behaviour {
+            faults: Faults {
+                html_403: 1.0,
+                ..Faults::default()
+            },
+            ..Behaviour::default()
+        },
+    )
+    .await;
+    let day2 = site.export("day2.csv", &repriced(&cars));
+    let out = site
+        .lotsync_within(&["sync", day2.to_str().unwrap()], Duration::from_secs(30))
+        .await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 3, "{said}");
+    assert!(
+        said.contains("an answer not from the service (403, text/html)"),
+        "{said}"
+    );
+    assert!(!said.contains("no access"), "{said}");
+    let status = site.status().await;
+    assert_eq!(n(&status["outbox_depth"]), 10, "{status}");
+}
