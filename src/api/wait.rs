@@ -40,10 +40,10 @@ pub struct Window {
 }
 
 impl Window {
-    /// `HH:MM:SS UTC` of the end.
+    /// `YYYY-MM-DD HH:MM:SS UTC` of the end: a wait of a day or more is as clear as one of a
+    /// minute.
     pub fn until_shown(&self) -> String {
-        let full = crate::clock::utc_datetime(self.until_wall);
-        format!("{} UTC", full.get(11..).unwrap_or(&full))
+        format!("{} UTC", crate::clock::utc_datetime(self.until_wall))
     }
 }
 
@@ -162,13 +162,13 @@ mod tests {
     }
 
     #[test]
-    fn the_end_is_shown_as_a_utc_time_of_day() {
+    fn the_end_is_shown_as_a_utc_date_and_time() {
         let window = Window {
             until: Instant::now(),
             until_wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_219_199),
             reason: WaitReason::RetryAfter,
         };
-        assert_eq!(window.until_shown(), "23:59:59 UTC");
+        assert_eq!(window.until_shown(), "2026-11-20 23:59:59 UTC");
     }
 
     #[tokio::test]

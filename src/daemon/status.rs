@@ -436,10 +436,7 @@ impl DaemonStatus {
             if let (Some(until), Some(header)) = (d.waiting_until, &d.waiting_for) {
                 problems.push((
                     WARNING,
-                    format!(
-                        "the service asked to wait until {} UTC ({header})",
-                        until.time_of_day()
-                    ),
+                    format!("the service asked to wait until {until} UTC ({header})"),
                 ));
             } else if let Some(since) = d.failing_since.filter(|_| stopped.is_none()) {
                 problems.push((

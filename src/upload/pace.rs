@@ -73,8 +73,7 @@ impl DeliveryCondition {
     pub fn line(&self) -> Option<String> {
         if let (Some(until), Some(header)) = (&self.waiting_until, &self.waiting_for) {
             return Some(format!(
-                "the service asked to wait until {} UTC ({header}); operations queue behind it",
-                until.time_of_day()
+                "the service asked to wait until {until} UTC ({header}); operations queue behind it"
             ));
         }
         if let Some(stopped) = &self.stopped {

@@ -269,10 +269,10 @@ async fn a_long_retry_after_holds_every_request_and_status_says_until_when() {
     let status = site.status().await;
     let delivery = &status["delivery"];
     assert_eq!(delivery["waiting_for"], "Retry-After", "{status}");
-    // RFC 3339 in JSON (`2026-11-23T14:05:00Z`), the time of day for people.
+    // RFC 3339 in JSON (`2026-11-23T14:05:00Z`), the date and time for people.
     let until = delivery["waiting_until"].as_str().unwrap_or_default();
     assert!(until.ends_with('Z') && until.len() == 20, "{status}");
-    let until = format!("{} UTC", &until[11..19]);
+    let until = format!("{} {} UTC", &until[..10], &until[11..19]);
     assert_eq!(status["check"]["code"], 1, "a wait is a WARNING: {status}");
     assert!(n(&status["outbox_depth"]) > 0, "queued behind it: {status}");
     let shown = site.lotsync(&["status"]).await;
