@@ -730,7 +730,8 @@ pub(crate) fn heed(wait: &ServiceWait, status: u16, headers: &HeaderMap, now: Sy
     let retry_after = headers
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| error::parse_retry_after(v, now));
+        .and_then(|v| error::parse_retry_after(v, now))
+        .map(|w| believed(w, rate_limit));
     let reset = rate_limit
         .filter(|l| status == 429 && l.remaining == Some(0))
         .and_then(|l| l.reset);
@@ -744,6 +745,30 @@ pub(crate) fn heed(wait: &ServiceWait, status: u16, headers: &HeaderMap, now: Sy
         rate_limit,
         retry_after,
     }
+}
+
+/// The longest Retry-After believed on the service's word alone: a maintenance of minutes.
+pub const TRUSTED_WAIT: Duration = Duration::from_secs(300);
+
+/// A Retry-After as lotsync waits it: a longer one than [`TRUSTED_WAIT`] (a day; milliseconds
+/// sent as seconds) is waited only that long, then tried again, unless the answer's
+/// `X-RateLimit-*` back it (nothing remaining until a reset as far away: a quota spent). A
+/// strict service refuses the try with the rest of its wait; the next is as far again.
+fn believed(wait: Duration, rate_limit: Option<RateLimit>) -> Duration {
+    let quota = rate_limit.is_some_and(|l| {
+        l.remaining == Some(0) && l.reset.is_some_and(|reset| reset + wait::SAID_FROM >= wait)
+    });
+    if wait <= TRUSTED_WAIT || quota {
+        return wait;
+    }
+    tracing::info!(
+        asked_secs = wait.as_secs(),
+        waits_secs = TRUSTED_WAIT.as_secs(),
+        "a Retry-After longer than an outage or a maintenance lasts, and no quota that says \
+         so: waiting {} s of it, then trying again",
+        TRUSTED_WAIT.as_secs()
+    );
+    TRUSTED_WAIT
 }
 
 /// An answer longer than its limit; `declared` is its Content-Length, when that told.
@@ -1177,6 +1202,47 @@ mod tests {
             rate_limit_of(&huge, now).and_then(|r| r.limit),
             Some(u32::MAX)
         );
+    }
+
+    /// A Retry-After no outage or maintenance means (a day; "1500" meant as milliseconds) is
+    /// waited five minutes, then tried again; one a spent quota backs (nothing remaining until
+    /// a reset as far away) is believed whole; a junk or negative one is no wait at all.
+    #[test]
+    fn a_retry_after_longer_than_a_maintenance_is_believed_only_with_a_quota() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let refused = |pairs: &[(&'static str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                h.insert(*name, HeaderValue::from_str(value).unwrap());
+            }
+            let wait = ServiceWait::default();
+            let heard = heed(&wait, 429, &h, now);
+            let held = wait.window().map(|w| {
+                w.until
+                    .saturating_duration_since(std::time::Instant::now())
+                    .as_secs_f64()
+                    .round() as u64
+            });
+            (heard.retry_after.map(|d| d.as_secs()), held)
+        };
+        assert_eq!(refused(&[("retry-after", "120")]), (Some(120), Some(120)));
+        assert_eq!(refused(&[("retry-after", "86400")]), (Some(300), Some(300)));
+        assert_eq!(refused(&[("retry-after", "1500")]), (Some(300), Some(300)));
+        let quota = [
+            ("retry-after", "86400"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1700086400"),
+        ];
+        assert_eq!(refused(&quota), (Some(86_400), Some(86_400)));
+        // Tokens left: no quota backs the long wait.
+        let left = [
+            ("retry-after", "86400"),
+            ("x-ratelimit-remaining", "12"),
+            ("x-ratelimit-reset", "1700086400"),
+        ];
+        assert_eq!(refused(&left), (Some(300), Some(300)));
+        assert_eq!(refused(&[("retry-after", "-5")]), (None, None));
+        assert_eq!(refused(&[("retry-after", "soon")]), (None, None));
     }
 
     #[test]

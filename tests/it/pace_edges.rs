@@ -206,9 +206,9 @@ fn site(name: &str, sb: &lotsync::sandbox::RunningSandbox, api: &str) -> Site {
     Site::with(name, &sb.base_url(), 1000, api, "", common::MAIN_FEED)
 }
 
-/// (3) A Retry-After of an hour on one answer: nothing is sent before it, the log says so in
-/// one line, `status` says until when, and a file dropped meanwhile is planned and queued
-/// behind it.
+/// (3) A Retry-After of an hour on one answer (waited five minutes before one try, no quota
+/// backing it): nothing is sent inside the wait, the log says so in one line, `status` says
+/// until when, and a file dropped meanwhile is planned and queued behind it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_retry_after_holds_every_request_and_status_says_until_when() {
     let sb = sandbox_with(Behaviour::default()).await;
