@@ -37,7 +37,7 @@ pub use vehicle::{
     Engine, Exterior, Interior, NewNotification, Notification, NotificationLevel, Odometer,
     Organization, PriceInfo, Transmission, Vehicle,
 };
-pub use wait::{ServiceWait, WaitReason, Window};
+pub use wait::{said, ServiceWait, WaitReason, Window};
 
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::Method;
@@ -621,6 +621,18 @@ impl ApiClient {
                 call,
             });
         }
+        // A 403 that says nothing remains is a quota spent, not a lack of access: passing, held
+        // until its reset (see `heed`).
+        if status == 403 && rate_limit.is_some_and(|l| l.remaining == Some(0)) {
+            return Err(ApiError::Retryable {
+                call,
+                status: Some(status),
+                messages: read.map(|bytes| error_messages(&bytes)).unwrap_or_default(),
+                retry_after,
+                rate_limit: rate_limit.map(Box::new),
+                reason: "quota spent (403)".into(),
+            });
+        }
         // The service answers JSON, always: a 401 or 403 that is not JSON comes from a proxy or
         // firewall in front of it, and says nothing of the token or the organization. Passing:
         // retried, then probed like an outage.
@@ -720,7 +732,7 @@ pub(crate) fn heed(wait: &ServiceWait, status: u16, headers: &HeaderMap, now: Sy
             .filter(|reset| !reset.is_zero())
         {
             // The last token until the reset: nothing more gets through before it.
-            wait.hold(reset, WaitReason::RateLimitReset);
+            wait.hold(reset, reset_reason(reset));
         }
         return Heard {
             rate_limit,
@@ -732,18 +744,31 @@ pub(crate) fn heed(wait: &ServiceWait, status: u16, headers: &HeaderMap, now: Sy
         .and_then(|v| v.to_str().ok())
         .and_then(|v| error::parse_retry_after(v, now))
         .map(|w| believed(w, rate_limit));
+    let refused = status == 429 || status == 403;
     let reset = rate_limit
-        .filter(|l| status == 429 && l.remaining == Some(0))
+        .filter(|l| refused && l.remaining == Some(0))
         .and_then(|l| l.reset);
-    let holds = |w: &Duration| status == 429 || (status == 503 && *w >= wait::SAID_FROM);
+    let holds = |w: &Duration| refused || (status == 503 && *w >= wait::SAID_FROM);
     match (retry_after.filter(holds), reset) {
+        // Longer than TRUSTED_WAIT only when a spent quota backs it.
+        (Some(w), _) if w > TRUSTED_WAIT => wait.hold(w, WaitReason::Quota),
         (Some(w), _) => wait.hold(w, WaitReason::RetryAfter),
-        (None, Some(w)) => wait.hold(w, WaitReason::RateLimitReset),
+        (None, Some(w)) => wait.hold(w, reset_reason(w)),
         (None, None) => {}
     }
     Heard {
         rate_limit,
         retry_after,
+    }
+}
+
+/// Nothing remaining until `reset`: a bucket's refill, or a quota spent when further away than
+/// an outage or a maintenance lasts.
+fn reset_reason(reset: Duration) -> WaitReason {
+    if reset > TRUSTED_WAIT {
+        WaitReason::Quota
+    } else {
+        WaitReason::RateLimitReset
     }
 }
 
@@ -1243,6 +1268,39 @@ mod tests {
         assert_eq!(refused(&left), (Some(300), Some(300)));
         assert_eq!(refused(&[("retry-after", "-5")]), (None, None));
         assert_eq!(refused(&[("retry-after", "soon")]), (None, None));
+    }
+
+    /// Nothing remaining until a reset further than a maintenance, on a 429 or a 403, or on the
+    /// 2xx that took the last request: a quota spent, held until its reset and said as such.
+    #[test]
+    fn a_spent_quota_holds_until_its_reset_whatever_the_status() {
+        let now = SystemTime::now();
+        let reset = (now + Duration::from_secs(7200))
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            .to_string();
+        for status in [200, 403, 429] {
+            let mut h = HeaderMap::new();
+            h.insert("x-ratelimit-remaining", HeaderValue::from(0));
+            h.insert("x-ratelimit-reset", HeaderValue::from_str(&reset).unwrap());
+            let wait = ServiceWait::default();
+            heed(&wait, status, &h, now);
+            let window = wait.window().expect("held");
+            assert_eq!(window.reason, WaitReason::Quota, "{status}");
+            let line = said(window.reason.header(), window.until_shown());
+            assert!(
+                line.starts_with("the service's quota is spent until 20"),
+                "{line}"
+            );
+        }
+        // A bucket's short reset is no quota.
+        let mut h = HeaderMap::new();
+        h.insert("x-ratelimit-remaining", HeaderValue::from(0));
+        h.insert("x-ratelimit-reset", HeaderValue::from(2));
+        let wait = ServiceWait::default();
+        heed(&wait, 429, &h, now);
+        assert_eq!(wait.window().unwrap().reason, WaitReason::RateLimitReset);
     }
 
     #[test]

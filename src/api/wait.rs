@@ -18,6 +18,9 @@ pub const SAID_FROM: Duration = Duration::from_secs(10);
 pub enum WaitReason {
     RetryAfter,
     RateLimitReset,
+    /// Nothing remaining until a reset further away than an outage or a maintenance lasts: a
+    /// quota spent (per hour, per day).
+    Quota,
 }
 
 impl WaitReason {
@@ -26,7 +29,20 @@ impl WaitReason {
         match self {
             WaitReason::RetryAfter => "Retry-After",
             WaitReason::RateLimitReset => "X-RateLimit-Reset",
+            WaitReason::Quota => QUOTA_HEADER,
         }
+    }
+}
+
+/// How a quota spent is named where only the header is kept (`status`'s `waiting_for`).
+const QUOTA_HEADER: &str = "X-RateLimit-Remaining: 0";
+
+/// The wait said for people, from the header that asked (as `status` keeps it) and its end.
+pub fn said(header: &str, until: impl std::fmt::Display) -> String {
+    if header == QUOTA_HEADER {
+        format!("the service's quota is spent until {until} ({header})")
+    } else {
+        format!("the service asked to wait until {until} ({header})")
     }
 }
 

@@ -285,7 +285,15 @@ fn read_status(args: &StatusArgs) -> anyhow::Result<Result<status::DaemonStatus,
         }
         match open(&config, lotsync::state::Holder::Reader("status")) {
             Ok(outbox) => {
-                let mut status = status::collect(&config, &outbox, None, None, None)?;
+                // A quota the last delivery found spent, until its reset.
+                let quota = (outbox.state().quota_until()?)
+                    .filter(|until| *until > lotsync::clock::UtcTime::now());
+                let delivery = quota.map(|until| lotsync::upload::DeliveryCondition {
+                    waiting_until: Some(until),
+                    waiting_for: Some(lotsync::api::WaitReason::Quota.header().to_owned()),
+                    ..Default::default()
+                });
+                let mut status = status::collect(&config, &outbox, None, None, delivery)?;
                 // Nothing answered: is a daemon meant to serve this state?
                 status.daemon_expected |= status::unit_enabled(
                     &args.config.config,

@@ -434,10 +434,7 @@ impl DaemonStatus {
         }
         if let Some(d) = &self.delivery {
             if let (Some(until), Some(header)) = (d.waiting_until, &d.waiting_for) {
-                problems.push((
-                    WARNING,
-                    format!("the service asked to wait until {until} UTC ({header})"),
-                ));
+                problems.push((WARNING, crate::api::said(header, format!("{until} UTC"))));
             } else if let Some(since) = d.failing_since.filter(|_| stopped.is_none()) {
                 problems.push((
                     WARNING,

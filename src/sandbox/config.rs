@@ -76,6 +76,12 @@ pub struct Behaviour {
     /// A token bucket per token; absent means unlimited (and no `X-RateLimit-*` headers).
     #[serde(default)]
     pub rate_limit: Option<RateLimitConfig>,
+    /// A fixed window per token, checked after the bucket: `requests` per `window_secs`
+    /// counted from the window's start. Its answers say `X-RateLimit-Limit`, `-Remaining` and
+    /// `-Reset` (the window's end); over it, 429 with a Retry-After to the window's end. A
+    /// window of an hour or a day is a quota.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_window: Option<FixedWindowConfig>,
     /// Hold clients to every Retry-After sent (by the rate limit, `http_429` or `http_503`):
     /// a request of that token before the announced time is refused with 429 and a
     /// Retry-After for the same moment, without touching the bucket or drawing a fault, and
@@ -138,6 +144,7 @@ impl Default for Behaviour {
             strict_transitions: false,
             image_delay_ms: default_image_delay_ms(),
             rate_limit: None,
+            fixed_window: None,
             enforce_retry_after: false,
             retry_after_form: RetryAfterForm::default(),
             rate_headers: RateHeaderSet::default(),
@@ -145,6 +152,14 @@ impl Default for Behaviour {
             list_drills: ListDrills::default(),
         }
     }
+}
+
+/// See [`Behaviour::fixed_window`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedWindowConfig {
+    pub requests: u32,
+    pub window_secs: u64,
 }
 
 /// See [`Behaviour::retry_after_form`].
@@ -423,6 +438,15 @@ impl Behaviour {
                 "behaviour.page_size is {}; it must be 1 to 100",
                 self.page_size
             ));
+        }
+        if let Some(window) = &self.fixed_window {
+            if window.requests == 0 || !(1..=MAX_RETRY_AFTER_SECS).contains(&window.window_secs) {
+                problems.push(format!(
+                    "behaviour.fixed_window is {} requests per {} s; it must be at least 1 \
+                     request per 1 to {MAX_RETRY_AFTER_SECS} s",
+                    window.requests, window.window_secs
+                ));
+            }
         }
         if let Some(limit) = &self.rate_limit {
             if !(limit.rate.is_finite() && (0.001..=1_000_000.0).contains(&limit.rate)) {

@@ -59,8 +59,9 @@ mod validate;
 mod world;
 
 pub use config::{
-    Behaviour, Faults, ListDrills, ListShape, ListShift, LocationEntry, OrganizationEntry,
-    RateHeaderSet, RateLimitConfig, RetryAfterForm, SandboxConfig, SandboxConfigError, TokenEntry,
+    Behaviour, Faults, FixedWindowConfig, ListDrills, ListShape, ListShift, LocationEntry,
+    OrganizationEntry, RateHeaderSet, RateLimitConfig, RetryAfterForm, SandboxConfig,
+    SandboxConfigError, TokenEntry,
 };
 pub use validate::ALLOWED_VALUES;
 

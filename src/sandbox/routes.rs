@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     world: Mutex<World>,
     behaviour: RwLock<Arc<Behaviour>>,
     limiters: RwLock<HashMap<String, Arc<Limiter>>>,
+    /// token → the start of its fixed window and the requests counted in it.
+    fixed_windows: Mutex<HashMap<String, (Instant, u32)>>,
     /// token → the end of the last Retry-After sent to it (its answer's time plus the
     /// Retry-After). Kept across behaviour changes: a window announced is a promise made.
     retry_windows: Mutex<HashMap<String, Instant>>,
@@ -150,6 +152,7 @@ impl Shared {
             world: Mutex::new(World::new(&config)),
             behaviour: RwLock::new(Arc::new(config.behaviour.clone())),
             limiters: RwLock::new(HashMap::new()),
+            fixed_windows: Mutex::new(HashMap::new()),
             retry_windows: Mutex::new(HashMap::new()),
             clock: DefaultClock::default(),
             rng: Mutex::new(fastrand::Rng::with_seed(config.behaviour.faults.seed)),
@@ -192,6 +195,7 @@ impl Shared {
             None => HashMap::new(),
         };
         *lock_write(&self.limiters) = limiters;
+        lock(&self.fixed_windows).clear();
         *lock(&self.rng) = fastrand::Rng::with_seed(behaviour.faults.seed);
         *lock(&self.drills_done) = (HashSet::new(), false);
         *lock_write(&self.behaviour) = behaviour;
@@ -260,6 +264,31 @@ impl Shared {
     fn announce(&self, token: &str, secs: u64) {
         let until = Instant::now() + Duration::from_secs(secs);
         lock(&self.retry_windows).insert(token.to_owned(), until);
+    }
+
+    /// Counts a request of `token` in its fixed window: the requests used with it (None: the
+    /// window is spent) and the time left of the window.
+    fn count_in_window(
+        &self,
+        token: &str,
+        window: &crate::sandbox::FixedWindowConfig,
+    ) -> (Option<u32>, Duration) {
+        let now = Instant::now();
+        let period = Duration::from_secs(window.window_secs);
+        let mut windows = lock(&self.fixed_windows);
+        let (start, used) = windows.entry(token.to_owned()).or_insert((now, 0));
+        let periods = now.duration_since(*start).as_secs() / window.window_secs;
+        if periods > 0 {
+            *start += period * u32::try_from(periods).unwrap_or(u32::MAX);
+            *used = 0;
+        }
+        let left = (*start + period).saturating_duration_since(now);
+        if *used < window.requests {
+            *used += 1;
+            (Some(*used), left)
+        } else {
+            (None, left)
+        }
     }
 
     /// How long is left of the window last announced to `token`, if it is still open.
@@ -483,7 +512,8 @@ async fn gate(
         }
         Admission::Admitted(rate) => (next.run(request).await, rate),
     };
-    let headers_on = behaviour.rate_limit.as_ref().is_some_and(|l| l.headers);
+    let headers_on = behaviour.fixed_window.is_some()
+        || behaviour.rate_limit.as_ref().is_some_and(|l| l.headers);
     let response = match rate_headers {
         Some(rate) if headers_on => with_rate_headers(response, rate, behaviour.rate_headers),
         _ => response,
@@ -645,7 +675,13 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
                 whole_secs_up(left).max(1),
                 behaviour.retry_after_form,
             );
-            let rate = untouched.map(|r| RateHeaders { remaining: 0, ..r });
+            // A fixed window's early caller hears that nothing remains until its end.
+            let window = behaviour.fixed_window.map(|w| RateHeaders {
+                limit: w.requests,
+                remaining: 0,
+                reset: Some(unix_secs_up(left)),
+            });
+            let rate = window.or(untouched.map(|r| RateHeaders { remaining: 0, ..r }));
             return Admission::Refused(response, rate);
         }
     }
@@ -684,6 +720,29 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
                     reset: Some(unix_secs_up(wait)),
                 };
                 return Admission::Refused(response, Some(rate));
+            }
+        }
+    }
+
+    if let Some(window) = &behaviour.fixed_window {
+        let (counted, left) = shared.count_in_window(&token, window);
+        let headers = |remaining| RateHeaders {
+            limit: window.requests,
+            remaining,
+            reset: Some(unix_secs_up(left)),
+        };
+        match counted {
+            Some(used) => rate = Some(headers(window.requests - used)),
+            None => {
+                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
+                let secs = whole_secs_up(left).max(1);
+                shared.announce(&token, secs);
+                let response = retry_after(
+                    error(429, vec!["Too Many Attempts.".into()]),
+                    secs,
+                    behaviour.retry_after_form,
+                );
+                return Admission::Refused(response, Some(headers(0)));
             }
         }
     }

@@ -75,6 +75,8 @@ const PLANS_KEY: &str = "files_next";
 /// The sequence number of the next operation queued, from 1.
 const NEXT_SEQ_KEY: &str = "outbox_next_seq";
 const UPLOAD_RATE_KEY: &str = "upload_rate";
+/// Until when the service's quota is spent (Unix seconds), while it is.
+const QUOTA_UNTIL_KEY: &str = "quota_until";
 /// Rows read per query by the iterators over whole tables.
 const BATCH: usize = 1000;
 
@@ -973,6 +975,22 @@ impl State {
 
     pub fn set_upload_rate(&self, rate: f64) -> Result<(), StateError> {
         self.set_meta(UPLOAD_RATE_KEY, rate)
+    }
+
+    /// Until when the service said its quota is spent, as the last delivery that met it left
+    /// it (a later run, `status` without a daemon); None once something was delivered again.
+    pub fn quota_until(&self) -> Result<Option<crate::clock::UtcTime>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?;
+        let secs: Option<i64> = stmt
+            .query_row([QUOTA_UNTIL_KEY], |row| row.get(0))
+            .optional()?
+            .flatten();
+        Ok(secs.map(crate::clock::UtcTime::from_unix))
+    }
+
+    pub fn set_quota_until(&self, until: Option<crate::clock::UtcTime>) -> Result<(), StateError> {
+        self.set_meta(QUOTA_UNTIL_KEY, until.map(crate::clock::UtcTime::unix))
     }
 
     /// Records that the notification `key` is being sent; false when it was already (at most

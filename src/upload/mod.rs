@@ -365,6 +365,16 @@ impl Uploader {
             settings.burst,
             client.service_wait().clone(),
         );
+        // A quota the last run found spent holds this one too, until its reset.
+        if let Some(until) = outbox.state().quota_until()? {
+            let left = crate::clock::UtcTime::now().secs_until(until);
+            if left > 0 {
+                let wait = Duration::from_secs(left);
+                client
+                    .service_wait()
+                    .hold(wait, crate::api::WaitReason::Quota);
+            }
+        }
         Ok(Uploader {
             shared: Arc::new(Shared {
                 client,
@@ -618,10 +628,17 @@ impl Uploader {
             });
         }
         let rate = self.settled_rate();
+        // A quota spent is kept for the next run and for `status`; forgotten once past.
+        let quota = (self.shared.client.service_wait().window())
+            .filter(|w| w.reason == crate::api::WaitReason::Quota)
+            .map(|w| crate::clock::UtcTime::at(w.until_wall));
         report.undelivered = self
             .on_outbox(move |outbox| {
                 outbox.flush_marked()?;
                 remember_rate(outbox, rate)?;
+                if quota.is_some() || outbox.state().quota_until()?.is_some() {
+                    outbox.state().set_quota_until(quota)?;
+                }
                 queued_of(outbox, org)
             })
             .await?;
@@ -730,10 +747,9 @@ impl Uploader {
         let now = crate::clock::monotonic_now();
         if let Some(window) = self.shared.client.service_wait().window() {
             if window.until > deadline {
-                return Some(format!(
-                    "the service asked to wait until {} ({})",
+                return Some(crate::api::said(
+                    window.reason.header(),
                     window.until_shown(),
-                    window.reason.header()
                 ));
             }
         }

@@ -73,7 +73,8 @@ impl DeliveryCondition {
     pub fn line(&self) -> Option<String> {
         if let (Some(until), Some(header)) = (&self.waiting_until, &self.waiting_for) {
             return Some(format!(
-                "the service asked to wait until {until} UTC ({header}); operations queue behind it"
+                "{}; operations queue behind it",
+                crate::api::said(header, format!("{until} UTC"))
             ));
         }
         if let Some(stopped) = &self.stopped {

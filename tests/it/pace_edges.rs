@@ -23,7 +23,7 @@ use common::site::{code, drop_file, reports, text, Site};
 use common::{client, lot, sandbox_with, set_behaviour, state, stats, vehicles, TempDir};
 use lotsync::diff::Mode;
 use lotsync::outbox::Outbox;
-use lotsync::sandbox::{Behaviour, Faults, RateLimitConfig};
+use lotsync::sandbox::{Behaviour, Faults, FixedWindowConfig, RateLimitConfig};
 use lotsync::state::State;
 use lotsync::upload::{UploadSettings, Uploader};
 use serde_json::Value;
@@ -491,4 +491,53 @@ async fn a_firewall_page_is_no_diagnosis_of_the_token() {
     assert!(!said.contains("no access"), "{said}");
     let status = site.status().await;
     assert_eq!(n(&status["outbox_depth"]), 10, "{status}");
+}
+
+/// A quota spent for an hour (a fixed window of 5 requests per hour; its 429 says nothing
+/// remains until the window's end): `lotsync sync` stops saying until when, with the date;
+/// `status` without a daemon says the same, and the next `sync` sends nothing before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_quota_is_said_with_its_date_and_kept_for_the_next_run() {
+    let sb = sandbox_with(Behaviour {
+        enforce_retry_after: true,
+        fixed_window: Some(FixedWindowConfig {
+            requests: 5,
+            window_secs: 3600,
+        }),
+        ..Behaviour::default()
+    })
+    .await;
+    let site = site("pace-quota", &sb, "give_up_after_secs = 5\n");
+    let cars: Vec<Car> = (0..10).map(Car::new).collect();
+    let day1 = site.export("day1.csv", &cars);
+    let out = site
+        .lotsync_within(&["sync", day1.to_str().unwrap()], Duration::from_secs(30))
+        .await;
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(code(&out), 3, "{said}");
+    assert!(
+        said.contains("the service's quota is spent until 20"),
+        "with its date: {said}\n{}",
+        site.log()
+    );
+    // The quota's five requests: the first read of the service's list, then four creates.
+    assert_eq!(vehicles(&state(&sb).await), 4);
+
+    let status = site.lotsync(&["status"]).await;
+    let shown = text(&status.stdout);
+    assert!(
+        shown.contains("the service's quota is spent until 20"),
+        "{shown}"
+    );
+    let before = n(&stats(&sb).await["total_requests"]);
+    let day2 = site.export("day2.csv", &repriced(&cars));
+    let out = site
+        .lotsync_within(&["sync", day2.to_str().unwrap()], Duration::from_secs(30))
+        .await;
+    assert_eq!(code(&out), 3, "{}", text(&out.stderr));
+    assert_eq!(
+        n(&stats(&sb).await["total_requests"]),
+        before,
+        "nothing sent before the quota's reset"
+    );
 }
