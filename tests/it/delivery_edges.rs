@@ -5,7 +5,9 @@
 
 use crate::common;
 
-use common::{client, client_for, lot, sandbox_with, set_behaviour, state, vehicles, TempDir};
+use common::{
+    client, client_for, lot, sandbox_with, set_behaviour, state, stats, vehicles, TempDir,
+};
 use lotsync::api::ApiToken;
 use lotsync::diff::Mode;
 use lotsync::outbox::Outbox;
@@ -71,10 +73,17 @@ async fn a_fatal_stop_keeps_the_answers_on_their_way() {
         ..lot::upload_settings(100.0)
     };
     let uploader = Uploader::new(client.clone(), outbox.clone(), settings).unwrap();
-    // Once the first creates are on their way (answered after 1.5 s), the token is revoked and
-    // the service answers at once: the next request's 401 comes back while they are in flight.
+    // Once four creates are on their way (answered after 1.5 s), the token is revoked and the
+    // service answers at once: the next request's 401 comes back while they are in flight.
     let revoke = async {
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        let began = std::time::Instant::now();
+        while stats(&sb).await["max_in_flight"].as_u64().unwrap_or(0) < 4 {
+            assert!(
+                began.elapsed() < Duration::from_secs(20),
+                "never 4 in flight"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         set_behaviour(&sb, &Behaviour::default()).await;
         client.set_token(ApiToken::new("revoked-token")).unwrap();
     };
