@@ -551,3 +551,54 @@ fn a_file_moving_most_of_another_lots_cars_is_held() {
         released.verdict
     );
 }
+
+/// The config moves a feed to another location id: its next file (even one with the bytes it
+/// last applied) moves its cars there without a hold, and a car it leaves out, still at the old
+/// location, is judged as before: sold.
+#[test]
+fn a_feed_moved_to_another_location_moves_its_cars_and_still_sells() {
+    let (outbox, _tmp) = outbox("relocated");
+    settled_lot(&outbox, 4);
+    let moved = Rules {
+        locations: [LOT + 5].into(),
+        max_sold_fraction: 0.4,
+        ..rules(Mode::Full)
+    };
+    let at_new = |vins: &[usize]| -> Vec<Line> {
+        (vins.iter())
+            .map(|i| {
+                let mut p = car(&format!("VIN{i}"), 1000.0);
+                p.location_id = LOT + 5;
+                Line(p, None)
+            })
+            .collect()
+    };
+    // The bytes applied last ("sha-day0.csv"), read under the new config: not a re-drop.
+    let mut again = differ(&outbox, moved.clone(), "day0.csv", &at_new(&[0, 1, 2]));
+    assert!(!again.already_applied());
+    again.judge();
+    let plan = again.commit().unwrap();
+    assert!(
+        matches!(plan.verdict, Verdict::Apply { forced: false }),
+        "{:?}",
+        plan.verdict
+    );
+    let mut sent = ops(&plan);
+    sent.sort();
+    assert_eq!(
+        sent,
+        [
+            ("VIN0", "update"),
+            ("VIN1", "update"),
+            ("VIN2", "update"),
+            ("VIN3", "sold")
+        ]
+    );
+    answer_all(&outbox);
+    // Its next file is judged at the new location; the same bytes again are a re-drop.
+    let next = file(&outbox, moved.clone(), "day1.csv", &at_new(&[0, 1]));
+    assert!(next.applies(), "{:?}", next.verdict);
+    assert_eq!(ops(&next), [("VIN2", "sold")]);
+    let redrop = differ(&outbox, moved, "day1.csv", &at_new(&[0, 1]));
+    assert!(redrop.already_applied());
+}

@@ -226,6 +226,9 @@ pub struct Differ<'o> {
     /// Vehicles in stock at a location this feed does not speak for that the file moves to
     /// one of its own, by that other location ([`Differ::judge_moves`]).
     moved_in: BTreeMap<u64, u64>,
+    /// Full mode: the locations the feed listed before and no longer speaks for (the config
+    /// moved it); the vehicles it still owns there are judged with the others.
+    left_behind: Vec<u64>,
     /// The service's list, for the first diff of an empty state.
     listed: Option<Listed>,
     /// Who owns the records from before owners were kept.
@@ -258,7 +261,29 @@ impl<'o> Differ<'o> {
         let mut plan = Plan::new(rules.organization_id, &rules.feed, file.clone());
         let feed = outbox.state().feed(&rules.feed)?.unwrap_or_default();
         let applied_before = feed.applied_before(&file.sha256).cloned();
-        if let Some(last) = feed.last_applied {
+        // A config that moved the feed: a location it never listed, and one it listed that it
+        // no longer speaks for. Its vehicles left there are judged with the others (a car sold
+        // while its lot changed ids is still sold), by this file and, through the empty
+        // listing it leaves there, by the next ones. A location merely dropped from the config
+        // is left alone: its cars are no longer this feed's to judge.
+        let mut left_behind = Vec::new();
+        let mut moved = false;
+        if rules.mode == Mode::Full {
+            let listed = (outbox.state()).feed_listings(rules.organization_id, &rules.feed)?;
+            let new_here = (rules.locations.iter()).any(|l| !listed.iter().any(|(at, _)| at == l));
+            let gone = listed
+                .into_iter()
+                .filter(|(l, _)| !rules.locations.contains(l));
+            let gone: Vec<(u64, bool)> = gone.collect();
+            moved = new_here && !gone.is_empty();
+            left_behind = (gone.into_iter())
+                .filter(|&(_, empty)| moved || empty)
+                .map(|(l, _)| l)
+                .collect();
+        }
+        // The same bytes as the last applied file, under a config that has just moved the
+        // feed, say something new: its cars are at the new location now. Not a re-drop.
+        if let Some(last) = feed.last_applied.filter(|_| !moved) {
             if last.sha256 == file.sha256 {
                 plan.verdict = Verdict::AlreadyApplied {
                     same_as: last.name,
@@ -271,7 +296,10 @@ impl<'o> Differ<'o> {
         // A re-drop of the last applied file judges nothing: its lot is not read.
         let redrop = matches!(plan.verdict, Verdict::AlreadyApplied { .. });
         if rules.mode == Mode::Full && !redrop {
-            for &location_id in &rules.locations {
+            // The vehicles the feed still owns where it spoke before the config moved it are
+            // judged too (a car sold while its lot changed ids is still sold).
+            for &location_id in rules.locations.iter().chain(&left_behind) {
+                let speaks_for = rules.locations.contains(&location_id);
                 let records = outbox
                     .state()
                     .location_vehicles(rules.organization_id, location_id)?;
@@ -310,15 +338,25 @@ impl<'o> Differ<'o> {
                         }
                     };
                     let base = known.base();
-                    let g = guard.entry(location_id).or_default();
                     // The guard weighs what this snapshot may sell: the feed's own vehicles.
                     let owned = known.owner.as_deref() == Some(rules.feed.as_str());
+                    if !owned && !speaks_for {
+                        continue; // left behind, and another feed's: not this one's to judge
+                    }
+                    // The guard weighs them with the lot the feed speaks for now.
+                    let weighed_at = match speaks_for {
+                        true => location_id,
+                        false => rules.locations.first().copied().unwrap_or(location_id),
+                    };
+                    let g = guard.entry(weighed_at).or_default();
                     if owned && base.digest.is_some() && !base.sold {
                         g.in_stock += 1;
                     }
                     at_locations.insert(vin, known);
                 }
-                guard.entry(location_id).or_default();
+                if speaks_for {
+                    guard.entry(location_id).or_default();
+                }
             }
         }
         Ok(Differ {
@@ -337,6 +375,7 @@ impl<'o> Differ<'o> {
             read_error: None,
             accepted_at: BTreeMap::new(),
             moved_in: BTreeMap::new(),
+            left_behind,
             listed,
             owners,
             judged: false,
@@ -600,9 +639,13 @@ impl<'o> Differ<'o> {
             }
             return Ok(());
         };
+        // The feed's own vehicles at a location the config moved it from are its to move.
+        let its_own_left_behind = self.left_behind.contains(&known.location_id)
+            && known.owner.as_deref() == Some(self.rules.feed.as_str());
         if known.location_id != location_id
             && !base.sold
             && !self.rules.locations.contains(&known.location_id)
+            && !its_own_left_behind
         {
             *self.moved_in.entry(known.location_id).or_default() += 1;
         }
@@ -879,6 +922,9 @@ impl<'o> Differ<'o> {
             if now.saturating_sub(listing.at) > LISTING_KEEPS_FOR_SECS {
                 continue; // a lot whose feed stopped does not keep cars for ever
             }
+            if listing.feed == self.rules.feed {
+                continue; // its listing from before the config moved it: this file is newer
+            }
             for (vin, known) in judged {
                 if !kept.contains_key(vin.as_str()) && listing.lists(vin) {
                     if let Some(payload) = self.payload_of(vin, known)? {
@@ -990,10 +1036,10 @@ impl<'o> Differ<'o> {
         if self.rules.mode != Mode::Full || !self.plan.applies() {
             return;
         }
-        let mut lists: BTreeMap<u64, Vec<String>> = self
-            .rules
-            .locations
-            .iter()
+        // A location left behind gets an empty listing: it keeps no car from a sale, and the
+        // feed's next files still judge what it owns there.
+        let mut lists: BTreeMap<u64, Vec<String>> = (self.rules.locations.iter())
+            .chain(&self.left_behind)
             .map(|&l| (l, Vec::new()))
             .collect();
         for (vin, at) in std::mem::take(&mut self.present) {
@@ -1150,7 +1196,11 @@ impl<'o> Differ<'o> {
             let absent = known.record.absent.saturating_add(1);
             change.absent = Some(absent);
             let sells = absent >= self.rules.sold_after_absent.max(1);
-            if let Some(g) = guard.get_mut(&known.location_id) {
+            let weighed_at = match self.left_behind.contains(&known.location_id) {
+                true => self.rules.locations.first().copied(),
+                false => Some(known.location_id),
+            };
+            if let Some(g) = weighed_at.and_then(|l| guard.get_mut(&l)) {
                 g.left_out += 1;
                 g.would_sell += u64::from(sells);
             }

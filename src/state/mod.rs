@@ -565,6 +565,24 @@ impl State {
         Ok(out)
     }
 
+    /// The locations of the organization where the feed has a listing (its applied full
+    /// snapshots spoke for them), each with whether that listing is empty.
+    pub fn feed_listings(
+        &self,
+        organization_id: u64,
+        feed: &str,
+    ) -> Result<Vec<(u64, bool)>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT location_id, json_array_length(listing, '$.vins') = 0 FROM listings
+             WHERE organization_id = ?1 AND feed = ?2",
+        )?;
+        let rows = stmt.query_map(params![organization_id, feed], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every VIN of the organization the state knows, with its location.
     pub fn organization_vins(
         &self,

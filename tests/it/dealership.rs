@@ -156,6 +156,10 @@ struct Knobs {
     /// The chance that a lot is exported by two full feeds, each listing half of its cars
     /// (new and used): each sells only its own.
     split_rate: f64,
+    /// The chance, each day, that the config moves one lot's feeds to another location id (a
+    /// look-alike of a lot whose cars all moved: the first export there is held as moving
+    /// them, and released; the cars sold meanwhile are still sold).
+    relocate_rate: f64,
 }
 
 impl Knobs {
@@ -171,6 +175,7 @@ impl Knobs {
             lose_state_on: None,
             rename_rate: 0.01,
             split_rate: 0.3,
+            relocate_rate: 0.01,
         }
     }
 }
@@ -308,6 +313,10 @@ struct Sim {
     cut_yesterday: BTreeSet<usize>,
     /// Draws the renames, apart from `rng` so that a seed's world stays as it was.
     renames: Rng,
+    /// Draws the moves of a lot's feeds to another location id, apart from `rng` too.
+    relocations: Rng,
+    /// The location ids the config used before for a lot: the lot's index, by old id.
+    former_ids: BTreeMap<u64, usize>,
     /// Per feed: its exports, the day, and whether they were applied.
     exports: Vec<Vec<(u32, PathBuf, bool)>>,
     /// Per feed: yesterday's main export.
@@ -384,6 +393,8 @@ impl Sim {
             feed_names,
             cut_yesterday: BTreeSet::new(),
             renames: Rng(seed ^ 0x00FE_ED4E_A3E5),
+            relocations: Rng(seed ^ 0x0010_CA7E_D1D5),
+            former_ids: BTreeMap::new(),
             exports: vec![Vec::new(); feeds],
             yesterday: vec![None; feeds],
             view: BTreeMap::new(),
@@ -808,6 +819,18 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
             let continued =
                 (outbox.state().continue_renamed_feeds(&configured)).expect("state readable");
             assert_eq!(continued.len(), 1, "the renamed feed continues its record");
+        } else if day > 0 && sim.relocations.chance(sim.knobs.relocate_rate) {
+            let lot = sim.relocations.below(sim.lots.len());
+            let new_id = 20 + day as u64;
+            sim.former_ids.insert(sim.lots[lot], lot);
+            sim.lots[lot] = new_id;
+            *sim.out.verdicts.entry("feed moved").or_default() += 1;
+            let configured: Vec<(String, BTreeSet<u64>)> = (0..sim.feed_lots.len())
+                .map(|f| (sim.feed_names[f].clone(), BTreeSet::from([sim.location(f)])))
+                .collect();
+            let continued =
+                (outbox.state().continue_renamed_feeds(&configured)).expect("state readable");
+            assert!(continued.is_empty(), "a moved feed is no renamed one");
         }
         let feeds = sim.feed_lots.len();
         let mut order: Vec<usize> = (0..feeds).collect();
@@ -1166,7 +1189,8 @@ impl Sim {
                 continue;
             }
             // Truly sold, still in stock on the service.
-            let at = self.lots.iter().position(|&l| l == shown.location);
+            let at = (self.lots.iter().position(|&l| l == shown.location))
+                .or_else(|| self.former_ids.get(&shown.location).copied());
             let judged_by = at.map(|lot| self.feed_of(lot, vin));
             let count = self.overdue.entry(vin.clone()).or_default();
             if clean && judged_by.is_some_and(|f| applied.contains(&f)) {
