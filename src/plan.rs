@@ -462,6 +462,9 @@ pub struct Plan {
     /// them as the location's latest listing ([`crate::state::Listing`]); the committed plan
     /// handed back no longer holds them.
     pub listings: Vec<(u64, Vec<String>)>,
+    /// With the listings: per location, the last VINs the file listed there, in its order
+    /// ([`crate::state::Listing::tail`]).
+    pub tails: Vec<(u64, Vec<String>)>,
     /// A full snapshot's as-of time and locations.
     pub snapshot: Option<Snapshot>,
     /// The columns the file bound by their values, for the feed's next file.
@@ -484,6 +487,7 @@ impl Plan {
             records: 0,
             protected: Vec::new(),
             listings: Vec::new(),
+            tails: Vec::new(),
             snapshot: None,
             columns: None,
         }

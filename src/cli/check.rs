@@ -363,11 +363,12 @@ enum CheckError {
     Export(#[from] ExportError),
     #[error("cannot write")]
     Output(#[from] std::io::Error),
-    /// A header and nothing under it but blank or comma-only lines: an empty feed, which
-    /// the daemon holds rather than selling the whole lot.
+    /// A header and nothing under it but blank or comma-only lines, or an empty XML root:
+    /// no vehicle. The daemon holds such a full snapshot rather than selling the whole lot; a
+    /// delta feed's is a day without changes.
     #[error(
-        "no vehicle rows under its header (at most blank or empty lines): an empty feed, \
-         which the daemon holds"
+        "no vehicle records (at most blank or empty lines under its header, or an empty root \
+         element): a full feed's snapshot the daemon holds, a delta feed's day without changes"
     )]
     NoRecords,
 }

@@ -115,10 +115,19 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
     let runtime = runtime()?;
     let mut outbox = open(&config, Holder::Reader("plan"))?;
     let mut listed = None;
-    if !outbox
-        .state()
-        .knows_organization(config.api.organization_id)?
-    {
+    // The files planned with the service's list, as `sync` and `run` would: a feed's first,
+    // or its first at a location the state knows no vehicle at.
+    let org = config.api.organization_id;
+    let mut needs_list = Vec::with_capacity(feeds.len());
+    for feed in &feeds {
+        let locations = lifecycle::feed_locations(&config, feed);
+        needs_list.push(
+            outbox
+                .state()
+                .needs_service_list(org, &feed.name, &locations)?,
+        );
+    }
+    if needs_list.contains(&true) {
         // Reading the list takes a while: not while holding the state, which a daemon
         // starting meanwhile would wait for.
         drop(outbox);
@@ -129,7 +138,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
     let mut out = std::io::BufWriter::new(super::stdout());
     let mut err = std::io::stderr().lock();
     let mut held = false;
-    for (path, feed) in args.files.iter().zip(feeds) {
+    for ((path, feed), needs_list) in args.files.iter().zip(feeds).zip(needs_list) {
         let file = FileToPlan {
             config: &config,
             feed,
@@ -139,7 +148,8 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
             keep_ops: true,
             claimed: None,
         };
-        let planned = plan_file(&runtime, &outbox, file, Listing::Given(listed.clone()))??;
+        let listed = listed.clone().filter(|_| needs_list);
+        let planned = plan_file(&runtime, &outbox, file, Listing::Given(listed))??;
         held |= planned.stopped();
         let shown = shown_path(path);
         match args.format {
@@ -162,9 +172,10 @@ fn plan_listed(runtime: &tokio::runtime::Runtime, config: &Config) -> Option<Lis
         Ok(listed) => Some(listed),
         Err(e) => {
             eprintln!(
-                "lotsync: note: the state knows no vehicle of organization {org}, and the \
-                 service's list could not be read ({e:#}); this plan assumes the service holds \
-                 none. `lotsync sync` and `lotsync run` read the list first and never plan blind."
+                "lotsync: note: the state knows no vehicle at a location of these feeds \
+                 (organization {org}), and the service's list could not be read ({e:#}); this \
+                 plan assumes the service holds none there. `lotsync sync` and `lotsync run` \
+                 read the list first and never plan blind."
             );
             None
         }

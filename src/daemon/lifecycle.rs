@@ -1,6 +1,6 @@
 //! A file's plan, once for the daemon ([`super::FilePipeline`]) and the one-shot commands
 //! (`lotsync plan`, `sync`, `release`): its profile and rules, the service's list when the
-//! state knows no vehicle of the organization, the diff (committed when asked, a claimed
+//! state knows no vehicle at one of the feed's locations, the diff (committed when asked, a claimed
 //! file's report drafted just before), and what became of it ([`Planned`]) with the notices it
 //! calls for ([`PlannedFile::tell_held`], [`tell_rejected`]). `sync` and `release` file a copy
 //! of what they apply in the feed's archive here too ([`file_copy`], [`settle`]).
@@ -37,8 +37,8 @@ pub enum Past {
     GuardAndNewer,
 }
 
-/// Where the service's list comes from, for the first file of an organization the state
-/// knows no vehicle of (see [`Listed`]).
+/// Where the service's list comes from, for a feed's first file at a location the state
+/// knows no vehicle at (see [`Listed`]).
 pub enum Listing<'a> {
     /// Read from the service when the state needs it, at `pace` (the uploader's of the same
     /// token, or [`Pace::configured`] for a one-shot command without one).
@@ -177,15 +177,16 @@ pub fn feed_locations(config: &Config, feed: &FeedConfig) -> BTreeSet<u64> {
     feed.locations(&lots)
 }
 
-/// The service's list when `outbox`'s state knows no vehicle of the organization (the state
-/// read off the async threads; the list read without holding it).
+/// The service's list when the feed of `rules` needs it ([`needs_service_list`]; the state
+/// read off the async threads, the list read without holding it).
 async fn service_list_if_needed(
     outbox: &Arc<Outbox>,
     client: &ApiClient,
     pace: &Pace,
     config: &Config,
+    rules: &Rules,
 ) -> Result<Option<Listed>, PlanError> {
-    if knows_organization(outbox, config).await? {
+    if !needs_service_list(outbox, rules).await? {
         return Ok(None);
     }
     Ok(Some(read_service_list(client, pace, config).await?))
@@ -199,16 +200,19 @@ pub async fn read_configured_service_list(config: &Config) -> Result<Listed, Pla
     Ok(read_service_list(&client, &pace, config).await?)
 }
 
-/// Whether the state knows a vehicle of the config's organization (else the service's list is
-/// read before the file is planned), read off the async threads.
-async fn knows_organization(outbox: &Arc<Outbox>, config: &Config) -> Result<bool, PlanError> {
-    let (state, org) = (outbox.clone(), config.api.organization_id);
-    Ok(
-        tokio::task::spawn_blocking(move || state.state().knows_organization(org))
-            .await
-            .map_err(PlanError::Task)?
-            .map_err(ServiceListError::from)?,
-    )
+/// Whether the feed of `rules` plans its next file against the service's list
+/// ([`crate::state::State::needs_service_list`]: its first file, or its first at a location
+/// the state knows no vehicle at), read off the async threads.
+async fn needs_service_list(outbox: &Arc<Outbox>, rules: &Rules) -> Result<bool, PlanError> {
+    let state = outbox.clone();
+    let (org, feed) = (rules.organization_id, rules.feed.clone());
+    let locations = rules.locations.clone();
+    Ok(tokio::task::spawn_blocking(move || {
+        state.state().needs_service_list(org, &feed, &locations)
+    })
+    .await
+    .map_err(PlanError::Task)?
+    .map_err(ServiceListError::from)?)
 }
 
 /// Plans one file: its profile and rules, the service's list when needed (`listing`), then
@@ -224,11 +228,11 @@ pub async fn plan_file(
     let (profile, rules) = profile_and_rules(file.config, file.feed, file.past)?;
     let listed = match listing {
         Listing::Read { client, pace } => {
-            service_list_if_needed(outbox, client, pace, file.config).await?
+            service_list_if_needed(outbox, client, pace, file.config, &rules).await?
         }
-        Listing::Configured => match knows_organization(outbox, file.config).await? {
-            true => None,
-            false => Some(read_configured_service_list(file.config).await?),
+        Listing::Configured => match needs_service_list(outbox, &rules).await? {
+            false => None,
+            true => Some(read_configured_service_list(file.config).await?),
         },
         Listing::Given(listed) => listed,
     };
@@ -494,7 +498,7 @@ mod tests {
                 keep_ops,
                 claimed: None,
             };
-            // The state knows no vehicle of organization 100 yet: the service holds none.
+            // The state knows no vehicle at the feed's location yet: the service holds none.
             let listing = Listing::Given(Some(Listed::default()));
             plan_file(&self.outbox, file, listing).await.unwrap()
         }

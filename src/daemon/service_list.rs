@@ -1,6 +1,6 @@
-//! The service's own list, read before the first diff of an organization the state knows no
-//! vehicle of (a new install beside a service that already holds the lot, or a state rebuilt
-//! from nothing), so that an empty state never plans blind: see [`crate::diff::Listed`].
+//! The service's own list, read before a feed's first diff at a location the state knows no
+//! vehicle at (a new install beside a service that already holds the lot, a lot new to
+//! lotsync, or a state rebuilt from nothing), so that an empty state never plans blind: see [`crate::diff::Listed`].
 
 use crate::api::{ApiClient, ApiError, Vehicle};
 use crate::config::Config;
@@ -14,8 +14,9 @@ use std::collections::HashMap;
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceListError {
     #[error(
-        "the state knows no vehicle of organization {organization_id}, so the service's list \
-         is read before the first file, and it cannot be: {error}"
+        "the state knows no vehicle at a location of this feed (organization \
+         {organization_id}), so the service's list is read before its first file there, and it \
+         cannot be: {error}"
     )]
     List {
         organization_id: u64,
@@ -24,8 +25,9 @@ pub enum ServiceListError {
     /// Given up on (nothing answered for `give_up_after_secs`, or a longer wait asked), or a
     /// list that does not end.
     #[error(
-        "the state knows no vehicle of organization {organization_id}, so the service's list \
-         is read before the first file, and it cannot be: {error}"
+        "the state knows no vehicle at a location of this feed (organization \
+         {organization_id}), so the service's list is read before its first file there, and it \
+         cannot be: {error}"
     )]
     Unread {
         organization_id: u64,
@@ -35,8 +37,8 @@ pub enum ServiceListError {
     State(#[from] StateError),
 }
 
-/// The service's list for the first file of an organization the state knows no vehicle of
-/// (the caller checks that with [`crate::state::State::knows_organization`], and holds no
+/// The service's list for the first file of a feed at a location the state knows no vehicle
+/// at (the caller checks that with [`crate::state::State::knows_locations`], and holds no
 /// state lock meanwhile if it can: this reads every page). The pages are read at `pace`, the
 /// uploader's of the same token (a one-shot command without one builds one from the config,
 /// [`Pace::configured`]), each failed page again alone, giving up after
@@ -85,7 +87,7 @@ pub async fn read_service_list(
         vehicles = by_vin.len(),
         pages = read.pages,
         retries = read.retries,
-        "the state knows no vehicle of the organization: read the service's list before its first file"
+        "the state knows no vehicle at a location of the feed: read the service's list before its first file there"
     );
     if !doubled.is_empty() {
         doubled.sort();

@@ -602,3 +602,51 @@ fn a_feed_moved_to_another_location_moves_its_cars_and_still_sells() {
     let redrop = differ(&outbox, moved, "day1.csv", &at_new(&[0, 1]));
     assert!(redrop.already_applied());
 }
+
+/// A snapshot that leaves out the end of the last one's order (two cars or more, and nothing
+/// just before them) looks cut short after a whole record: held, though the share is under
+/// the guard's fraction. The same number of cars left out anywhere else is sales.
+#[test]
+fn a_snapshot_missing_the_end_of_the_last_ones_order_is_held_as_cut_short() {
+    let (outbox, _tmp) = outbox("cut-tail");
+    let lot = settled_lot(&outbox, 8);
+    let listing = |vins: &[usize]| -> Vec<Line> {
+        (vins.iter())
+            .map(|&i| Line(lot[i].0.clone(), None))
+            .collect()
+    };
+    let cut = differ(
+        &outbox,
+        rules(Mode::Full),
+        "cut.csv",
+        &listing(&[0, 1, 2, 3, 4, 5]),
+    )
+    .finish();
+    match &cut.verdict {
+        Verdict::Held { reasons } => assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("leaves out the last 2 vehicles of day0.csv")),
+            "{reasons:?}"
+        ),
+        v => panic!("not held: {v:?}"),
+    }
+    // One car left out at the end is a sale like any other (nothing tells it from a cut).
+    let one = differ(
+        &outbox,
+        rules(Mode::Full),
+        "one.csv",
+        &listing(&[0, 1, 2, 3, 4, 5, 6]),
+    )
+    .finish();
+    assert!(one.applies(), "{:?}", one.verdict);
+    // Two cars sold, one of them last: sales.
+    let sales = file(
+        &outbox,
+        rules(Mode::Full),
+        "sales.csv",
+        &listing(&[0, 2, 3, 4, 5, 6]),
+    );
+    assert!(sales.applies(), "{:?}", sales.verdict);
+    assert_eq!(sales.counts.sold, 2);
+}

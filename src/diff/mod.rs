@@ -85,8 +85,8 @@ pub struct Rules {
     pub force: bool,
 }
 
-/// The service's own list, read before the first diff of an organization the state knows no
-/// vehicle of, so that an empty state never plans blind: vehicles already on the service are
+/// The service's own list, read before a feed's first diff at a location the state knows no
+/// vehicle at, so that a state never plans blind where it knows nothing: vehicles already on the service are
 /// adopted when the file lists them (ids learned, nothing sent when the service shows what
 /// the file says; the feed owns them from then on). Those the file leaves out are not owned:
 /// never sold by its absence, only counted ([`Counts::not_owned`]).
@@ -226,6 +226,8 @@ pub struct Differ<'o> {
     /// Vehicles in stock at a location this feed does not speak for that the file moves to
     /// one of its own, by that other location ([`Differ::judge_moves`]).
     moved_in: BTreeMap<u64, u64>,
+    /// Full mode: per location, the last VINs listed there, in the file's order.
+    tails: BTreeMap<u64, std::collections::VecDeque<String>>,
     /// Full mode: the locations the feed listed before and no longer speaks for (the config
     /// moved it); the vehicles it still owns there are judged with the others.
     left_behind: Vec<u64>,
@@ -375,6 +377,7 @@ impl<'o> Differ<'o> {
             read_error: None,
             accepted_at: BTreeMap::new(),
             moved_in: BTreeMap::new(),
+            tails: BTreeMap::new(),
             left_behind,
             listed,
             owners,
@@ -505,6 +508,13 @@ impl<'o> Differ<'o> {
             tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, line = accepted.line, sold_line = overruled.line, "one record says sold, another lists it on the lot: that one is used, not sold");
         }
         self.present.insert(vin.clone(), Some(location_id));
+        if self.rules.mode == Mode::Full {
+            let tail = self.tails.entry(location_id).or_default();
+            if tail.len() == crate::state::LISTING_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(vin.clone());
+        }
         self.diff_accepted(accepted)
     }
 
@@ -741,6 +751,7 @@ impl<'o> Differ<'o> {
         plan.file_no = Some(outbox.commit(&plan, &planning)?);
         // Stored now; a large lot's list is not carried on with the plan.
         plan.listings = Vec::new();
+        plan.tails = Vec::new();
         // The markers count every vehicle: not while the vehicles it read are kept back.
         drop(planning);
         outbox.state().write_markers();
@@ -1063,6 +1074,9 @@ impl<'o> Differ<'o> {
             list.dedup();
         }
         self.plan.listings = lists.into_iter().collect();
+        self.plan.tails = (std::mem::take(&mut self.tails).into_iter())
+            .map(|(l, tail)| (l, tail.into()))
+            .collect();
     }
 
     /// The service's vehicles the state does not know and the file leaves out (a full
@@ -1071,15 +1085,62 @@ impl<'o> Differ<'o> {
         let Some(listed) = &self.listed else {
             return;
         };
-        let left_out = listed
-            .vehicles
-            .iter()
-            .filter(|(vin, v)| !self.present.contains_key(*vin) && !v.sold_state().unwrap_or(false))
+        // Those the state knows (another lot's, read before) are not this list's to count.
+        let known = match self
+            .outbox
+            .state()
+            .organization_vins(self.rules.organization_id)
+        {
+            Ok(known) => known,
+            Err(e) => {
+                self.read_error.get_or_insert(e.into());
+                return;
+            }
+        };
+        let left_out = (listed.vehicles.iter())
+            .filter(|(vin, _)| !self.present.contains_key(*vin) && !known.contains_key(*vin))
+            .filter(|(_, v)| !v.sold_state().unwrap_or(false))
             .count();
         if left_out > 0 {
             tracing::info!(file = %crate::text::Escaped(&self.file.name), vehicles = left_out, "vehicles on the service's list the file leaves out: not owned by the feed, not sold");
         }
         self.plan.counts.not_owned += left_out as u64;
+    }
+
+    /// Why the file looks cut short after a whole record at `location_id`: the vehicles it
+    /// would sell now are the whole end of the feed's last snapshot there, in that file's
+    /// order (two or more), and this file ends with the car listed just before them. Sales
+    /// fall anywhere in a lot's export; a DMS that stopped writing loses its end.
+    fn cut_short(
+        &self,
+        location_id: u64,
+        sold_now: &HashSet<&str>,
+    ) -> Result<Option<String>, DiffError> {
+        let (org, feed) = (self.rules.organization_id, self.rules.feed.as_str());
+        let listings = self.outbox.state().listings(org, location_id)?;
+        let Some(last) = listings.into_iter().find(|l| l.feed == feed) else {
+            return Ok(None);
+        };
+        let missing = (last.tail.iter().rev())
+            .take_while(|vin| !self.present.contains_key(vin.as_str()))
+            .collect::<Vec<_>>();
+        // And this file ends where the cut would be: with the car listed just before them
+        // (a new car listed after it says the export went on).
+        let before = last.tail.iter().rev().nth(missing.len());
+        let ends_there =
+            before.is_some() && (self.tails.get(&location_id)).and_then(|t| t.back()) == before;
+        let cut = missing.len() >= 2
+            && ends_there
+            && missing.iter().all(|v| sold_now.contains(v.as_str()));
+        Ok(cut.then(|| {
+            format!(
+                "location {location_id}: leaves out the last {} vehicles of {} in its order, and \
+                 none before them: an export cut short after a whole record? (release it if \
+                 they were sold)",
+                missing.len(),
+                crate::text::Escaped(&last.file)
+            )
+        }))
     }
 
     fn judge_absence(&mut self) {
@@ -1127,6 +1188,7 @@ impl<'o> Differ<'o> {
             }
         };
         let mut guard = std::mem::take(&mut self.guard);
+        let mut sold_now: HashSet<&str> = HashSet::new();
         for (vin, known) in absent {
             if known.planned_location() != known.location_id {
                 continue; // on its way to another lot: that lot's file judges it
@@ -1206,11 +1268,13 @@ impl<'o> Differ<'o> {
             }
             if sells {
                 self.plan.push(known.location_id, vin, Op::MarkSold, false);
+                sold_now.insert(vin.as_str());
             } else {
                 self.plan.counts.absent_waiting += 1;
             }
         }
         let mut reasons = Vec::new();
+        let mut unread = None;
         for (&location_id, g) in &mut guard {
             g.accepted = self.accepted_at.get(&location_id).copied().unwrap_or(0);
             if g.in_stock == 0 {
@@ -1246,7 +1310,15 @@ impl<'o> Differ<'o> {
                     g.would_sell,
                     self.rules.sold_after_absent
                 ));
+            } else if g.would_sell >= 2 {
+                match self.cut_short(location_id, &sold_now) {
+                    Ok(reason) => reasons.extend(reason),
+                    Err(e) => unread = Some(e),
+                }
             }
+        }
+        if let Some(e) = unread {
+            self.read_error.get_or_insert(e);
         }
         self.plan.guard = guard.into_iter().collect();
         self.plan.verdict = if reasons.is_empty() || self.rules.force {

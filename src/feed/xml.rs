@@ -39,6 +39,7 @@ pub struct XmlReader<R: BufRead> {
 /// The record element of a file, as detected.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordElement {
+    /// Empty for a document whose root element holds nothing (an empty delta): no record.
     pub name: String,
     /// Other children of its parent that are records too: most of their fields are the
     /// record's (`trailer` beside `truck`, both with `vin`, `year`, `make`, …).
@@ -100,6 +101,9 @@ impl<R: BufRead> XmlReader<R> {
     }
 
     pub fn describe(&self) -> String {
+        if self.element.is_empty() {
+            return "XML, its root element empty".to_owned();
+        }
         let mut also = String::new();
         for name in &self.siblings {
             also.push_str(&format!(" or <{name}>"));
@@ -218,7 +222,7 @@ impl<R: BufRead> XmlReader<R> {
                     if self.depth > 0 || self.in_record {
                         return Err(FeedError::Truncated { line: self.line() });
                     }
-                    if self.index == 0 && !self.schema.is_empty() {
+                    if self.index == 0 && (!self.schema.is_empty() || self.element.is_empty()) {
                         return Ok(Item::End);
                     }
                     if self.index == 0 {
@@ -493,6 +497,14 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
     let Some(root) = nodes.first() else {
         return Err(FeedError::Layout("no XML element found".into()));
     };
+    if root.children.is_empty() {
+        // `<Inventory/>`: no vehicle today (an empty delta, or an empty snapshot, which the
+        // safety guard weighs like any other).
+        return Ok(RecordElement {
+            name: String::new(),
+            siblings: Vec::new(),
+        });
+    }
     let mut current = root;
     while let [only] = current.children[..] {
         let child = &nodes[only];
@@ -544,6 +556,19 @@ mod tests {
             .filter(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
             .collect()
+    }
+
+    /// An empty root (a delta feed's day without changes) holds no record; a root with a lone
+    /// leaf is still no layout lotsync can guess.
+    #[test]
+    fn an_empty_root_holds_no_record() {
+        for xml in [
+            "<Inventory/>",
+            "<?xml version=\"1.0\"?>\r\n<Inventory>\r\n</Inventory>\r\n",
+        ] {
+            assert_eq!(read_all(xml).unwrap(), Vec::<Fields>::new(), "{xml:?}");
+        }
+        assert!(read_all("<Inventory><Count>0</Count></Inventory>").is_err());
     }
 
     #[test]

@@ -503,12 +503,14 @@ impl Outbox {
                 }
                 tx.put_feed(&plan.feed, &feed)?;
                 for (location_id, vins) in &plan.listings {
+                    let tail = (plan.tails.iter()).find(|(l, _)| l == location_id);
                     let listing = ListingOf {
                         feed: &plan.feed,
                         file: &plan.file.name,
                         file_no,
                         at: now,
                         vins,
+                        tail: tail.map_or(&[][..], |(_, t)| t),
                     };
                     tx.put_listing(org, *location_id, &plan.feed, &listing)?;
                 }
@@ -965,6 +967,8 @@ struct ListingOf<'a> {
     file_no: u64,
     at: i64,
     vins: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    tail: &'a [String],
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ pub use identity::{MarkedInbox, Marker};
 pub use keys::VehicleKey;
 pub use records::{
     AppliedFile, Counters, Delivered, FeedRecord, FieldChange, FileOutcome, FileRecord, Listing,
-    OutboxEntry, Queuing, Rejection, SnapshotMark, StoredVehicle, VehicleRecord,
+    OutboxEntry, Queuing, Rejection, SnapshotMark, StoredVehicle, VehicleRecord, LISTING_TAIL,
 };
 pub use retention::Retention;
 pub use schema::SCHEMA_VERSION;
@@ -62,7 +62,7 @@ pub use tx::{StateTx, Txn};
 use crate::text::Chain;
 use lock::StateLock;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -583,6 +583,17 @@ impl State {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The locations where a feed owns a vehicle (read once per unconfigured feed when the
+    /// writer opens the state: the whole table, by the owner in each record).
+    fn owned_locations(&self, feed: &str) -> Result<BTreeSet<u64>, StateError> {
+        let conn = self.reader();
+        let mut stmt = conn.prepare_cached(
+            "SELECT DISTINCT location_id FROM vehicles WHERE json_extract(record, '$.owner') = ?1",
+        )?;
+        let rows = stmt.query_map([feed], |row| row.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every VIN of the organization the state knows, with its location.
     pub fn organization_vins(
         &self,
@@ -687,12 +698,29 @@ impl State {
         })
     }
 
-    /// Whether the state has a record of any vehicle of the organization.
-    pub fn knows_organization(&self, organization_id: u64) -> Result<bool, StateError> {
+    /// Whether a feed's next file is planned against the service's list
+    /// ([`crate::diff::Listed`]): the feed has applied no file yet (a first install, a feed new
+    /// to the config beside a service that may hold its cars), or the state knows no vehicle at
+    /// one of its `locations`.
+    pub fn needs_service_list(
+        &self,
+        organization_id: u64,
+        feed: &str,
+        locations: &BTreeSet<u64>,
+    ) -> Result<bool, StateError> {
+        if self.feed(feed)?.is_none_or(|f| f.last_applied.is_none()) {
+            return Ok(true);
+        }
         let conn = self.reader();
-        let mut stmt =
-            conn.prepare_cached("SELECT 1 FROM vehicles WHERE organization_id = ?1 LIMIT 1")?;
-        Ok(stmt.exists([organization_id])?)
+        let mut stmt = conn.prepare_cached(
+            "SELECT 1 FROM vehicles WHERE organization_id = ?1 AND location_id = ?2 LIMIT 1",
+        )?;
+        for &location in locations {
+            if !stmt.exists(params![organization_id, location])? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Number of vehicle records.
@@ -739,7 +767,8 @@ impl State {
     }
 
     /// A feed of the config the state has no record of continues the record of a feed the
-    /// config no longer has that applied snapshots at one of its locations (the newest such):
+    /// config no longer has that applied snapshots at one of its locations, or (a delta feed,
+    /// which applies none) owns vehicles there (the newest such):
     /// a feed renamed keeps the files it applied, so an old export delivered again is still
     /// known as one, and an older snapshot is still superseded; and it owns (or shares) the
     /// vehicles the old name did. `configured`: every feed of the config with its locations.
@@ -755,16 +784,29 @@ impl State {
             if known.iter().any(|(n, _)| n == name) {
                 continue;
             }
-            let newest_at = |record: &FeedRecord| {
-                (record.snapshots.iter())
+            let newest_at = |name: &str, record: &FeedRecord| -> Result<_, StateError> {
+                let snapshot = (record.snapshots.iter())
                     .filter(|(location, _)| locations.contains(location))
                     .map(|(_, mark)| mark.as_of)
-                    .max()
+                    .max();
+                if snapshot.is_some() || !record.snapshots.is_empty() {
+                    return Ok(snapshot);
+                }
+                let owns_here = (self.owned_locations(name)?.iter()).any(|l| locations.contains(l));
+                Ok(record
+                    .last_applied
+                    .as_ref()
+                    .filter(|_| owns_here)
+                    .map(|f| f.at))
             };
-            let before = (known.iter())
-                .filter(|(n, _)| !is_configured(n))
-                .filter_map(|(n, record)| Some((newest_at(record)?, n, record)))
-                .max_by_key(|(as_of, _, _)| *as_of);
+            let mut before = None;
+            for (n, record) in known.iter().filter(|(n, _)| !is_configured(n)) {
+                if let Some(at) = newest_at(n, record)? {
+                    if before.as_ref().is_none_or(|(newest, _, _)| at > *newest) {
+                        before = Some((at, n, record));
+                    }
+                }
+            }
             if let Some((_, old, record)) = before {
                 self.transaction(|tx| -> Txn<(), StateError> {
                     tx.put_feed(name, record)?;

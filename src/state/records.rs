@@ -214,7 +214,15 @@ pub struct Listing {
     pub at: i64,
     /// Sorted.
     pub vins: Vec<String>,
+    /// Its last VINs in the file's order, at most [`LISTING_TAIL`]: a next snapshot that
+    /// leaves out exactly the end of this order looks cut short, not sold
+    /// ([`crate::diff`]). Empty for a listing written before tails were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tail: Vec<String>,
 }
+
+/// The VINs a listing keeps of its file's end.
+pub const LISTING_TAIL: usize = 64;
 
 impl Listing {
     pub fn lists(&self, vin: &str) -> bool {

@@ -67,8 +67,8 @@ fn cases() -> Vec<Case> {
     vec![
         case("empty.csv", "", 2, "the file is empty"),
         case("blank-lines.csv", "\n\n  \r\n", 2, "the file is empty"),
-        case("header-only.csv", "VIN,Stock\r\n", 2, "no vehicle rows under its header"),
-        case("header-blanks.csv", "VIN,Stock\r\n\r\n,\r\n \r\n", 2, "no vehicle rows under its header"),
+        case("header-only.csv", "VIN,Stock\r\n", 2, "no vehicle records"),
+        case("header-blanks.csv", "VIN,Stock\r\n\r\n,\r\n \r\n", 2, "no vehicle records"),
         case("binary.csv", binary, 2, "binary data (NUL bytes), not CSV or XML"),
         case("gzip.csv", vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3], 2, "gzip-compressed data"),
         case(
@@ -233,7 +233,7 @@ fn cases() -> Vec<Case> {
             "no-records.xml",
             "<Inventory></Inventory>",
             2,
-            "cannot tell which element is one vehicle under <Inventory>",
+            "no vehicle records",
         ),
     ]
 }
@@ -291,13 +291,13 @@ fn a_header_without_rows_is_refused_in_ndjson_too() {
             said["error"]
                 .as_str()
                 .unwrap()
-                .contains("no vehicle rows under its header"),
+                .contains("no vehicle records"),
             "{stderr}"
         );
         let (code, stdout, stderr) = check_with(dir, &args[..3]);
         assert_eq!(code, 2, "{name}: {stdout} {stderr}");
         assert!(stdout.contains("0 records"), "{stdout}");
-        assert!(stderr.contains("no vehicle rows"), "{stderr}");
+        assert!(stderr.contains("no vehicle records"), "{stderr}");
     }
 }
 

@@ -149,22 +149,44 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
     );
     assert_eq!(sold(&state(&sb).await), 1, "the one car it lacks is sold");
 
-    // Much smaller than the last snapshot, though under the guard's threshold: said.
+    // Whole, but its last five records gone (under the guard's threshold): held as cut short.
     drop_file(&inbox, "day4.csv", export(&cars[..34]).as_bytes());
-    site.wait_until(Duration::from_secs(20), "day4 archived", || {
-        reports(&inbox, "archive")
+    site.wait_until(Duration::from_secs(20), "day4 held", || {
+        reports(&inbox, "held")
             .iter()
             .any(|r| r["file"] == "day4.csv")
     })
     .await;
-    let day4 = reports(&inbox, "archive")
+    let day4 = reports(&inbox, "held")
         .into_iter()
         .find(|r| r["file"] == "day4.csv")
         .unwrap();
-    let notes = day4["notes"].to_string();
+    assert!(
+        day4["reasons"]
+            .to_string()
+            .contains("leaves out the last 5 vehicles"),
+        "{day4:#}"
+    );
+    assert_eq!(sold(&state(&sb).await), 1, "nothing of it sent");
+
+    // Much smaller than the last snapshot, though under the guard's threshold, its cars gone
+    // from the middle: sales, and said.
+    let scattered: Vec<Car> = (cars[..30].iter().chain(&cars[35..39])).cloned().collect();
+    drop_file(&inbox, "day5.csv", export(&scattered).as_bytes());
+    site.wait_until(Duration::from_secs(20), "day5 archived", || {
+        reports(&inbox, "archive")
+            .iter()
+            .any(|r| r["file"] == "day5.csv")
+    })
+    .await;
+    let day5 = reports(&inbox, "archive")
+        .into_iter()
+        .find(|r| r["file"] == "day5.csv")
+        .unwrap();
+    let notes = day5["notes"].to_string();
     assert!(
         notes.contains("fewer than the last one applied"),
-        "{day4:#}"
+        "{day5:#}"
     );
 }
 

@@ -1,11 +1,12 @@
 //! A dealership simulator, in the spirit of FoundationDB's simulation tests: from a seed, one
 //! organization with 1-3 lots, each exported every day by its own full feed (CSV or XML, a
-//! feed now and then renamed in the config) or by two (new cars from one, used from the
-//! other, each selling only its own), a true inventory that changes every day
+//! feed now and then renamed or moved to another location id in the config) or by two (new
+//! cars from one, used from the other, each selling only its own; the used one now and then a
+//! delta feed, which lists what changed and the cars sold), a true inventory that changes every day
 //! (arrivals, sales, price and mileage changes, transfers between lots, trade-ins of cars sold
 //! before, stock numbers reused, a lot back at an earlier day's exact state), and a DMS whose
-//! exports now and then have the faults real exports have (see [`Fault`]). Each export is a real file diffed by the library's real `diff_file` into a
-//! real SQLite state on disk, and every queued operation is answered as the service would
+//! exports now and then have the faults real exports have (see [`Fault`]). Each export is a
+//! real file diffed by the library's real `diff_file` into a real SQLite state on disk, and every queued operation is answered as the service would
 //! (`answer_all`); the answers build the simulated service's view, checked after every file
 //! and every day against the truth:
 //!
@@ -27,6 +28,10 @@
 //!    sold) is a violation, and so is a sale or return of a VIN it does not have.
 //! 4. Every price, mileage and stock number a create or update sends was the car's, truly, at
 //!    some point (stock numbers: or the one a stock-number typo of the DMS gave it).
+//! 5. No operation touches a car of a lot another product feeds: one the service held when
+//!    lotsync was installed beside it (a feed's first file at a location then reads the
+//!    service's list, as the daemon does where the state knows no vehicle), or one of a lot
+//!    another product adds later.
 //!
 //! `dealership::` runs a few seeds and the regression seeds in seconds; `LOTSYNC_SIM_SEEDS`
 //! (a count, or a first-last range) and `LOTSYNC_SIM_DAYS` drive the ignored long run.
@@ -147,8 +152,8 @@ struct Knobs {
     /// with 1), seed 35 (day 260 of the long run, three cars after two cuts in a row of lot
     /// 12, with 2) and seed 22 (day 111, one car, two cuts in a row of a lot's second feed).
     cuts_within_grace: bool,
-    /// The state is lost (a fresh one, without the service's list) on this day: a deliberately
-    /// broken setup that creates every vehicle again.
+    /// The state is lost (a fresh one, never planned against the service's list) on this day:
+    /// a deliberately broken setup that creates every vehicle again.
     lose_state_on: Option<u32>,
     /// The chance, each day, that the config renames one lot's feed (a look-alike of a feed
     /// gone: the renamed feed judges the cars the old name owned).
@@ -156,6 +161,16 @@ struct Knobs {
     /// The chance that a lot is exported by two full feeds, each listing half of its cars
     /// (new and used): each sells only its own.
     split_rate: f64,
+    /// The chance that lotsync is installed beside a service that holds the lots' cars already
+    /// (a former integration: stale prices, old sales) and another product's lot: the first
+    /// file reads the service's list, as the daemon does for a state that knows nothing.
+    preexisting_rate: f64,
+    /// The chance, each day, that another product adds a lot of its own to the organization
+    /// (cars lotsync never hears of, bought and sold every day).
+    other_product_rate: f64,
+    /// The chance that the used-car feed of a lot with two is a delta feed: its export lists
+    /// only the cars that changed since its last one, and those sold (status "Sold").
+    delta_rate: f64,
     /// The chance, each day, that the config moves one lot's feeds to another location id (a
     /// look-alike of a lot whose cars all moved: the first export there is held as moving
     /// them, and released; the cars sold meanwhile are still sold).
@@ -176,8 +191,20 @@ impl Knobs {
             rename_rate: 0.01,
             split_rate: 0.3,
             relocate_rate: 0.01,
+            delta_rate: 0.5,
+            preexisting_rate: 0.3,
+            other_product_rate: 0.005,
         }
     }
+}
+
+/// What a delta feed's DMS believes it delivered.
+#[derive(Debug, Default)]
+struct Delta {
+    base: BTreeMap<String, Car>,
+    /// The cars its exports since the last clean one listed (a sale among them is told too).
+    told: BTreeSet<String>,
+    resend: bool,
 }
 
 /// A car as the truth has it.
@@ -309,6 +336,10 @@ struct Sim {
     feed_lots: Vec<(usize, Option<bool>)>,
     /// Per feed: its name in the config today (renamed now and then).
     feed_names: Vec<String>,
+    /// Per delta feed: its half of the lot as its last clean export left it (the DMS lists
+    /// what changed since), and whether its next export lists every car again (the last one
+    /// had a fault: a DMS that sends everything again after a failed transfer).
+    deltas: BTreeMap<usize, Delta>,
     /// The feeds whose last export was cut after a whole record.
     cut_yesterday: BTreeSet<usize>,
     /// Draws the renames, apart from `rng` so that a seed's world stays as it was.
@@ -317,6 +348,13 @@ struct Sim {
     relocations: Rng,
     /// The location ids the config used before for a lot: the lot's index, by old id.
     former_ids: BTreeMap<u64, usize>,
+    /// Draws what other products do, apart from `rng` too.
+    others: Rng,
+    /// The cars of lots another product feeds, by VIN: lotsync must never touch them.
+    foreign: BTreeMap<String, u64>,
+    next_foreign: u64,
+    /// Installed beside a service that holds cars already ([`Knobs::preexisting_rate`]).
+    beside: bool,
     /// Per feed: its exports, the day, and whether they were applied.
     exports: Vec<Vec<(u32, PathBuf, bool)>>,
     /// Per feed: yesterday's main export.
@@ -364,6 +402,13 @@ impl Sim {
                 feed_names.push(format!("lot{lot_id}"));
             }
         }
+        // The used-car feed of a split lot is now and then a delta feed, drawn apart too.
+        let mut delta_draws = Rng(seed ^ 0x00DE_17A5_F00D);
+        let deltas: BTreeMap<usize, Delta> = (feed_lots.iter().enumerate())
+            .filter(|(_, &(_, half))| half == Some(false))
+            .filter(|_| knobs.delta_rate > 0.0 && delta_draws.chance(knobs.delta_rate))
+            .map(|(feed, _)| (feed, Delta::default()))
+            .collect();
         let styles: Vec<Style> = (feed_lots.iter())
             .map(|&(lot, half)| match half {
                 Some(false) => style(&mut splits),
@@ -391,10 +436,15 @@ impl Sim {
             styles,
             feed_lots,
             feed_names,
+            deltas,
             cut_yesterday: BTreeSet::new(),
             renames: Rng(seed ^ 0x00FE_ED4E_A3E5),
             relocations: Rng(seed ^ 0x0010_CA7E_D1D5),
             former_ids: BTreeMap::new(),
+            others: Rng(seed ^ 0x0007_4E55_0DD5),
+            foreign: BTreeMap::new(),
+            next_foreign: 0,
+            beside: false,
             exports: vec![Vec::new(); feeds],
             yesterday: vec![None; feeds],
             view: BTreeMap::new(),
@@ -410,7 +460,137 @@ impl Sim {
                 sim.arrive(lot);
             }
         }
+        if sim.knobs.preexisting_rate > 0.0 && sim.others.chance(sim.knobs.preexisting_rate) {
+            sim.preexisting();
+        }
         sim
+    }
+
+    /// The service as a former integration and another product left it: most of each lot's
+    /// cars (a price now and then stale), a few sold long ago, and another product's lot.
+    fn preexisting(&mut self) {
+        *self.out.verdicts.entry("installed beside").or_default() += 1;
+        self.beside = true;
+        for lot in 0..self.lots.len() {
+            let cars: Vec<(String, Car)> = self.truth[lot].clone().into_iter().collect();
+            for (vin, car) in cars {
+                if self.others.chance(0.2) {
+                    continue; // arrived since the former integration stopped
+                }
+                let mut shown = car.clone();
+                if self.others.chance(0.3) {
+                    shown.price += 1000;
+                }
+                let location = self.lots[lot];
+                let payload = payload(location, &vin, &shown);
+                let sold = false;
+                self.view.insert(
+                    vin,
+                    Shown {
+                        sold,
+                        location,
+                        payload,
+                    },
+                );
+            }
+            for _ in 0..self.others.below(4) {
+                self.next_foreign += 1;
+                let vin = feedgen::vin(800_000_000 + self.next_foreign);
+                let car = Car {
+                    stock: format!("OLD{}", self.next_foreign),
+                    price: 9900,
+                    miles: 1,
+                    year: 2001,
+                    model: 0,
+                };
+                let location = self.lots[lot];
+                let payload = payload(location, &vin, &car);
+                self.view.insert(
+                    vin,
+                    Shown {
+                        sold: true,
+                        location,
+                        payload,
+                    },
+                );
+            }
+        }
+        self.other_lot(90);
+    }
+
+    /// Another product's lot: cars lotsync never hears of.
+    fn other_lot(&mut self, location: u64) {
+        for _ in 0..5 + self.others.below(10) {
+            self.other_arrival(location);
+        }
+    }
+
+    fn other_arrival(&mut self, location: u64) {
+        self.next_foreign += 1;
+        let vin = feedgen::vin(900_000_000 + self.next_foreign);
+        let car = Car {
+            stock: format!("P{}", self.next_foreign),
+            price: 10_000 + 100 * self.others.range(0, 300),
+            miles: self.others.range(0, 90_000),
+            year: 2015,
+            model: 1,
+        };
+        let payload = payload(location, &vin, &car);
+        self.view.insert(
+            vin.clone(),
+            Shown {
+                sold: false,
+                location,
+                payload,
+            },
+        );
+        self.foreign.insert(vin, location);
+    }
+
+    /// What other products do in a day: sales and arrivals at their lots, now and then a new lot.
+    fn others_live(&mut self, day: u32) {
+        let vins: Vec<String> = self.foreign.keys().cloned().collect();
+        for vin in vins {
+            if self.others.chance(0.05) {
+                if let Some(shown) = self.view.get_mut(&vin) {
+                    shown.sold = true;
+                }
+            }
+        }
+        let lots: BTreeSet<u64> = self.foreign.values().copied().collect();
+        for location in lots {
+            for _ in 0..self.others.below(2) {
+                self.other_arrival(location);
+            }
+        }
+        if self.others.chance(self.knobs.other_product_rate) {
+            *self
+                .out
+                .verdicts
+                .entry("another product's lot")
+                .or_default() += 1;
+            self.other_lot(1000 + u64::from(day));
+        }
+    }
+
+    /// The service's list, as the daemon reads it before the first file of a state that knows
+    /// no vehicle of the organization.
+    fn listed(&self) -> lotsync::diff::Listed {
+        let vehicles = (self.view.iter())
+            .map(|(vin, shown)| {
+                let vehicle = serde_json::json!({
+                    "id": crate::common::service_id(vin),
+                    "vin": vin,
+                    "stock": shown.payload.stock,
+                    "price": shown.payload.price,
+                    "odometer": { "value": shown.payload.miles, "unit": "mi" },
+                    "status": if shown.sold { "sold" } else { "in-stock" },
+                });
+                let vehicle = serde_json::from_value(vehicle).expect("a vehicle of the list");
+                (vin.clone(), vehicle)
+            })
+            .collect();
+        lotsync::diff::Listed { vehicles }
     }
 
     fn rules(&self, feed: usize) -> Rules {
@@ -421,7 +601,10 @@ impl Sim {
         Rules {
             organization_id: ORG,
             feed: self.feed_names[feed].clone(),
-            mode: Mode::Full,
+            mode: match self.deltas.contains_key(&feed) {
+                true => Mode::Delta,
+                false => Mode::Full,
+            },
             sold_after_absent: self.sold_after_absent,
             max_sold_fraction: self.knobs.max_sold_fraction,
             locations: BTreeSet::from([self.lots[lot]]),
@@ -589,14 +772,48 @@ impl Sim {
         }
     }
 
-    /// A feed's rows: its lot's cars (of its half).
-    fn rows(&self, feed: usize) -> Vec<Row> {
+    /// A feed's cars: its lot's (of its half).
+    fn cars(&self, feed: usize) -> BTreeMap<String, Car> {
         let (lot, listed) = self.feed_lots[feed];
-        self.truth[lot]
-            .iter()
+        (self.truth[lot].iter())
             .filter(|(vin, _)| listed.is_none_or(|h| h == half(vin)))
-            .map(|(vin, car)| row(vin, car, "In Stock"))
+            .map(|(vin, car)| (vin.clone(), car.clone()))
             .collect()
+    }
+
+    /// A feed's rows: its cars; for a delta feed, those that changed since its last clean
+    /// export (every one after a fault) and those sold since, with their last values.
+    fn rows(&self, feed: usize) -> Vec<Row> {
+        let cars = self.cars(feed);
+        let Some(delta) = self.deltas.get(&feed) else {
+            return cars
+                .iter()
+                .map(|(vin, car)| row(vin, car, "In Stock"))
+                .collect();
+        };
+        let changed = (cars.iter())
+            .filter(|(vin, car)| delta.resend || delta.base.get(*vin) != Some(car))
+            .map(|(vin, car)| row(vin, car, "In Stock"));
+        let sold = (delta.base.keys().chain(&delta.told))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|vin| !cars.contains_key(*vin))
+            .filter_map(|vin| Some(row(vin, self.gone.get(vin)?, "Sold")));
+        changed.chain(sold).collect()
+    }
+
+    /// A delta feed's DMS wrote an export: clean, it lists what changed since this one next.
+    fn exported(&mut self, feed: usize, clean: bool) {
+        let cars = self.cars(feed);
+        if let Some(delta) = self.deltas.get_mut(&feed) {
+            if clean {
+                delta.base = cars;
+                delta.told.clear();
+            } else {
+                delta.told.extend(cars.into_keys());
+            }
+            delta.resend = !clean;
+        }
     }
 
     /// Today's export of a feed, with its faults.
@@ -610,8 +827,12 @@ impl Sim {
                     let i = self.rng.below(rows.len());
                     rows.insert(i, rows[i].clone());
                 }
+                // An old deal of a car on the lot (a delta's "Sold" rows are no such car).
                 Fault::ConflictingDuplicate if !rows.is_empty() => {
                     let i = self.rng.below(rows.len());
+                    if rows[i][7] != "In Stock" {
+                        continue;
+                    }
                     let mut deal = rows[i].clone();
                     deal[1] = format!("X{}", deal[1]);
                     let price: u64 = deal[PRICE].parse().expect("a number");
@@ -693,6 +914,14 @@ fn half(vin: &str) -> bool {
         .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
         % 2
         == 0
+}
+
+/// A car as the service would hold it.
+fn payload(location: u64, vin: &str, car: &Car) -> VehiclePayload {
+    let mut p = VehiclePayload::new(location, car.stock.clone(), vin);
+    p.price = Some(Price::Selling(lotsync::api::Amount(car.price as f64)));
+    p.miles = Some(car.miles);
+    p
 }
 
 fn row(vin: &str, car: &Car, status: &str) -> Row {
@@ -807,6 +1036,7 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
         }
         if day > 0 {
             sim.live();
+            sim.others_live(day);
         }
         if day > 0 && sim.renames.chance(sim.knobs.rename_rate) {
             let feed = sim.renames.below(sim.feed_lots.len());
@@ -824,6 +1054,15 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
             let new_id = 20 + day as u64;
             sim.former_ids.insert(sim.lots[lot], lot);
             sim.lots[lot] = new_id;
+            // A delta feed's DMS sends every car once to the new location (the promises page
+            // asks for it: a delta moves only the cars it lists).
+            for feed in 0..sim.feed_lots.len() {
+                if sim.feed_lots[feed].0 == lot {
+                    if let Some(delta) = sim.deltas.get_mut(&feed) {
+                        delta.resend = true;
+                    }
+                }
+            }
             *sim.out.verdicts.entry("feed moved").or_default() += 1;
             let configured: Vec<(String, BTreeSet<u64>)> = (0..sim.feed_lots.len())
                 .map(|f| (sim.feed_names[f].clone(), BTreeSet::from([sim.location(f)])))
@@ -863,7 +1102,10 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
             for f in &faults {
                 *sim.out.faults.entry(format!("{f:?}")).or_default() += 1;
             }
+            // Yesterday's export, as the DMS would write it again (clean).
+            let clean = sim.rows(feed);
             let bytes = sim.export(feed, &faults);
+            sim.exported(feed, faults.is_empty());
             let lot = sim.location(feed);
             let ext = if sim.styles[feed].xml { "xml" } else { "csv" };
             let path = dir
@@ -889,8 +1131,6 @@ fn simulate(seed: u64, knobs: Knobs) -> Outcome {
                 *sim.out.verdicts.entry("released").or_default() += 1;
                 filed = sim.diff(&outbox, &profile, feed, &path, day, &faults, &bytes, true);
             }
-            // Yesterday's export, as the DMS would write it again (the lot's state, clean).
-            let clean = sim.rows(feed);
             sim.yesterday[feed] = Some(render(&sim.styles[feed], &sim.styles[feed].order, &clean));
             if faults.contains(&Fault::WrongInbox) && feeds > 1 {
                 let other = (feed + 1) % feeds;
@@ -1002,7 +1242,13 @@ impl Sim {
         if let Some(broken) = self.knobs.break_rules {
             broken(&mut rules);
         }
-        let planned = diff_file(outbox, rules, profile, lot, path, DiffOptions::committed());
+        let mut options = DiffOptions::committed();
+        let state = outbox.state();
+        let needs = (state.needs_service_list(ORG, &rules.feed, &rules.locations)).expect("read");
+        if needs && self.beside && self.knobs.lose_state_on.is_none() {
+            options.listed = Some(self.listed());
+        }
+        let planned = diff_file(outbox, rules, profile, lot, path, options);
         let verdict = match &planned {
             Ok(p) => match &p.plan.verdict {
                 Verdict::Apply { .. } => "apply",
@@ -1071,6 +1317,14 @@ impl Sim {
         text: &str,
     ) {
         let vin = entry.vin.clone();
+        if let Some(location) = self.foreign.get(&vin) {
+            let what = format!(
+                "{} of another product's car (its lot {location}), by file {}",
+                entry.op.name(),
+                path.display()
+            );
+            self.violation("5", day, &vin, what);
+        }
         if std::env::var("LOTSYNC_SIM_TRACE").is_ok_and(|v| v == vin) {
             eprintln!("  answered {} at {}", entry.op.name(), entry.location_id);
         }
@@ -1185,7 +1439,7 @@ impl Sim {
         let on_lots: BTreeSet<&String> = self.truth.iter().flat_map(|t| t.keys()).collect();
         let mut late = Vec::new();
         for (vin, shown) in &self.view {
-            if shown.sold || on_lots.contains(vin) {
+            if shown.sold || on_lots.contains(vin) || self.foreign.contains_key(vin) {
                 continue;
             }
             // Truly sold, still in stock on the service.
@@ -1320,18 +1574,25 @@ fn the_regression_seeds_keep_every_invariant() {
     assert_clean(&outcomes);
 }
 
-/// A full export cut after a whole record, under `sold_after_absent = 1`, sells the cars
-/// after the cut when they are fewer than the guard's fraction (first found by seed 2, day 55:
-/// two cars). Nothing in such a file tells the cut from sales. Fails until the diff can; run it
-/// with `--ignored` to see the cases in the first worlds.
+/// A full export cut after a whole record, under `sold_after_absent = 1`: a cut that loses
+/// two records or more is held (it leaves out the end of the last snapshot's order, and
+/// nothing before it), but one that loses a single record sells that car, as the sale of the
+/// last car of the file would (seeds 16 and 24 of 1-24 × 200 days, one car each). Nothing in
+/// such a file tells the two apart. Fails until the diff can; `LOTSYNC_SIM_SEEDS` and
+/// `LOTSYNC_SIM_DAYS` widen it.
 #[test]
 #[ignore]
 fn a_cut_export_under_one_absence() {
+    let days = std::env::var("LOTSYNC_SIM_DAYS").map_or(200, |_| env_days());
     let knobs = Knobs {
         cuts_within_grace: false,
-        ..Knobs::standard(100)
+        ..Knobs::standard(days)
     };
-    let outcomes = run(&[1, 2, 3, 4, 5, 6], &knobs);
+    let seeds = match std::env::var("LOTSYNC_SIM_SEEDS") {
+        Ok(_) => env_seeds(),
+        Err(_) => vec![16, 24],
+    };
+    let outcomes = run(&seeds, &knobs);
     eprintln!("{}", report(&outcomes));
     assert_clean(&outcomes);
 }

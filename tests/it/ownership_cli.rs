@@ -174,3 +174,80 @@ async fn a_renamed_feed_keeps_its_cars_and_its_applied_files() {
     let st = state(&sb).await;
     assert!(is_sold(&st, 9), "{st:#}");
 }
+
+/// A delta feed renamed in the config keeps its cars though it applies no snapshot: after
+/// `used` (delta) is renamed `used-cars`, the full feed of the same lot, leaving out the used
+/// cars as it always does, sells none of them (it would, were they owned by a feed the config
+/// no longer has).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_delta_feed_keeps_its_cars() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("ownership-rename-delta", &sb.base_url());
+    site.feed_inbox("new");
+    site.feed_inbox("used");
+    let feeds = |used: &str| {
+        format!(
+            "[[feed]]\nname = \"new\"\ninbox = \"new\"\nlocation_id = 10\n\
+             [[feed]]\nname = \"{used}\"\ninbox = \"used\"\nlocation_id = 10\nmode = \"delta\"\n"
+        )
+    };
+    site.write_config(&sb.base_url(), 1000, "", "", &feeds("used"));
+    let new1 = site.export("new1.csv", &cars(0..20));
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "new"], &[&new1]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    let used1 = site.path().join("used1.xml");
+    std::fs::write(&used1, xml(&cars([100, 101, 102]))).unwrap();
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "used"], &[&used1]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+
+    site.write_config(&sb.base_url(), 1000, "", "", &feeds("used-cars"));
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    // Two files in a row: past the default grace of `sold_after_absent`.
+    for day in 2..4 {
+        let mut new = cars(0..20);
+        new[0].price += day;
+        let file = site.export(&format!("new{day}.csv"), &new);
+        let status;
+        (status, stdout, stderr) = run(&site, &["sync", "--feed", "new"], &[&file]).await;
+        assert_eq!(status, 0, "{stdout}\n{stderr}");
+    }
+    let st = state(&sb).await;
+    assert_eq!(
+        sold(&st),
+        0,
+        "none of the renamed delta feed's cars: {stdout}\n{stderr}"
+    );
+    assert!(!is_sold(&st, 100) && !is_sold(&st, 102), "{stdout}");
+}
+
+/// A feed added to the config later, beside a service that already holds its lot's cars (a
+/// dealer group bringing its second rooftop to lotsync): its first file is planned against the
+/// service's list like the very first one, so the cars there are adopted, not created again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_added_later_adopts_the_cars_the_service_holds() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let api = client(&sb);
+    for (n, location) in (0..20).map(|n| (n, 10)).chain((100..110).map(|n| (n, 11))) {
+        let mut payload = VehiclePayload::new(location, format!("S{n:05}"), feedgen::vin(n));
+        payload.year = Some(2020);
+        api.upsert_vehicle(&payload).await.unwrap();
+    }
+    let site = Site::new("own-feed-added", &sb.base_url());
+    site.feed_inbox("lot10");
+    site.feed_inbox("lot11");
+    let one = "[[feed]]\nname = \"lot10\"\ninbox = \"lot10\"\nlocation_id = 10\n";
+    site.write_config(&sb.base_url(), 1000, "", "", one);
+    let lot10 = site.export("lot10.csv", &cars(0..20));
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "lot10"], &[&lot10]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+
+    let two = format!("{one}[[feed]]\nname = \"lot11\"\ninbox = \"lot11\"\nlocation_id = 11\n");
+    site.write_config(&sb.base_url(), 1000, "", "", &two);
+    let lot11 = site.export("lot11.csv", &cars(100..110));
+    let (status, stdout, stderr) = run(&site, &["sync", "--feed", "lot11"], &[&lot11]).await;
+    assert_eq!(status, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("created 0,"), "{stdout}\n{stderr}");
+    let st = state(&sb).await;
+    let vehicles = st["vehicles"].as_array().map_or(0, Vec::len);
+    assert_eq!(vehicles, 30, "no car of lot 11 created twice: {stdout}");
+}

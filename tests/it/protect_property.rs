@@ -201,6 +201,39 @@ fn first_wrong_sale(days: &[Day]) -> Option<String> {
                 {
                     continue
                 }
+                // A true export that ends where the last one's order was cut short: released,
+                // as its operator would.
+                Verdict::Held { ref reasons }
+                    if reasons.iter().all(|r| r.contains("an export cut short")) =>
+                {
+                    let mut released = rules(lot);
+                    released.force = true;
+                    let planned = diff_file(
+                        &outbox,
+                        released,
+                        &profile,
+                        lot,
+                        &path,
+                        DiffOptions::committed(),
+                    )
+                    .expect("the released file is diffed and committed");
+                    answer_all(&outbox);
+                    if !planned.plan.applies() {
+                        return Some(format!("day {d}, lot {lot}: not applied when released"));
+                    }
+                    listed.insert(lot, listing);
+                    let sold = planned.plan.ops.iter().filter(|o| o.op == Op::MarkSold);
+                    for op in sold {
+                        if let Some((by, _)) = listed.iter().find(|(_, l)| l.contains(&op.vin)) {
+                            return Some(format!(
+                                "day {d}, lot {lot}'s released file sold {}, which lot {by}'s \
+                                 latest snapshot lists",
+                                op.vin
+                            ));
+                        }
+                    }
+                    continue;
+                }
                 Verdict::Held { ref reasons } => {
                     return Some(format!("day {d}, lot {lot}: held: {reasons:?}"))
                 }
