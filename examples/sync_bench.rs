@@ -27,6 +27,10 @@
 //!   exits within the outage is shown with its exit code.
 //! - **Sweep**: with no limit (20 ms latency still), requests/s as a function of requests in
 //!   flight.
+//! - **Concurrency**: a service that serves 4 requests at once (200 ms each) and turns away
+//!   what arrives beyond them, with 429 or 503 and no header: 2xx/s after the first 10 s
+//!   against the ideal of 4 / 0.2 s = 20/s, and requests refused per request served (a good
+//!   citizen keeps that small).
 //!
 //! Each run is the real release binary in a fresh process with a fresh state; the sandbox runs
 //! in this process and is sampled every 100 ms to time the delivery (first request, the stats
@@ -39,6 +43,7 @@
 //! cargo build --release && cargo run --release --example sync_bench -- --sections matrix
 //! cargo run --release --example sync_bench -- --sections c --outage-secs 600
 //! cargo run --release --example sync_bench -- --sections sweep --sweep-rows 2000
+//! cargo run --release --example sync_bench -- --sections concurrency
 //! ```
 //!
 //! Without `--sections` every section runs (matrix, c, sweep), C's outage alone taking
@@ -58,7 +63,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SECTIONS: [&str; 3] = ["matrix", "c", "sweep"];
+const SECTIONS: [&str; 4] = ["matrix", "c", "sweep", "concurrency"];
 
 #[derive(Parser)]
 struct Args {
@@ -213,6 +218,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("sweep") {
         sweep(&bench, args.sweep_rows).await?;
+    }
+    if wanted("concurrency") {
+        concurrency(&bench).await?;
     }
     Ok(())
 }
@@ -607,6 +615,49 @@ async fn sweep(bench: &Bench, rows: u64) -> anyhow::Result<()> {
             "| {in_flight} | {:.1} |",
             n(&run.last["total_requests"]) as f64 / run.seconds()
         );
+    }
+    Ok(())
+}
+
+/// A service that serves 4 requests at once, 200 ms each, and turns away the rest on arrival:
+/// lotsync at its default pace (10/s, 4 in flight) and opened up (1000/s, 32 in flight).
+async fn concurrency(bench: &Bench) -> anyhow::Result<()> {
+    const ROWS: u64 = 600;
+    const IDEAL: f64 = 4.0 / 0.2;
+    println!("\nConcurrency. at most 4 in flight, 200 ms answers, {ROWS} vehicles");
+    println!(
+        "| refused with | lotsync's pace | 2xx/s after 10 s | of ideal 20/s | refused per 2xx after 10 s | seconds |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for status in [429u16, 503] {
+        for (ceiling, in_flight) in [(10.0, 4), (1000.0, 32)] {
+            let behaviour = Behaviour {
+                concurrency: Some(lotsync::sandbox::ConcurrencyConfig {
+                    max_in_flight: 4,
+                    status,
+                }),
+                faults: Faults {
+                    latency_ms: 200,
+                    ..Faults::default()
+                },
+                ..Behaviour::default()
+            };
+            let setup = Setup::new(ROWS, behaviour, ceiling, in_flight);
+            let run = bench.sync_once(setup).await?.ensure_ok()?;
+            let settled = run.at(SETTLE).clone();
+            let mut after = run.last.clone();
+            minus(&mut after, &settled);
+            let secs = (run.end - run.first_request).as_secs_f64() - SETTLE.as_secs_f64();
+            let ok = ok_answers(&after) as f64;
+            let refused = n(&after["over_concurrency"]) as f64;
+            println!(
+                "| {status} | {ceiling}/s, {in_flight} in flight | {:.1} | {:.0}% | {:.2} | {:.1} |",
+                ok / secs.max(0.001),
+                100.0 * ok / secs.max(0.001) / IDEAL,
+                refused / ok.max(1.0),
+                run.seconds()
+            );
+        }
     }
     Ok(())
 }

@@ -82,6 +82,12 @@ pub struct Behaviour {
     /// window of an hour or a day is a quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_window: Option<FixedWindowConfig>,
+    /// At most `max_in_flight` requests served at once, of every token: one more is refused
+    /// on arrival with `status` (429 or 503), no header and no Retry-After, as a service whose
+    /// workers are all busy (or a proxy in front of it) answers; counted as
+    /// `over_concurrency` in the stats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<ConcurrencyConfig>,
     /// Hold clients to every Retry-After sent (by the rate limit, `http_429` or `http_503`):
     /// a request of that token before the announced time is refused with 429 and a
     /// Retry-After for the same moment, without touching the bucket or drawing a fault, and
@@ -145,6 +151,7 @@ impl Default for Behaviour {
             image_delay_ms: default_image_delay_ms(),
             rate_limit: None,
             fixed_window: None,
+            concurrency: None,
             enforce_retry_after: false,
             retry_after_form: RetryAfterForm::default(),
             rate_headers: RateHeaderSet::default(),
@@ -160,6 +167,19 @@ impl Default for Behaviour {
 pub struct FixedWindowConfig {
     pub requests: u32,
     pub window_secs: u64,
+}
+
+/// See [`Behaviour::concurrency`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencyConfig {
+    pub max_in_flight: u32,
+    #[serde(default = "default_concurrency_status")]
+    pub status: u16,
+}
+
+fn default_concurrency_status() -> u16 {
+    429
 }
 
 /// See [`Behaviour::retry_after_form`].
@@ -445,6 +465,15 @@ impl Behaviour {
                     "behaviour.fixed_window is {} requests per {} s; it must be at least 1 \
                      request per 1 to {MAX_RETRY_AFTER_SECS} s",
                     window.requests, window.window_secs
+                ));
+            }
+        }
+        if let Some(c) = &self.concurrency {
+            if c.max_in_flight == 0 || !matches!(c.status, 429 | 503) {
+                problems.push(format!(
+                    "behaviour.concurrency is {} in flight, refused with {}; it must be at least \
+                     1, refused with 429 or 503",
+                    c.max_in_flight, c.status
                 ));
             }
         }

@@ -59,9 +59,9 @@ mod validate;
 mod world;
 
 pub use config::{
-    Behaviour, Faults, FixedWindowConfig, ListDrills, ListShape, ListShift, LocationEntry,
-    OrganizationEntry, RateHeaderSet, RateLimitConfig, RetryAfterForm, SandboxConfig,
-    SandboxConfigError, TokenEntry,
+    Behaviour, ConcurrencyConfig, Faults, FixedWindowConfig, ListDrills, ListShape, ListShift,
+    LocationEntry, OrganizationEntry, RateHeaderSet, RateLimitConfig, RetryAfterForm,
+    SandboxConfig, SandboxConfigError, TokenEntry,
 };
 pub use validate::ALLOWED_VALUES;
 

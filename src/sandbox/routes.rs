@@ -111,16 +111,19 @@ struct Stats {
     faults: Mutex<BTreeMap<&'static str, u64>>,
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
+    /// Requests refused on arrival by `behaviour.concurrency`.
+    over_concurrency: AtomicU64,
 }
 
 /// Counts a request in flight for as long as it lives, even when its connection is dropped.
 struct InFlight<'a>(&'a Stats);
 
 impl<'a> InFlight<'a> {
-    fn enter(stats: &'a Stats) -> Self {
+    /// Counts the request in, with how many are in flight now (itself included).
+    fn enter(stats: &'a Stats) -> (Self, u64) {
         let now = stats.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         stats.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        InFlight(stats)
+        (InFlight(stats), now)
     }
 }
 
@@ -207,6 +210,7 @@ impl Shared {
         lock(&self.stats.faults).clear();
         self.stats.rate_limited.store(0, Ordering::SeqCst);
         self.stats.early.store(0, Ordering::SeqCst);
+        self.stats.over_concurrency.store(0, Ordering::SeqCst);
         lock(&self.retry_windows).clear();
         self.stats.max_in_flight.store(
             self.stats.in_flight.load(Ordering::SeqCst),
@@ -329,6 +333,7 @@ impl Shared {
         stats["early"] = json!(self.stats.early.load(Ordering::SeqCst));
         stats["faults"] = json!(*lock(&self.stats.faults));
         stats["max_in_flight"] = json!(self.stats.max_in_flight.load(Ordering::SeqCst));
+        stats["over_concurrency"] = json!(self.stats.over_concurrency.load(Ordering::SeqCst));
         stats["behaviour"] = json!(*self.behaviour());
         stats
     }
@@ -426,7 +431,22 @@ async fn gate(
     next: Next,
 ) -> Response {
     let route = format!("{} {}", request.method(), matched.as_str());
-    let _in_flight = InFlight::enter(&shared.stats);
+    let (_in_flight, now_in_flight) = InFlight::enter(&shared.stats);
+    // A service whose workers are all busy turns the request away on arrival.
+    if let Some(c) = shared.behaviour().concurrency {
+        if now_in_flight > u64::from(c.max_in_flight) {
+            shared.stats.over_concurrency.fetch_add(1, Ordering::SeqCst);
+            let status = if c.status == 503 { 503 } else { 429 };
+            let text = if status == 503 {
+                "Service Unavailable"
+            } else {
+                "Too Many Attempts."
+            };
+            let response = error(status, vec![text.into()]);
+            shared.record(&route, response.status().as_str());
+            return response;
+        }
+    }
     let latency_ms = {
         let faults = &shared.behaviour().faults;
         faults.latency_ms + faults.route_latency_ms.get(&route).copied().unwrap_or(0)
@@ -1425,6 +1445,53 @@ mod tests {
         let st = stats(&http, &sb).await;
         assert_eq!(st["faults"], json!({"http_500": 4}));
         assert!(st["max_in_flight"].as_u64().unwrap() >= 4, "{st}");
+    }
+
+    /// A concurrency limit: with two requests being served, the third and fourth are turned
+    /// away at once with the configured status and no header; once they are answered, the
+    /// next ones are served.
+    #[tokio::test]
+    async fn a_concurrency_limit_refuses_what_arrives_beyond_it() {
+        for status in [429u16, 503] {
+            let busy = Behaviour {
+                faults: Faults {
+                    latency_ms: 300,
+                    ..Faults::default()
+                },
+                concurrency: Some(crate::sandbox::ConcurrencyConfig {
+                    max_in_flight: 2,
+                    status,
+                }),
+                ..Behaviour::default()
+            };
+            let sb = Arc::new(sandbox(busy).await);
+            let http = http();
+            let mut calls = tokio::task::JoinSet::new();
+            for _ in 0..4 {
+                let (http, sb) = (http.clone(), sb.clone());
+                calls.spawn(async move {
+                    let answer = list(&http, &sb).await;
+                    let limited = answer.headers().contains_key("retry-after")
+                        || answer.headers().contains_key("x-ratelimit-remaining");
+                    (answer.status().as_u16(), limited)
+                });
+            }
+            let mut statuses = Vec::new();
+            while let Some(answer) = calls.join_next().await {
+                let (code, limited) = answer.unwrap();
+                assert!(!limited, "no header on {code}");
+                statuses.push(code);
+            }
+            statuses.sort_unstable();
+            assert_eq!(statuses, [200, 200, status, status]);
+            assert_eq!(
+                list(&http, &sb).await.status(),
+                200,
+                "served once the others are"
+            );
+            let st = stats(&http, &sb).await;
+            assert_eq!(st["over_concurrency"], 2, "{st}");
+        }
     }
 
     /// The service flavours of the pace's bench: a spurious 429 that claims an empty bucket
