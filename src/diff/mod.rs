@@ -28,7 +28,11 @@
 //! several), as if it listed it (its absences in a
 //! row start again), and a vehicle that the latest full
 //! snapshot of another location of the organization lists is moved there, not sold. Each
-//! applied full snapshot leaves its listing per location in the state for that.
+//! applied full snapshot leaves its listing per location in the state for that, with the end
+//! of its order: a snapshot whose would-be sales are that whole end (two or more), and which
+//! ends just before them, looks cut short after a whole record and is held
+//! (`Differ::cut_short`). A feed the config moved to another location still judges the
+//! vehicles it owns where it spoke before.
 //!
 //! It owns the rules, not the storage: it reads the state and the outbox, and hands a [`Plan`]
 //! to [`crate::outbox`], which commits it. It sends nothing.
@@ -85,9 +89,9 @@ pub struct Rules {
     pub force: bool,
 }
 
-/// The service's own list, read before a feed's first diff at a location the state knows no
-/// vehicle at, so that a state never plans blind where it knows nothing: vehicles already on the service are
-/// adopted when the file lists them (ids learned, nothing sent when the service shows what
+/// The service's own list, read before a feed's first diff and its first at a location the
+/// state knows no vehicle at, so that a state never plans blind where it knows nothing:
+/// vehicles already on the service are adopted when the file lists them (ids learned, nothing sent when the service shows what
 /// the file says; the feed owns them from then on). Those the file leaves out are not owned:
 /// never sold by its absence, only counted ([`Counts::not_owned`]).
 #[derive(Debug, Clone, Default)]
