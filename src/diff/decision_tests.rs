@@ -650,3 +650,41 @@ fn a_snapshot_missing_the_end_of_the_last_ones_order_is_held_as_cut_short() {
     assert!(sales.applies(), "{:?}", sales.verdict);
     assert_eq!(sales.counts.sold, 2);
 }
+
+/// A delta feed's file that lists most of the cars the full feed of its lot owns (that feed's
+/// export in the delta's inbox) is held: applied, it would share them for good, and the full
+/// feed could never sell them. One car listed by both (a new car become used) is applied.
+#[test]
+fn a_delta_file_listing_most_of_another_feeds_cars_is_held() {
+    let (outbox, _tmp) = outbox("delta-takeover");
+    let lot = settled_lot(&outbox, 8);
+    let used = Rules {
+        feed: "used".into(),
+        max_sold_fraction: 0.25,
+        sibling_feeds: ["main".to_owned()].into(),
+        ..rules(Mode::Delta)
+    };
+    let listing = |vins: &[usize]| -> Vec<Line> {
+        (vins.iter())
+            .map(|&i| Line(lot[i].0.clone(), None))
+            .collect()
+    };
+    let wrong = differ(
+        &outbox,
+        used.clone(),
+        "wrong.csv",
+        &listing(&[0, 1, 2, 3, 4, 5]),
+    )
+    .finish();
+    match &wrong.verdict {
+        Verdict::Held { reasons } => assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("lists 6 of the 8 in-stock vehicles feed main owns")),
+            "{reasons:?}"
+        ),
+        v => panic!("not held: {v:?}"),
+    }
+    let one = differ(&outbox, used, "one.csv", &listing(&[3])).finish();
+    assert!(one.applies(), "{:?}", one.verdict);
+}

@@ -230,6 +230,9 @@ pub struct Differ<'o> {
     /// Vehicles in stock at a location this feed does not speak for that the file moves to
     /// one of its own, by that other location ([`Differ::judge_moves`]).
     moved_in: BTreeMap<u64, u64>,
+    /// Delta mode: per location and feed of it, the in-stock vehicles that feed owns that
+    /// the file lists too ([`Differ::claim`]).
+    shared_from: BTreeMap<(u64, String), u64>,
     /// Full mode: per location, the last VINs listed there, in the file's order.
     tails: BTreeMap<u64, std::collections::VecDeque<String>>,
     /// Full mode: the locations the feed listed before and no longer speaks for (the config
@@ -382,6 +385,7 @@ impl<'o> Differ<'o> {
             accepted_at: BTreeMap::new(),
             moved_in: BTreeMap::new(),
             tails: BTreeMap::new(),
+            shared_from: BTreeMap::new(),
             left_behind,
             listed,
             owners,
@@ -472,6 +476,16 @@ impl<'o> Differ<'o> {
             Some(other) if stays => Some(other.to_owned()),
             _ => None,
         };
+        // A delta feed's listing never lapses (its absence says nothing): a delta file that
+        // lists another feed's cars of its lot is weighed by the guard.
+        if let (Mode::Delta, Some(other)) = (self.rules.mode, &shared) {
+            if known.owner.as_deref() == Some(other.as_str()) && !known.base().sold {
+                *self
+                    .shared_from
+                    .entry((location_id, other.clone()))
+                    .or_default() += 1;
+            }
+        }
         if let Some(other) = &shared {
             self.plan.counts.shared += 1;
             tracing::info!(file = %crate::text::Escaped(&self.file.name), vin = %vin, feed = %feed, other_feed = %other, "listed by two feeds of one location: not sold while either lists it");
@@ -1147,13 +1161,54 @@ impl<'o> Differ<'o> {
         }))
     }
 
+    /// Why a delta file looks like another feed's export in this inbox: it lists more than
+    /// `max_sold_fraction` of the in-stock vehicles a feed of its location owns (two or
+    /// more). Applied, it would share them with that feed for good, and the other feed's
+    /// snapshots could never sell them.
+    fn delta_takeovers(&self) -> Result<Vec<String>, DiffError> {
+        let mut reasons = Vec::new();
+        for ((location_id, other), &listed) in &self.shared_from {
+            if listed < 2 {
+                continue;
+            }
+            let records = (self.outbox.state())
+                .location_vehicles(self.rules.organization_id, *location_id)?;
+            let owned = (records.iter())
+                .filter(|(_, r)| !r.sold && r.owner.as_deref() == Some(other.as_str()))
+                .count() as u64;
+            let owned = owned.max(listed);
+            let share = listed as f64 / owned as f64;
+            if share > self.rules.max_sold_fraction {
+                reasons.push(format!(
+                    "location {location_id}: lists {listed} of the {owned} in-stock vehicles feed \
+                     {other} owns ({:.0}%, more than max_sold_fraction {:.0}%): that feed's \
+                     export in this delta feed's inbox?",
+                    share * 100.0,
+                    self.rules.max_sold_fraction * 100.0
+                ));
+            }
+        }
+        Ok(reasons)
+    }
+
     fn judge_absence(&mut self) {
         if self.already_applied() {
             return;
         }
         if self.rules.mode != Mode::Full {
-            self.plan.verdict = Verdict::Apply {
-                forced: self.rules.force,
+            let reasons = match self.delta_takeovers() {
+                Ok(reasons) => reasons,
+                Err(e) => {
+                    self.read_error.get_or_insert(e);
+                    Vec::new()
+                }
+            };
+            self.plan.verdict = if reasons.is_empty() || self.rules.force {
+                Verdict::Apply {
+                    forced: !reasons.is_empty(),
+                }
+            } else {
+                Verdict::Held { reasons }
             };
             return;
         }
