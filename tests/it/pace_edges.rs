@@ -411,21 +411,23 @@ async fn an_outage_is_probed_one_request_at_a_time_and_left_on_the_first_answer(
     assert!(uploader.condition().failing_since.is_none());
 }
 
+/// A sandbox and a site that gives up after 3 s (2 s a request), ten cars synced.
+async fn ten_cars_synced(name: &str) -> (lotsync::sandbox::RunningSandbox, Site, Vec<Car>) {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = site(name, &sb, "give_up_after_secs = 3\ntimeout_secs = 2\n");
+    let cars: Vec<Car> = (0..10).map(Car::new).collect();
+    let day1 = site.export("day1.csv", &cars);
+    let out = site.lotsync(&["sync", day1.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    (sb, site, cars)
+}
+
 /// (6) A wrong base_url (nothing listens there): `lotsync sync` stops within
 /// give_up_after_secs plus one timeout, exit 3, saying why; what is not delivered stays
 /// queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_gives_up_on_the_wall_clock() {
-    let sb = sandbox_with(Behaviour::default()).await;
-    let site = site(
-        "pace-give-up",
-        &sb,
-        "give_up_after_secs = 3\ntimeout_secs = 2\n",
-    );
-    let cars: Vec<Car> = (0..10).map(Car::new).collect();
-    let day1 = site.export("day1.csv", &cars);
-    let out = site.lotsync(&["sync", day1.to_str().unwrap()]).await;
-    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let (sb, site, cars) = ten_cars_synced("pace-give-up").await;
 
     // Port 9 on this machine: nothing listens, every connection is refused.
     let config = std::fs::read_to_string(&site.config)
@@ -456,16 +458,7 @@ async fn sync_gives_up_on_the_wall_clock() {
 /// service's; everything stays queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_firewall_page_is_no_diagnosis_of_the_token() {
-    let sb = sandbox_with(Behaviour::default()).await;
-    let site = site(
-        "pace-firewall",
-        &sb,
-        "give_up_after_secs = 3\ntimeout_secs = 2\n",
-    );
-    let cars: Vec<Car> = (0..10).map(Car::new).collect();
-    let day1 = site.export("day1.csv", &cars);
-    let out = site.lotsync(&["sync", day1.to_str().unwrap()]).await;
-    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let (sb, site, cars) = ten_cars_synced("pace-firewall").await;
 
     set_behaviour(
         &sb,
