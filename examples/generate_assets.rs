@@ -1,7 +1,7 @@
 //! The man pages and shell completions the .deb installs, written into a folder:
 //! `cargo run --no-default-features --example generate_assets -- --dir target/assets`
 //! (`packaging/deb-check` runs it before packing). A program of its own, so that clap_mangen and
-//! clap_complete are not in the shipped binary (issue 27 item 6).
+//! clap_complete are not in the shipped binary.
 //!
 //! The pages of the commands are written from the command line's own clap definition
 //! (`src/cli/args.rs`, compiled in here as main.rs compiles it), so their options never drift
@@ -541,7 +541,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Issue 26: the pages were clap's stubs, without EXIT STATUS (but status's), ENVIRONMENT,
+    /// Before, the pages were clap's stubs, without EXIT STATUS (but status's), ENVIRONMENT,
     /// FILES, SIGNALS or SEE ALSO, no page for the config file, and `[--config]` without its
     /// value in the synopsis.
     #[test]

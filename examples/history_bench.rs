@@ -1,4 +1,4 @@
-//! What a month of daily files costs the state (issue 28 item 5: the vehicles' history).
+//! What a month of daily files costs the state (the vehicles' history).
 //!
 //! Builds a state of N vehicles (default 100,000) from a generated export, then applies D
 //! daily full exports (default 30), each with 1% of the vehicles changed, 0.5% gone (sold)

@@ -1,4 +1,4 @@
-//! Whole-process figure for `lotsync reconcile` under a rate limit (issue 23): a lot of
+//! Whole-process figure for `lotsync reconcile` under a rate limit: a lot of
 //! `--vehicles` (10,000: 100 pages of 100) on the sandbox, a limit of `--rate` requests/s with
 //! a burst of 10, and 2% of the requests failing with a 5xx (500 or 504, half each). The target:
 //! the reconciliation takes at most 1.3× the time its pages take at the limit, where the burst's

@@ -1,5 +1,5 @@
 //! Whole-process figures for `lotsync sync` against the sandbox on loopback: how delivery
-//! keeps its pace under every kind of pushback (issues 14 and 25), and the in-flight sweep.
+//! keeps its pace under every kind of pushback, and the in-flight sweep.
 //!
 //! - **Matrix**: one table of service flavours, each a first sync of generated vehicles
 //!   against a fresh sandbox with every Retry-After enforced, 20 ms latency, ceiling 1000/s,
@@ -22,7 +22,7 @@
 //!   service is back (the default behaviour is put); give_up_after_secs = 3600, ceiling 100/s,
 //!   4 in flight. Requests during the outage (target ≤ 30), seconds from the return to the
 //!   first 2xx, and from that to the sync's exit. Twice: with the outage from the sync's start
-//!   (issue 14's case: the first sync's read of the service's list meets it), and from the
+//!   (the first sync's read of the service's list meets it), and from the
 //!   first 2xx (that list read) on, so that the whole queue of writes meets it. A sync that
 //!   exits within the outage is shown with its exit code.
 //! - **Sweep**: with no limit (20 ms latency still), requests/s as a function of requests in
@@ -513,9 +513,9 @@ async fn matrix_row(bench: &Bench, case: Case, harshest: bool) -> anyhow::Result
     Ok(())
 }
 
-/// C. Every request 500 for a while, then the service is back: from the sync's start (as
-/// issue 14 puts it), and from the moment the service's list has been read (the first 2xx),
-/// so that the whole queue waits behind the outage.
+/// C. Every request 500 for a while, then the service is back: from the sync's start, and from
+/// the moment the service's list has been read (the first 2xx), so that the whole queue waits
+/// behind the outage.
 async fn outage(bench: &Bench, outage_secs: u64) -> anyhow::Result<()> {
     const ROWS: u64 = 200;
     println!(

@@ -609,7 +609,7 @@ mod tests {
             None
         );
         assert_eq!(cut("nokeys.csv", "Make,Model\nFord,F-150\n"), None);
-        // Created, not written yet: it waits like a half-written file (issue 22, item 4).
+        // Created, not written yet: it waits like a half-written file.
         assert!(cut("empty.csv", "").is_some_and(|r| r.contains("empty")));
         assert!(cut("cut.xml", "<Inventory><Vehicle><VIN>1HG").is_some());
         assert_eq!(

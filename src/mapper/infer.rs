@@ -62,7 +62,7 @@ impl Likeness {
 
 /// A share of fitting values at which a column a feed's earlier files had recognized by its
 /// values is kept for the same field: lower than [`TAKE`], so that a column at 95% one day and
-/// 94% the next does not change what every vehicle is sent (issue 24 item 5).
+/// 94% the next does not change what every vehicle is sent.
 const KEEP: f64 = 0.8;
 
 /// The columns a feed's file had recognized by their values, remembered in the state for the
@@ -691,7 +691,7 @@ mod tests {
         assert!(r.taken.is_empty() && r.released.is_empty(), "{r:?}");
     }
 
-    /// Issue 24 item 5: a column the feed's earlier file took by its values (95% or more) is
+    /// A column the feed's earlier file took by its values (95% or more) is
     /// kept for the next file with the same header while at least 80% of its values fit, so a
     /// share of 94% one day changes nothing; below that it is dropped with a note, and a
     /// binding the earlier file did not have is said too.

@@ -1393,7 +1393,7 @@ mod tests {
         assert_eq!(c.warnings[0].field, "price");
     }
 
-    /// Issue 24 item 2: the odometer's unit from beside the value, its own column (Meta's
+    /// The odometer's unit from beside the value, its own column (Meta's
     /// `mileage.unit`) or the heading; kilometres become miles, hours and unknown units are
     /// never miles, and two units that disagree leave the value out.
     #[test]
@@ -1433,7 +1433,7 @@ mod tests {
         assert_eq!(miles(&kilometres[0]), Some(6214));
     }
 
-    /// Issue 24, AutoRevo's Standard CSV (feeds.autorevo.com): `New` and `Certified` 1/0
+    /// AutoRevo's Standard CSV (feeds.autorevo.com): `New` and `Certified` 1/0
     /// flags give the type; `Transmission` (Manual, Automatic, Unknown) and
     /// `TransmissionDescription` are read field by field; a factory colour with no colour word
     /// gives way to the generic one; two columns that disagree leave the field out.
@@ -1473,7 +1473,7 @@ mod tests {
         );
     }
 
-    /// Issue 24: a combined `Vehicle` cell (vAuto) split with the list of makes, multi-word
+    /// A combined `Vehicle` cell (vAuto) split with the list of makes, multi-word
     /// makes included; a model that may hold the trim is left out, never guessed.
     #[test]
     fn a_combined_vehicle_cell_is_split_by_the_list_of_makes() {
@@ -1503,7 +1503,7 @@ mod tests {
         assert_eq!(accepted(&out[4]).warnings[0].field, "year_make_model");
     }
 
-    /// Issue 24: the trim comes from `Series Detail` where it is filled, else `Series`,
+    /// The trim comes from `Series Detail` where it is filled, else `Series`,
     /// whichever comes first in the file.
     #[test]
     fn the_trim_comes_from_series_detail_where_it_is_filled() {

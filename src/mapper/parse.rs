@@ -897,7 +897,7 @@ mod tests {
         assert!(miles("12 furlongs").is_err());
     }
 
-    /// Issue 24's table: each of these was sent as another number (a prefix, or a group
+    /// Each of these was sent as another number (a prefix, or a group
     /// separator read as a decimal mark).
     #[test]
     fn numbers_are_read_whole_never_as_a_prefix() {

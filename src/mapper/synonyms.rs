@@ -469,7 +469,7 @@ pub fn interior_color(s: &str) -> Found<Color> {
 /// The export's own sale status: Some(true) sold, Some(false) listed and not sold, None
 /// unknown (ignored with a warning; the vehicle is judged as any listed one).
 ///
-/// The rules for status words (issue 24): "In Inventory" and "Available" (Meta's
+/// The rules for status words: "In Inventory" and "Available" (Meta's
 /// `availability`) are on the lot. "Pending" / "Sale Pending" is a deal not yet closed: the
 /// vehicle stays listed until the DMS says sold. "On Order" and "In Transit" are vehicles the
 /// dealer lists before they arrive: listed, not sold. "Not Available" says neither (it may be
@@ -669,7 +669,7 @@ mod tests {
         );
     }
 
-    /// Issue 24: drive names from marketing feeds and makers, each documented at the table.
+    /// Drive names from marketing feeds and makers, each documented at the table.
     #[test]
     fn drive_names_from_feeds_and_makers() {
         for (s, d) in [
@@ -708,7 +708,7 @@ mod tests {
 
     #[test]
     fn interior_colors() {
-        // Two-tone interiors (issue 24): left out, never their first word.
+        // Two-tone interiors: left out, never their first word.
         for s in [
             "Black/Red",
             "Ebony w/ Tan Accents",

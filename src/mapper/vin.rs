@@ -205,7 +205,7 @@ mod tests {
         assert!(check_vin("1HGCM82633A00435", VinCheck::Lenient).is_ok());
     }
 
-    /// Issue 24: a `VIN/Serial` column is read leniently, but 17 characters are a VIN and get
+    /// A `VIN/Serial` column is read leniently, but 17 characters are a VIN and get
     /// the whole check (a mistyped check digit, or an I, used to pass).
     #[test]
     fn seventeen_characters_are_checked_as_a_vin_even_when_lenient() {

@@ -1,4 +1,4 @@
-//! The fidelity score of issue 15 item 5: every layout under `tests/fidelity/` read through the real
+//! The fidelity score: every layout under `tests/fidelity/` read through the real
 //! mapper (`Profile::auto()`), each accepted payload serialized as it would be sent and compared
 //! with the layout's `expected.toml`. Shared by `tests/fidelity.rs` (which asserts the goals) and
 //! `examples/fidelity.rs` (which prints the table).
@@ -9,7 +9,7 @@
 //!
 //! A field not right is either MISSING (not sent: the vehicle, or that field of it, left out) or
 //! WRONG (sent with another value than expected, or sent at all when the layout lists it in
-//! `absent`, or sent with a value its `not` table names). Issue 24: a wrong value is published on
+//! `absent`, or sent with a value its `not` table names). A wrong value is published on
 //! the dealer's listing, a missing one is not, so the two are counted apart.
 
 // Each of the two users calls only part of this module.

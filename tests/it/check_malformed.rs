@@ -569,7 +569,7 @@ fn names_and_values_from_outside_are_escaped_in_the_text_report() {
     );
 }
 
-/// Issue 24: a European spreadsheet save (`;`, BOM, decimal comma, `.` thousands, CRLF) through
+/// A European spreadsheet save (`;`, BOM, decimal comma, `.` thousands, CRLF) through
 /// the real `lotsync check`: every number as written, whole (`1,5` was sent as 1.0, `21.880` as
 /// 22 miles, `1,5L I4` as 5.0 litres), and a 17-character VIN under a `VIN/Serial` header gets
 /// the check digit (a typo there used to pass).

@@ -543,7 +543,7 @@ async fn reports_say_what_truly_happened() {
     assert_eq!(vehicles(&state(&sb).await), 1520);
 }
 
-/// Issue 25 item 6: after a 401, the token file rotated without a reload is the token the
+/// After a 401, the token file rotated without a reload is the token the
 /// next try sends. Before, the try after the wait went out once more with the refused token
 /// (another 401) before the file was read again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -589,7 +589,7 @@ fn daemon_log_has(site: &Site, needle: &str) -> bool {
     site.log().contains(needle)
 }
 
-/// Issue 25 item 5: idle connections to the control socket (its group may include the DMS's
+/// Idle connections to the control socket (its group may include the DMS's
 /// account) cannot take the daemon's file descriptors. The daemon's limit is lowered to 200
 /// and 300 idle connections are opened: the file dropped next is still applied, and `lotsync
 /// status` answers once the idle ones are dropped. Before, every connection was accepted and

@@ -614,7 +614,7 @@ fn reordered_columns_and_whitespace_are_no_change() {
     );
 }
 
-/// Issue 24 item 5: a feed keeps the columns its values gave. Day 1 a "Shade" column of colours
+/// A feed keeps the columns its values gave. Day 1 a "Shade" column of colours
 /// (100%) is taken as the exterior colour; day 2 two of twenty shades are paint names with no
 /// colour word (90%, under the 95% that takes a column by its values alone): the column is
 /// kept, so only those two vehicles change, not all twenty.

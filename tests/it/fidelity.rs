@@ -1,7 +1,8 @@
-//! Mapping fidelity (issue 15 item 5): the layouts under `tests/fidelity/`, written from published
-//! feed documentation, read with `Profile::auto()` and scored against what a person would map.
-//! Goals: at least 98% of unambiguous fields right, no wrong value (issue 24: a field is right or
-//! left out), no value outside the spec's lists, every record that must be refused refused. `cargo run --example fidelity` prints the table.
+//! Mapping fidelity: the layouts under `tests/fidelity/`, written from published feed
+//! documentation, read with `Profile::auto()` and scored against what a person would map.
+//! Goals: at least 98% of unambiguous fields right, no wrong value (a field is right or left
+//! out), no value outside the spec's lists, every record that must be refused refused.
+//! `cargo run --example fidelity` prints the table.
 
 #[path = "../fidelity/score.rs"]
 mod score;
@@ -22,8 +23,8 @@ fn auto_profile_meets_the_fidelity_goals() {
     );
 }
 
-/// The blind part of issue 24's corpus (`tests/fidelity-blind/`), written from the public
-/// specifications before the mapper was changed for it, and scored once when that work was done
+/// The blind corpus (`tests/fidelity-blind/`), written from the public specifications
+/// before the mapper was changed, and scored once when that work was done
 /// (its README has both figures). From then on it guards what was reached.
 #[test]
 fn auto_profile_meets_the_fidelity_goals_on_the_blind_corpus() {

@@ -1,6 +1,6 @@
 //! Files taken in the order they were exported, and held files released the way a person
 //! means, with `lotsync run`, `sync` and `release` as real processes against the sandbox on
-//! loopback, in real folders (issue 22, items 2, 3, 7 and 8):
+//! loopback, in real folders:
 //! - an older full snapshot that arrives after a newer one was applied is filed
 //!   `superseded`, nothing of it sent, its report naming the newer file;
 //! - releasing a held file older than the snapshot applied since is refused (exit 2, naming

@@ -360,7 +360,7 @@ async fn a_port_taken_fails_the_start_naming_the_key() {
     drop(taken);
 }
 
-/// Issue 25 item 5: local clients cannot keep `/health` from answering. 32 idle connections
+/// Local clients cannot keep `/health` from answering. 32 idle connections
 /// and 32 that pipeline requests and never read fill the pool; `/health` still answers at
 /// once (before, the scrape waited for a place until its timeout).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Two organizations in one state (issue 25 item 3): the operations of another organization at
+//! Two organizations in one state: the operations of another organization at
 //! the head of the outbox (a state whose `organization_id` was changed, or one shared by two
 //! configs) never starve this one's. The uploader as a library against the sandbox over
 //! loopback, with a real state on disk.

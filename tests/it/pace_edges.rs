@@ -1,4 +1,4 @@
-//! Delivery when the service pushes back (issue 14), each row of its table a test against the
+//! Delivery when the service pushes back, each case below a test against the
 //! sandbox over loopback playing a strict service: a Retry-After it gives is enforced (a token
 //! that comes back early is refused again, with the same deadline).
 //!

@@ -1,4 +1,4 @@
-//! Nothing wrongly sold (issue 22, items 1 and 5), as a dealer meets it: `lotsync sync` as a
+//! Nothing wrongly sold, as a dealer meets it: `lotsync sync` as a
 //! real process against the sandbox on loopback, with a real state on disk. A record rejected
 //! for a VIN typo keeps the vehicle it stands for on the lot, and a car moved between two lots
 //! of one organization is moved, not sold and back in stock, whichever lot's export comes first.

@@ -1,4 +1,4 @@
-//! The property of issue 22 over the real diff and outbox, as the daemon uses them (exports
+//! A property over the real diff and outbox, as the daemon uses them (exports
 //! written to real files, `diff_file` committing to a real SQLite state on disk, every queued
 //! operation answered as the service would): for random exports of three lots of one
 //! organization, with cars moving between the lots (the old lot sometimes still listing a

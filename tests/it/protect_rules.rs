@@ -1,5 +1,5 @@
 //! The diff's rules for what a full snapshot keeps on the lot though it does not list it
-//! validly (issue 22, items 1 and 5), on a real SQLite state on disk: a rejected record matching
+//! validly, on a real SQLite state on disk: a rejected record matching
 //! several vehicles keeps them all, and a vehicle another lot lists is moved, not sold, even
 //! when the service refused its move.
 

@@ -1,5 +1,5 @@
 //! Reading the service's whole list under a rate limit, as real processes against the sandbox
-//! on loopback (issue 23): `lotsync reconcile` and a first start beside a service that already
+//! on loopback: `lotsync reconcile` and a first start beside a service that already
 //! holds a large lot go at the pace writes obey, a failed page is read again alone, a list that
 //! shifts while it is read is still read whole, and giving up follows `give_up_after_secs`.
 

@@ -1,12 +1,12 @@
-//! Issue 22's items 4, 6 and 9, as real processes against the sandbox on loopback, real
+//! Three edge cases of trust, as real processes against the sandbox on loopback, real
 //! folders and a real state:
-//! - (4) a DMS writing in place that pauses longer than the settle time right after a line
+//! - a DMS writing in place that pauses longer than the settle time right after a line
 //!   break, the file still open: nothing is taken until the writer closes it, so nothing is
 //!   sold; an empty file filled after the settle time waits and is applied, never failed;
-//! - (6) a create answered with only another vehicle's id: that id is not bound, and the next
+//! - a create answered with only another vehicle's id: that id is not bound, and the next
 //!   day's sale reaches the right car; a sale answered with another VIN stops delivery,
 //!   naming both VINs;
-//! - (9) during a fatal stop (a 401 mid-delivery) the draft report in `processing/` says what
+//! - during a fatal stop (a 401 mid-delivery) the draft report in `processing/` says what
 //!   the service acknowledged and what stays queued.
 
 use crate::common;

@@ -1,4 +1,4 @@
-//! `lotsync why` (issue 28) as a dealer meets it: real `lotsync sync`, `reconcile`, `run` and
+//! `lotsync why` as a dealer meets it: real `lotsync sync`, `reconcile`, `run` and
 //! `why` processes against the sandbox on loopback, with a real state on disk. A car created,
 //! repriced, sold by absence, back in stock, kept on the lot by a rejected record and
 //! re-created by the reconciliation: each event with its file and the service's answer; a VIN
@@ -237,7 +237,7 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     line_with(&car1, "day2.csv line 3 listed it changed: updated");
 }
 
-/// Issue 28 item 1: "why does it show that price?" The last file that listed a car, its line,
+/// "Why does it show that price?" The last file that listed a car, its line,
 /// and per field the column, the value as written and what was sent, with what was left out
 /// and why; read from the file's archived copy, also when a later file listed it unchanged
 /// (found by its VIN in the location's latest snapshot), and a note when the copy is gone.

@@ -66,7 +66,7 @@ fn the_config_pages_keys_are_the_known_keys() {
 
 /// The example the .deb installs as /etc/lotsync/lotsync.toml uses only keys lotsync
 /// knows: an unknown one fails `lotsync validate`, which the units run before every start
-/// (`daemon.reconcile_retry_secs` did, issue 26).
+/// (`daemon.reconcile_retry_secs` once did).
 #[test]
 fn the_packaged_example_has_no_unknown_key() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/lotsync.example.toml");
@@ -111,7 +111,7 @@ fn validate_names_a_bad_metrics_value_by_its_key() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Issue 26: the metrics served on the control socket's own path would take the place of
+/// The metrics served on the control socket's own path would take the place of
 /// the socket `lotsync status` talks to (or fail the start as "something answers there").
 #[test]
 fn validate_refuses_metrics_on_the_control_sockets_path() {
