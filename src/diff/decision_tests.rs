@@ -688,3 +688,50 @@ fn a_delta_file_listing_most_of_another_feeds_cars_is_held() {
     let one = differ(&outbox, used, "one.csv", &listing(&[3])).finish();
     assert!(one.applies(), "{:?}", one.verdict);
 }
+
+/// A delta feed of another lot whose file lists most of the cars a full feed owns here (that
+/// feed's export dropped in the delta's inbox, fewer than `max_sold_fraction` of this lot's)
+/// is held: applied, the delta would take them for good, and nothing would ever sell them.
+/// One car moved over is a transfer and applies.
+#[test]
+fn a_delta_file_taking_most_of_another_lots_feed_is_held() {
+    let (outbox, _tmp) = outbox("delta-takes-another-lot");
+    let lot = settled_lot(&outbox, 4);
+    // A second feed of the lot owns 16 more: the first one's 4 are a fifth of the lot.
+    let other = Rules {
+        feed: "other".into(),
+        sibling_feeds: ["main".to_owned()].into(),
+        ..rules(Mode::Full)
+    };
+    let more: Vec<Line> = (0..16)
+        .map(|i| on_lot(&format!("VINX{i}"), 1000.0))
+        .collect();
+    let plan = file(&outbox, other, "other0.csv", &more);
+    assert_eq!((plan.counts.create, plan.counts.sold), (16, 0));
+    answer_all(&outbox);
+    const THERE: u64 = LOT + 1;
+    let used_there = Rules {
+        feed: "used-there".into(),
+        locations: [THERE].into(),
+        max_sold_fraction: 0.25,
+        ..rules(Mode::Delta)
+    };
+    let moved_there = |i: usize| -> Line {
+        let mut payload = lot[i].0.clone();
+        payload.location_id = THERE;
+        Line(payload, None)
+    };
+    let wrong = (0..4).map(moved_there).collect::<Vec<_>>();
+    let plan = differ(&outbox, used_there.clone(), "wrong.csv", &wrong).finish();
+    match &plan.verdict {
+        Verdict::Held { reasons } => assert!(
+            reasons.iter().any(|r| r.contains(&format!(
+                "location {LOT}: lists 4 of the 4 in-stock vehicles feed main owns"
+            ))),
+            "{reasons:?}"
+        ),
+        v => panic!("not held: {v:?}"),
+    }
+    let one = differ(&outbox, used_there, "one.csv", &[moved_there(0)]).finish();
+    assert!(one.applies(), "{:?}", one.verdict);
+}

@@ -230,9 +230,10 @@ pub struct Differ<'o> {
     /// Vehicles in stock at a location this feed does not speak for that the file moves to
     /// one of its own, by that other location ([`Differ::judge_moves`]).
     moved_in: BTreeMap<u64, u64>,
-    /// Delta mode: per location and feed of it, the in-stock vehicles that feed owns that
-    /// the file lists too ([`Differ::claim`]).
-    shared_from: BTreeMap<(u64, String), u64>,
+    /// Delta mode: per location and feed, the in-stock vehicles that feed owns there that
+    /// the file lists too, at that location or moving them to its own
+    /// ([`Differ::delta_takeovers`]).
+    taken_from: BTreeMap<(u64, String), u64>,
     /// Full mode: per location, the last VINs listed there, in the file's order.
     tails: BTreeMap<u64, std::collections::VecDeque<String>>,
     /// Full mode: the locations the feed listed before and no longer speaks for (the config
@@ -385,7 +386,7 @@ impl<'o> Differ<'o> {
             accepted_at: BTreeMap::new(),
             moved_in: BTreeMap::new(),
             tails: BTreeMap::new(),
-            shared_from: BTreeMap::new(),
+            taken_from: BTreeMap::new(),
             left_behind,
             listed,
             owners,
@@ -481,7 +482,7 @@ impl<'o> Differ<'o> {
         if let (Mode::Delta, Some(other)) = (self.rules.mode, &shared) {
             if known.owner.as_deref() == Some(other.as_str()) && !known.base().sold {
                 *self
-                    .shared_from
+                    .taken_from
                     .entry((location_id, other.clone()))
                     .or_default() += 1;
             }
@@ -676,6 +677,14 @@ impl<'o> Differ<'o> {
             && !its_own_left_behind
         {
             *self.moved_in.entry(known.location_id).or_default() += 1;
+            // A delta's listing never lapses: the cars it takes from another feed's lot that
+            // feed can never sell again, so the guard weighs them as it weighs shared ones.
+            if let (Mode::Delta, Some(other)) = (self.rules.mode, known.owner.as_deref()) {
+                if other != self.rules.feed {
+                    let key = (known.location_id, other.to_owned());
+                    *self.taken_from.entry(key).or_default() += 1;
+                }
+            }
         }
         let want_sold = sold.unwrap_or(false);
         let mut changed = false;
@@ -852,11 +861,16 @@ impl<'o> Differ<'o> {
             return;
         }
         let c = &self.plan.counts;
+        // A delta that tells the same changes again (a car sold, back, and sold again) looks
+        // the same as an old one delivered again.
+        let or_true = match self.rules.mode {
+            Mode::Full => "the lot back at that day's exact state",
+            Mode::Delta => "the same changes made again",
+        };
         let reason = format!(
             "the same content as {}, applied {} UTC before the last file applied: an old export \
-             delivered again, or the lot back at that day's exact state; releasing it would \
-             revert to the state of {} of {} UTC: {} created, {} updated, {} sold, {} back in \
-             stock",
+             delivered again, or {or_true}; releasing it would revert to the state of {} of {} \
+             UTC: {} created, {} updated, {} sold, {} back in stock",
             crate::text::Escaped(&before.name),
             crate::clock::utc_unix(before.at),
             crate::text::Escaped(&before.name),
@@ -1162,12 +1176,14 @@ impl<'o> Differ<'o> {
     }
 
     /// Why a delta file looks like another feed's export in this inbox: it lists more than
-    /// `max_sold_fraction` of the in-stock vehicles a feed of its location owns (two or
-    /// more). Applied, it would share them with that feed for good, and the other feed's
-    /// snapshots could never sell them.
+    /// `max_sold_fraction` of the in-stock vehicles another feed owns at one location (two or
+    /// more), at its own location or another lot's. Applied, it would share them with that
+    /// feed, or take them from it, for good: a delta's listing never lapses, so the other
+    /// feed's snapshots could never sell them, and the delta sells only what its DMS says
+    /// it sold.
     fn delta_takeovers(&self) -> Result<Vec<String>, DiffError> {
         let mut reasons = Vec::new();
-        for ((location_id, other), &listed) in &self.shared_from {
+        for ((location_id, other), &listed) in &self.taken_from {
             if listed < 2 {
                 continue;
             }
