@@ -76,18 +76,40 @@ pub struct Behaviour {
     /// A token bucket per token; absent means unlimited (and no `X-RateLimit-*` headers).
     #[serde(default)]
     pub rate_limit: Option<RateLimitConfig>,
+    /// A token bucket per token and route, for the routes named as the stats name them
+    /// (`"POST /v1/inventory/{id}/sold"`), checked after the token's own bucket: endpoints
+    /// with limits of their own, as a service that takes sales at 5/s and creates and updates
+    /// at 50/s. Over one, 429 with a Retry-After as the token's bucket sends, counted as
+    /// `rate_limited`; with its `headers`, that route's answers carry its bucket's
+    /// `X-RateLimit-*`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub route_limits: BTreeMap<String, RateLimitConfig>,
     /// A fixed window per token, checked after the bucket: `requests` per `window_secs`
     /// counted from the window's start. Its answers say `X-RateLimit-Limit`, `-Remaining` and
     /// `-Reset` (the window's end); over it, 429 with a Retry-After to the window's end. A
     /// window of an hour or a day is a quota.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_window: Option<FixedWindowConfig>,
+    /// A sliding window per token, checked after the fixed window: at most `requests`
+    /// accepted in any `window_secs` seconds (a request it refuses does not count). Its
+    /// answers say `X-RateLimit-Limit` and `-Remaining`; over it, 429 with a Retry-After and
+    /// an `X-RateLimit-Reset` for when the oldest request accepted leaves the window: room
+    /// comes back one request at a time, not all at once at an edge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<SlidingWindowConfig>,
     /// At most `max_in_flight` requests served at once, of every token: one more is refused
     /// on arrival with `status` (429 or 503), no header and no Retry-After, as a service whose
     /// workers are all busy (or a proxy in front of it) answers; counted as
     /// `over_concurrency` in the stats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<ConcurrencyConfig>,
+    /// Answers slow down under load: with more than `knee_per_sec` service requests (of every
+    /// token) arrived in the last second, each one's latency (`faults.latency_ms` and its
+    /// route's) is multiplied by `1 + factor × excess / knee_per_sec`, the excess being the
+    /// arrivals beyond the knee. Nothing is refused; without a latency there is nothing to
+    /// multiply. Counted as `slowed` (and the latency added, `slowed_ms`) in the stats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowing: Option<SlowingConfig>,
     /// Hold clients to every Retry-After sent (by the rate limit, `http_429` or `http_503`):
     /// a request of that token before the announced time is refused with 429 and a
     /// Retry-After for the same moment, without touching the bucket or drawing a fault, and
@@ -150,8 +172,11 @@ impl Default for Behaviour {
             strict_transitions: false,
             image_delay_ms: default_image_delay_ms(),
             rate_limit: None,
+            route_limits: BTreeMap::new(),
             fixed_window: None,
+            sliding_window: None,
             concurrency: None,
+            slowing: None,
             enforce_retry_after: false,
             retry_after_form: RetryAfterForm::default(),
             rate_headers: RateHeaderSet::default(),
@@ -167,6 +192,22 @@ impl Default for Behaviour {
 pub struct FixedWindowConfig {
     pub requests: u32,
     pub window_secs: u64,
+}
+
+/// See [`Behaviour::sliding_window`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlidingWindowConfig {
+    pub requests: u32,
+    pub window_secs: u64,
+}
+
+/// See [`Behaviour::slowing`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlowingConfig {
+    pub knee_per_sec: u32,
+    pub factor: f64,
 }
 
 /// See [`Behaviour::concurrency`].
@@ -320,6 +361,25 @@ const MAX_PAD_KIB: u64 = 4 * 1024 * 1024;
 /// The longest Retry-After the faults may send: a day, in seconds.
 const MAX_RETRY_AFTER_SECS: u64 = 86_400;
 
+/// The most requests a sliding window may hold: each one accepted in it is remembered.
+const MAX_SLIDING_REQUESTS: u32 = 1_000_000;
+
+/// The largest `slowing.factor`: at twice the knee, answers a thousand and one times as slow.
+const MAX_SLOWING_FACTOR: f64 = 1000.0;
+
+/// The service's routes, as `gate` and the stats name them: the keys of
+/// `behaviour.route_limits` (and of `faults.route_latency_ms`).
+pub(crate) const SERVICE_ROUTES: [&str; 8] = [
+    "GET /v1/inventory",
+    "POST /v1/inventory",
+    "GET /v1/inventory/{id}",
+    "POST /v1/inventory/{id}/sold",
+    "POST /v1/inventory/{id}/in-stock",
+    "GET /v1/applications/{app}/notifications",
+    "POST /v1/applications/{app}/notifications",
+    "POST /v1/applications/{app}/notifications/{id}/read",
+];
+
 impl Faults {
     fn probabilities(&self) -> [(&'static str, f64); 11] {
         [
@@ -468,6 +528,17 @@ impl Behaviour {
                 ));
             }
         }
+        if let Some(window) = &self.sliding_window {
+            if !(1..=MAX_SLIDING_REQUESTS).contains(&window.requests)
+                || !(1..=MAX_RETRY_AFTER_SECS).contains(&window.window_secs)
+            {
+                problems.push(format!(
+                    "behaviour.sliding_window is {} requests per {} s; it must be 1 to \
+                     {MAX_SLIDING_REQUESTS} requests per 1 to {MAX_RETRY_AFTER_SECS} s",
+                    window.requests, window.window_secs
+                ));
+            }
+        }
         if let Some(c) = &self.concurrency {
             if c.max_in_flight == 0 || !matches!(c.status, 429 | 503) {
                 problems.push(format!(
@@ -478,14 +549,38 @@ impl Behaviour {
             }
         }
         if let Some(limit) = &self.rate_limit {
-            if !(limit.rate.is_finite() && (0.001..=1_000_000.0).contains(&limit.rate)) {
+            bucket_problems(
+                "behaviour.rate_limit",
+                limit,
+                "omit rate_limit for unlimited",
+                &mut problems,
+            );
+        }
+        for (route, limit) in &self.route_limits {
+            if !SERVICE_ROUTES.contains(&route.as_str()) {
                 problems.push(format!(
-                    "behaviour.rate_limit.rate is {}; it must be 0.001 to 1000000 requests/s (omit rate_limit for unlimited)",
-                    limit.rate
+                    "behaviour.route_limits names {route:?}, which is not a route of the \
+                     service; the routes are {}",
+                    SERVICE_ROUTES.join(", ")
                 ));
             }
-            if limit.burst == 0 {
-                problems.push("behaviour.rate_limit.burst must be at least 1".to_owned());
+            bucket_problems(
+                &format!("behaviour.route_limits.{route:?}"),
+                limit,
+                "leave the route out for no limit of its own",
+                &mut problems,
+            );
+        }
+        if let Some(slowing) = &self.slowing {
+            if slowing.knee_per_sec == 0
+                || !(slowing.factor.is_finite()
+                    && (0.0..=MAX_SLOWING_FACTOR).contains(&slowing.factor))
+            {
+                problems.push(format!(
+                    "behaviour.slowing is a knee of {} requests/s and a factor of {}; the knee \
+                     must be at least 1 and the factor 0 to {MAX_SLOWING_FACTOR}",
+                    slowing.knee_per_sec, slowing.factor
+                ));
             }
         }
         let mut sum = 0.0;
@@ -584,6 +679,25 @@ impl Behaviour {
             "lenient transitions"
         };
         format!("{lists}, {transitions}, {rate}, {faults}")
+    }
+}
+
+/// The out-of-range settings of the token bucket at `field`; `unlimited` says how to go
+/// without it.
+fn bucket_problems(
+    field: &str,
+    limit: &RateLimitConfig,
+    unlimited: &str,
+    problems: &mut Vec<String>,
+) {
+    if !(limit.rate.is_finite() && (0.001..=1_000_000.0).contains(&limit.rate)) {
+        problems.push(format!(
+            "{field}.rate is {}; it must be 0.001 to 1000000 requests/s ({unlimited})",
+            limit.rate
+        ));
+    }
+    if limit.burst == 0 {
+        problems.push(format!("{field}.burst must be at least 1"));
     }
 }
 
@@ -728,6 +842,125 @@ mod tests {
         );
         assert!(text.contains("silence 25.0%"), "{text}");
         assert!(text.contains("Retry-After 3600 s on 429 and 503"), "{text}");
+    }
+
+    /// A sliding window, limits of the routes' own and answers slowing under load read from
+    /// TOML, and survive the JSON of `PUT /__sandbox/behaviour` unchanged.
+    #[test]
+    fn the_service_flavours_read_from_toml_and_round_trip_as_json() {
+        let c: SandboxConfig = toml::from_str(
+            "[behaviour]\n\
+             sliding_window = { requests = 100, window_secs = 60 }\n\
+             slowing = { knee_per_sec = 20, factor = 0.5 }\n\
+             [behaviour.route_limits.\"POST /v1/inventory/{id}/sold\"]\n\
+             rate = 5.0\nburst = 5\n\
+             [behaviour.route_limits.\"POST /v1/inventory\"]\n\
+             rate = 50.0\nburst = 50\nheaders = false\n",
+        )
+        .unwrap();
+        assert!(c.problems().is_empty(), "{:?}", c.problems());
+        let b = &c.behaviour;
+        assert_eq!(
+            b.sliding_window,
+            Some(SlidingWindowConfig {
+                requests: 100,
+                window_secs: 60
+            })
+        );
+        assert_eq!(
+            b.slowing,
+            Some(SlowingConfig {
+                knee_per_sec: 20,
+                factor: 0.5
+            })
+        );
+        assert_eq!(
+            b.route_limits.get("POST /v1/inventory/{id}/sold"),
+            Some(&RateLimitConfig {
+                rate: 5.0,
+                burst: 5,
+                headers: true
+            })
+        );
+        assert_eq!(
+            b.route_limits.get("POST /v1/inventory").map(|l| l.headers),
+            Some(false)
+        );
+        let json = serde_json::to_string(b).unwrap();
+        assert_eq!(&serde_json::from_str::<Behaviour>(&json).unwrap(), b);
+        // Left out, they are not written either.
+        let none = serde_json::to_value(Behaviour::default()).unwrap();
+        for field in ["sliding_window", "route_limits", "slowing"] {
+            assert!(none.get(field).is_none(), "{field} in {none}");
+        }
+    }
+
+    #[test]
+    fn the_service_flavours_refuse_zero_and_absurd_values() {
+        let bucket = |rate, burst| RateLimitConfig {
+            rate,
+            burst,
+            headers: true,
+        };
+        let mut b = Behaviour {
+            sliding_window: Some(SlidingWindowConfig {
+                requests: 0,
+                window_secs: 10,
+            }),
+            slowing: Some(SlowingConfig {
+                knee_per_sec: 0,
+                factor: 1.0,
+            }),
+            ..Behaviour::default()
+        };
+        b.route_limits
+            .insert("POST /v1/inventory/{id}/sold".into(), bucket(0.0, 0));
+        b.route_limits
+            .insert("POST /v1/inventory/{id}/sell".into(), bucket(5.0, 5));
+        assert_eq!(
+            b.problems(),
+            [
+                "behaviour.sliding_window is 0 requests per 10 s; it must be 1 to 1000000 \
+                 requests per 1 to 86400 s",
+                "behaviour.route_limits names \"POST /v1/inventory/{id}/sell\", which is not a \
+                 route of the service; the routes are GET /v1/inventory, POST /v1/inventory, \
+                 GET /v1/inventory/{id}, POST /v1/inventory/{id}/sold, \
+                 POST /v1/inventory/{id}/in-stock, GET /v1/applications/{app}/notifications, \
+                 POST /v1/applications/{app}/notifications, \
+                 POST /v1/applications/{app}/notifications/{id}/read",
+                "behaviour.route_limits.\"POST /v1/inventory/{id}/sold\".rate is 0; it must be \
+                 0.001 to 1000000 requests/s (leave the route out for no limit of its own)",
+                "behaviour.route_limits.\"POST /v1/inventory/{id}/sold\".burst must be at least 1",
+                "behaviour.slowing is a knee of 0 requests/s and a factor of 1; the knee must be \
+                 at least 1 and the factor 0 to 1000",
+            ]
+        );
+        b.route_limits.clear();
+        b.sliding_window = Some(SlidingWindowConfig {
+            requests: 5,
+            window_secs: 86_401,
+        });
+        b.slowing = Some(SlowingConfig {
+            knee_per_sec: 10,
+            factor: f64::NAN,
+        });
+        assert_eq!(b.problems().len(), 2, "{:?}", b.problems());
+        for factor in [-0.5, f64::INFINITY, 1000.5] {
+            b.slowing = Some(SlowingConfig {
+                knee_per_sec: 10,
+                factor,
+            });
+            assert_eq!(b.problems().len(), 2, "{factor}: {:?}", b.problems());
+        }
+        b.sliding_window = Some(SlidingWindowConfig {
+            requests: 1_000_000,
+            window_secs: 86_400,
+        });
+        b.slowing = Some(SlowingConfig {
+            knee_per_sec: 1,
+            factor: 0.0,
+        });
+        assert!(b.problems().is_empty(), "{:?}", b.problems());
     }
 
     #[test]

@@ -61,7 +61,7 @@ mod world;
 pub use config::{
     Behaviour, ConcurrencyConfig, Faults, FixedWindowConfig, ListDrills, ListShape, ListShift,
     LocationEntry, OrganizationEntry, RateHeaderSet, RateLimitConfig, RetryAfterForm,
-    SandboxConfig, SandboxConfigError, TokenEntry,
+    SandboxConfig, SandboxConfigError, SlidingWindowConfig, SlowingConfig, TokenEntry,
 };
 pub use validate::ALLOWED_VALUES;
 

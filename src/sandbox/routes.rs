@@ -5,11 +5,15 @@
 //! own screens would).
 //!
 //! The gate owns the pushback a strict service gives: the token bucket with its
-//! `X-RateLimit-*` headers (none at all without a limit), the Retry-After of every 429 and 503,
-//! the windows those announce (remembered per token; enforced with
-//! `behaviour.enforce_retry_after`), and requests never answered (`silence`).
+//! `X-RateLimit-*` headers (none at all without a limit), the buckets of single routes, the
+//! fixed and sliding windows, the Retry-After of every 429 and 503, the windows those announce
+//! (remembered per token; enforced with `behaviour.enforce_retry_after`), answers slowing under
+//! load, and requests never answered (`silence`).
 
-use super::config::{Behaviour, RateHeaderSet, RetryAfterForm, SandboxConfig};
+use super::config::{
+    Behaviour, RateHeaderSet, RateLimitConfig, RetryAfterForm, SandboxConfig, SlidingWindowConfig,
+    SlowingConfig,
+};
 use super::validate;
 use super::world::{PageRequest, Refusal, World};
 use axum::body::Bytes;
@@ -24,7 +28,7 @@ use governor::middleware::StateInformationMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -88,8 +92,16 @@ pub(crate) struct Shared {
     world: Mutex<World>,
     behaviour: RwLock<Arc<Behaviour>>,
     limiters: RwLock<HashMap<String, Arc<Limiter>>>,
+    /// route → token → the bucket `behaviour.route_limits` gives that token on that route.
+    route_limiters: RwLock<HashMap<String, HashMap<String, Arc<Limiter>>>>,
     /// token → the start of its fixed window and the requests counted in it.
     fixed_windows: Mutex<HashMap<String, (Instant, u32)>>,
+    /// token → when each request its sliding window accepted arrived, oldest first, those
+    /// still in the window (and perhaps some that left it since the token last called).
+    sliding_windows: Mutex<HashMap<String, VecDeque<Instant>>>,
+    /// When each service request of the last second arrived, oldest first, of every token;
+    /// kept while `behaviour.slowing` is on.
+    arrivals: Mutex<VecDeque<Instant>>,
     /// token → the end of the last Retry-After sent to it (its answer's time plus the
     /// Retry-After). Kept across behaviour changes: a window announced is a promise made.
     retry_windows: Mutex<HashMap<String, Instant>>,
@@ -113,6 +125,10 @@ struct Stats {
     max_in_flight: AtomicU64,
     /// Requests refused on arrival by `behaviour.concurrency`.
     over_concurrency: AtomicU64,
+    /// Requests whose latency `behaviour.slowing` lengthened, and by how many milliseconds
+    /// in all.
+    slowed: AtomicU64,
+    slowed_ms: AtomicU64,
 }
 
 /// Counts a request in flight for as long as it lives, even when its connection is dropped.
@@ -155,7 +171,10 @@ impl Shared {
             world: Mutex::new(World::new(&config)),
             behaviour: RwLock::new(Arc::new(config.behaviour.clone())),
             limiters: RwLock::new(HashMap::new()),
+            route_limiters: RwLock::new(HashMap::new()),
             fixed_windows: Mutex::new(HashMap::new()),
+            sliding_windows: Mutex::new(HashMap::new()),
+            arrivals: Mutex::new(VecDeque::new()),
             retry_windows: Mutex::new(HashMap::new()),
             clock: DefaultClock::default(),
             rng: Mutex::new(fastrand::Rng::with_seed(config.behaviour.faults.seed)),
@@ -176,32 +195,44 @@ impl Shared {
             .clone()
     }
 
-    /// Installs a behaviour: fresh token buckets and a reseeded fault RNG.
+    /// Installs a behaviour: fresh token buckets (the tokens' and the routes'), fresh fixed and
+    /// sliding windows, and a reseeded fault RNG.
     fn apply_behaviour(&self, behaviour: Arc<Behaviour>) {
         let limiters = match &behaviour.rate_limit {
-            Some(limit) => self
-                .tokens
-                .keys()
-                .map(|token| {
-                    // Behaviour::problems keeps the rate within what a Duration can hold.
-                    let period = Duration::try_from_secs_f64(1.0 / limit.rate)
-                        .unwrap_or(Duration::from_secs(1000));
-                    let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
-                    let quota = Quota::with_period(period)
-                        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MAX))
-                        .allow_burst(burst);
-                    let limiter = RateLimiter::direct_with_clock(quota, self.clock.clone())
-                        .with_middleware::<StateInformationMiddleware>();
-                    (token.clone(), Arc::new(limiter))
-                })
-                .collect(),
+            Some(limit) => self.buckets(limit),
             None => HashMap::new(),
         };
+        let route_limiters = behaviour
+            .route_limits
+            .iter()
+            .map(|(route, limit)| (route.clone(), self.buckets(limit)))
+            .collect();
         *lock_write(&self.limiters) = limiters;
+        *lock_write(&self.route_limiters) = route_limiters;
         lock(&self.fixed_windows).clear();
+        lock(&self.sliding_windows).clear();
         *lock(&self.rng) = fastrand::Rng::with_seed(behaviour.faults.seed);
         *lock(&self.drills_done) = (HashSet::new(), false);
         *lock_write(&self.behaviour) = behaviour;
+    }
+
+    /// A full bucket of `limit` for each token.
+    fn buckets(&self, limit: &RateLimitConfig) -> HashMap<String, Arc<Limiter>> {
+        self.tokens
+            .keys()
+            .map(|token| {
+                // Behaviour::problems keeps the rate within what a Duration can hold.
+                let period = Duration::try_from_secs_f64(1.0 / limit.rate)
+                    .unwrap_or(Duration::from_secs(1000));
+                let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
+                let quota = Quota::with_period(period)
+                    .unwrap_or_else(|| Quota::per_second(NonZeroU32::MAX))
+                    .allow_burst(burst);
+                let limiter = RateLimiter::direct_with_clock(quota, self.clock.clone())
+                    .with_middleware::<StateInformationMiddleware>();
+                (token.clone(), Arc::new(limiter))
+            })
+            .collect()
     }
 
     fn reset(&self) {
@@ -211,7 +242,10 @@ impl Shared {
         self.stats.rate_limited.store(0, Ordering::SeqCst);
         self.stats.early.store(0, Ordering::SeqCst);
         self.stats.over_concurrency.store(0, Ordering::SeqCst);
+        self.stats.slowed.store(0, Ordering::SeqCst);
+        self.stats.slowed_ms.store(0, Ordering::SeqCst);
         lock(&self.retry_windows).clear();
+        lock(&self.arrivals).clear();
         self.stats.max_in_flight.store(
             self.stats.in_flight.load(Ordering::SeqCst),
             Ordering::SeqCst,
@@ -295,6 +329,49 @@ impl Shared {
         }
     }
 
+    /// Counts a request of `token` in its sliding window: the requests left in the window
+    /// with this one accepted, or, when the window is full (this one is not counted), how long
+    /// until the oldest request accepted leaves it.
+    fn count_in_sliding_window(
+        &self,
+        token: &str,
+        window: &SlidingWindowConfig,
+    ) -> Result<u32, Duration> {
+        let now = Instant::now();
+        let period = Duration::from_secs(window.window_secs);
+        let mut windows = lock(&self.sliding_windows);
+        let accepted = windows.entry(token.to_owned()).or_default();
+        while accepted
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= period)
+        {
+            accepted.pop_front();
+        }
+        let used = u32::try_from(accepted.len()).unwrap_or(u32::MAX);
+        if used < window.requests {
+            accepted.push_back(now);
+            Ok(window.requests - used - 1)
+        } else {
+            let oldest = accepted.front().copied().unwrap_or(now);
+            Err((oldest + period).saturating_duration_since(now))
+        }
+    }
+
+    /// Counts a service request arriving now: how many arrived in the last second, this one
+    /// included.
+    fn arrive(&self) -> u64 {
+        let now = Instant::now();
+        let mut arrivals = lock(&self.arrivals);
+        while arrivals
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= Duration::from_secs(1))
+        {
+            arrivals.pop_front();
+        }
+        arrivals.push_back(now);
+        arrivals.len() as u64
+    }
+
     /// How long is left of the window last announced to `token`, if it is still open.
     fn window_left(&self, token: &str, now: Instant) -> Option<Duration> {
         let mut windows = lock(&self.retry_windows);
@@ -334,6 +411,8 @@ impl Shared {
         stats["faults"] = json!(*lock(&self.stats.faults));
         stats["max_in_flight"] = json!(self.stats.max_in_flight.load(Ordering::SeqCst));
         stats["over_concurrency"] = json!(self.stats.over_concurrency.load(Ordering::SeqCst));
+        stats["slowed"] = json!(self.stats.slowed.load(Ordering::SeqCst));
+        stats["slowed_ms"] = json!(self.stats.slowed_ms.load(Ordering::SeqCst));
         stats["behaviour"] = json!(*self.behaviour());
         stats
     }
@@ -422,8 +501,8 @@ fn unix_secs_up(after: Duration) -> u64 {
 const SILENCE: Duration = Duration::from_secs(3600);
 
 /// Every service request passes here first, in the order a real deployment would apply:
-/// latency, authentication, announced Retry-After windows, rate limit, content negotiation,
-/// organization access, faults.
+/// concurrency, latency (stretched under load), authentication, announced Retry-After
+/// windows, rate limits, content negotiation, organization access, faults.
 async fn gate(
     State(shared): State<Arc<Shared>>,
     matched: MatchedPath,
@@ -432,6 +511,8 @@ async fn gate(
 ) -> Response {
     let route = format!("{} {}", request.method(), matched.as_str());
     let (_in_flight, now_in_flight) = InFlight::enter(&shared.stats);
+    // Every arrival is load, even one turned away at once.
+    let slowing = shared.behaviour().slowing.map(|s| (s, shared.arrive()));
     // A service whose workers are all busy turns the request away on arrival.
     if let Some(c) = shared.behaviour().concurrency {
         if now_in_flight > u64::from(c.max_in_flight) {
@@ -447,10 +528,18 @@ async fn gate(
             return response;
         }
     }
-    let latency_ms = {
+    let mut latency_ms = {
         let faults = &shared.behaviour().faults;
         faults.latency_ms + faults.route_latency_ms.get(&route).copied().unwrap_or(0)
     };
+    if let Some((slowing, arrived)) = slowing {
+        let extra_ms = slowed_by(latency_ms, slowing, arrived);
+        if extra_ms > 0 {
+            shared.stats.slowed.fetch_add(1, Ordering::SeqCst);
+            shared.stats.slowed_ms.fetch_add(extra_ms, Ordering::SeqCst);
+            latency_ms = latency_ms.saturating_add(extra_ms);
+        }
+    }
     if latency_ms > 0 {
         tokio::time::sleep(Duration::from_millis(latency_ms)).await;
     }
@@ -458,7 +547,7 @@ async fn gate(
     // latency applies to the requests already on their way, as a service that breaks does.
     let behaviour = shared.behaviour();
     let kill = request.extensions().get::<ConnectionKill>().cloned();
-    let outcome = admit(&shared, &behaviour, &mut request).await;
+    let outcome = admit(&shared, &behaviour, &route, &mut request).await;
     let (response, rate_headers) = match outcome {
         Admission::Refused(response, rate) => (response, rate),
         Admission::Fault(fault @ (Fault::Drop | Fault::AckLost), _) => {
@@ -533,13 +622,29 @@ async fn gate(
         Admission::Admitted(rate) => (next.run(request).await, rate),
     };
     let headers_on = behaviour.fixed_window.is_some()
-        || behaviour.rate_limit.as_ref().is_some_and(|l| l.headers);
+        || behaviour.sliding_window.is_some()
+        || behaviour.rate_limit.as_ref().is_some_and(|l| l.headers)
+        || behaviour
+            .route_limits
+            .get(&route)
+            .is_some_and(|l| l.headers);
     let response = match rate_headers {
         Some(rate) if headers_on => with_rate_headers(response, rate, behaviour.rate_headers),
         _ => response,
     };
     shared.record(&route, response.status().as_str());
     padded(response, behaviour.faults.pad_answer_kib)
+}
+
+/// The latency `slowing` adds, in milliseconds, to a request of `latency_ms` that arrived
+/// with `arrived` requests in the last second (itself included): `latency_ms × factor ×
+/// excess / knee`, the excess being the arrivals beyond the knee.
+fn slowed_by(latency_ms: u64, slowing: SlowingConfig, arrived: u64) -> u64 {
+    let knee = u64::from(slowing.knee_per_sec.max(1));
+    let excess = arrived.saturating_sub(knee);
+    let extra = latency_ms as f64 * slowing.factor * excess as f64 / knee as f64;
+    // A float cast saturates (and a NaN, which Behaviour::problems rules out, is 0).
+    extra.round() as u64
 }
 
 /// Marks a vehicle write whose answer is to be another vehicle (fault `wrong_vehicle`), or
@@ -672,7 +777,13 @@ enum Admission {
     Fault(Fault, Option<RateHeaders>),
 }
 
-async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) -> Admission {
+/// Lets a request of `route` in, or refuses it, in the gate's order.
+async fn admit(
+    shared: &Shared,
+    behaviour: &Behaviour,
+    route: &str,
+    request: &mut Request,
+) -> Admission {
     let untouched = rate_headers_untouched(behaviour);
     let headers = request.headers();
     let token = headers
@@ -695,12 +806,16 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
                 whole_secs_up(left).max(1),
                 behaviour.retry_after_form,
             );
-            // A fixed window's early caller hears that nothing remains until its end.
-            let window = behaviour.fixed_window.map(|w| RateHeaders {
-                limit: w.requests,
-                remaining: 0,
-                reset: Some(unix_secs_up(left)),
-            });
+            // A window's early caller hears that nothing remains until the time it was given.
+            let window = behaviour
+                .fixed_window
+                .map(|w| w.requests)
+                .or(behaviour.sliding_window.map(|w| w.requests))
+                .map(|limit| RateHeaders {
+                    limit,
+                    remaining: 0,
+                    reset: Some(unix_secs_up(left)),
+                });
             let rate = window.or(untouched.map(|r| RateHeaders { remaining: 0, ..r }));
             return Admission::Refused(response, rate);
         }
@@ -744,6 +859,45 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
         }
     }
 
+    // A route with a limit of its own: a bucket per token on it, refusing as the token's does.
+    let route_limiter = shared
+        .route_limiters
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(route)
+        .and_then(|buckets| buckets.get(&token))
+        .cloned();
+    if let (Some(limiter), Some(limit)) = (route_limiter, behaviour.route_limits.get(route)) {
+        match limiter.check() {
+            Ok(snapshot) if limit.headers => {
+                rate = Some(RateHeaders {
+                    limit: limit.burst,
+                    remaining: snapshot.remaining_burst_capacity(),
+                    reset: None,
+                });
+            }
+            // Without its headers the answer says what the token's bucket says.
+            Ok(_) => {}
+            Err(not_until) => {
+                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
+                let wait = not_until.wait_time_from(shared.clock.now());
+                let secs = whole_secs_up(wait).max(1);
+                shared.announce(&token, secs);
+                let response = retry_after(
+                    error(429, vec!["Too Many Attempts.".into()]),
+                    secs,
+                    behaviour.retry_after_form,
+                );
+                let own = RateHeaders {
+                    limit: limit.burst,
+                    remaining: 0,
+                    reset: Some(unix_secs_up(wait)),
+                };
+                return Admission::Refused(response, if limit.headers { Some(own) } else { rate });
+            }
+        }
+    }
+
     if let Some(window) = &behaviour.fixed_window {
         let (counted, left) = shared.count_in_window(&token, window);
         let headers = |remaining| RateHeaders {
@@ -763,6 +917,34 @@ async fn admit(shared: &Shared, behaviour: &Behaviour, request: &mut Request) ->
                     behaviour.retry_after_form,
                 );
                 return Admission::Refused(response, Some(headers(0)));
+            }
+        }
+    }
+
+    if let Some(window) = &behaviour.sliding_window {
+        match shared.count_in_sliding_window(&token, window) {
+            Ok(remaining) => {
+                rate = Some(RateHeaders {
+                    limit: window.requests,
+                    remaining,
+                    reset: None,
+                });
+            }
+            Err(left) => {
+                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
+                let secs = whole_secs_up(left).max(1);
+                shared.announce(&token, secs);
+                let response = retry_after(
+                    error(429, vec!["Too Many Attempts.".into()]),
+                    secs,
+                    behaviour.retry_after_form,
+                );
+                let rate = RateHeaders {
+                    limit: window.requests,
+                    remaining: 0,
+                    reset: Some(unix_secs_up(left)),
+                };
+                return Admission::Refused(response, Some(rate));
             }
         }
     }
@@ -1492,6 +1674,299 @@ mod tests {
             let st = stats(&http, &sb).await;
             assert_eq!(st["over_concurrency"], 2, "{st}");
         }
+    }
+
+    /// `method path` as organization 100 with the default token, no body.
+    async fn call(
+        http: &reqwest::Client,
+        sb: &RunningSandbox,
+        method: reqwest::Method,
+        path: &str,
+    ) -> reqwest::Response {
+        http.request(method, format!("{}{path}", sb.base_url()))
+            .header(header::AUTHORIZATION, "Bearer sandbox-token")
+            .header("x-service-organization-id", "100")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A sliding window: room comes back as each accepted request leaves the window, one at
+    /// a time, and a refusal says when the oldest leaves (Retry-After and Reset). An early
+    /// caller, when Retry-After is enforced, hears the window's limit with nothing left.
+    #[tokio::test]
+    async fn a_sliding_window_gives_room_back_as_each_request_leaves_it() {
+        let window = |requests, window_secs| {
+            Some(crate::sandbox::SlidingWindowConfig {
+                requests,
+                window_secs,
+            })
+        };
+        let sb = sandbox(Behaviour {
+            sliding_window: window(3, 2),
+            ..Behaviour::default()
+        })
+        .await;
+        let http = http();
+        let started = Instant::now();
+        let before = unix_now();
+        let first = list(&http, &sb).await;
+        let first_in = Instant::now();
+        let after = unix_now();
+        assert_eq!(first.status(), 200);
+        assert_eq!(header_of(&first, "x-ratelimit-limit"), Some("3"));
+        assert_eq!(header_of(&first, "x-ratelimit-remaining"), Some("2"));
+        assert_eq!(header_of(&first, "x-ratelimit-reset"), None);
+        tokio::time::sleep_until((started + Duration::from_millis(700)).into()).await;
+        for remaining in ["1", "0"] {
+            let ok = list(&http, &sb).await;
+            assert_eq!(ok.status(), 200);
+            assert_eq!(header_of(&ok, "x-ratelimit-remaining"), Some(remaining));
+        }
+        let full = list(&http, &sb).await;
+        assert_eq!(full.status(), 429);
+        // The first leaves the window about 1.3 s from now: 2 s, rounded up.
+        assert_eq!(header_of(&full, "retry-after"), Some("2"));
+        assert_eq!(header_of(&full, "x-ratelimit-limit"), Some("3"));
+        assert_eq!(header_of(&full, "x-ratelimit-remaining"), Some("0"));
+        let reset: u64 = header_of(&full, "x-ratelimit-reset")
+            .expect("X-RateLimit-Reset on the window's 429")
+            .parse()
+            .unwrap();
+        assert!(
+            (before + 2..=after + 3).contains(&reset),
+            "{before} + 2 ≤ {reset} ≤ {after} + 3"
+        );
+
+        // The first has left: room for one, not for three as a new fixed window would give.
+        tokio::time::sleep_until((first_in + Duration::from_millis(2050)).into()).await;
+        let again = list(&http, &sb).await;
+        assert_eq!(again.status(), 200);
+        assert_eq!(header_of(&again, "x-ratelimit-remaining"), Some("0"));
+        let full = list(&http, &sb).await;
+        assert_eq!(full.status(), 429);
+        assert_eq!(header_of(&full, "retry-after"), Some("1"));
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["rate_limited"], 2, "{st}");
+        assert_eq!(
+            st["requests"]["GET /v1/inventory"],
+            json!({"200": 4, "429": 2})
+        );
+
+        // Enforced (after a reset, which forgets the windows announced so far): the request
+        // after the refusal is early, told the same moment.
+        let reset = http
+            .post(format!("{}/__sandbox/reset", sb.base_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reset.status(), 204);
+        put_behaviour(
+            &http,
+            &sb,
+            &Behaviour {
+                sliding_window: window(1, 60),
+                enforce_retry_after: true,
+                ..Behaviour::default()
+            },
+        )
+        .await;
+        let ok = list(&http, &sb).await;
+        assert_eq!(ok.status(), 200);
+        assert_eq!(header_of(&ok, "x-ratelimit-remaining"), Some("0"));
+        let full = list(&http, &sb).await;
+        assert_eq!(full.status(), 429);
+        assert_eq!(header_of(&full, "retry-after"), Some("60"));
+        let early = list(&http, &sb).await;
+        assert_eq!(early.status(), 429);
+        assert_eq!(header_of(&early, "retry-after"), Some("60"));
+        assert_eq!(header_of(&early, "x-ratelimit-limit"), Some("1"));
+        assert_eq!(header_of(&early, "x-ratelimit-remaining"), Some("0"));
+        assert!(header_of(&early, "x-ratelimit-reset").is_some());
+        let st = stats(&http, &sb).await;
+        assert_eq!(
+            (st["rate_limited"].clone(), st["early"].clone()),
+            (json!(1), json!(1))
+        );
+    }
+
+    /// A limit of the sales route's own ("sales 5/s, creates and updates 50/s"): a bucket per
+    /// token on that route, after the token's own bucket, whose 429 is the token bucket's
+    /// (Retry-After, announced, `rate_limited`); other routes are not held by it. With its
+    /// headers the route's answers speak of its bucket; without, of the token's.
+    #[tokio::test]
+    async fn a_route_with_a_limit_of_its_own_refuses_beyond_it() {
+        let sold = "POST /v1/inventory/{id}/sold";
+        let limits = |headers| Behaviour {
+            rate_limit: Some(RateLimitConfig {
+                rate: 0.001,
+                burst: 100,
+                headers: true,
+            }),
+            route_limits: [(
+                sold.to_owned(),
+                RateLimitConfig {
+                    rate: 0.001,
+                    burst: 2,
+                    headers,
+                },
+            )]
+            .into(),
+            ..Behaviour::default()
+        };
+        let sb = sandbox(limits(true)).await;
+        let http = http();
+        let sell = || call(&http, &sb, reqwest::Method::POST, "/v1/inventory/1/sold");
+        for remaining in ["1", "0"] {
+            // No vehicle 1: the route's handler answers 404, past the gate.
+            let ok = sell().await;
+            assert_eq!(ok.status(), 404);
+            assert_eq!(header_of(&ok, "x-ratelimit-limit"), Some("2"));
+            assert_eq!(header_of(&ok, "x-ratelimit-remaining"), Some(remaining));
+        }
+        let limited = sell().await;
+        assert_eq!(limited.status(), 429);
+        assert_eq!(header_of(&limited, "retry-after"), Some("1000"));
+        assert_eq!(header_of(&limited, "x-ratelimit-limit"), Some("2"));
+        assert_eq!(header_of(&limited, "x-ratelimit-remaining"), Some("0"));
+        let reset: u64 = header_of(&limited, "x-ratelimit-reset")
+            .expect("X-RateLimit-Reset on the route's 429")
+            .parse()
+            .unwrap();
+        assert!(
+            (unix_now() + 990..=unix_now() + 1001).contains(&reset),
+            "{reset}"
+        );
+        // Another route: only the token's bucket, which took every request so far.
+        let other = call(
+            &http,
+            &sb,
+            reqwest::Method::POST,
+            "/v1/inventory/1/in-stock",
+        )
+        .await;
+        assert_eq!(other.status(), 404);
+        assert_eq!(header_of(&other, "x-ratelimit-limit"), Some("100"));
+        assert_eq!(header_of(&other, "x-ratelimit-remaining"), Some("96"));
+        assert_eq!(list(&http, &sb).await.status(), 200);
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["rate_limited"], 1, "{st}");
+        assert_eq!(st["requests"][sold], json!({"404": 2, "429": 1}));
+
+        // Its headers off: its answers, its 429 too, carry the token's bucket.
+        put_behaviour(&http, &sb, &limits(false)).await;
+        for remaining in ["99", "98"] {
+            let ok = sell().await;
+            assert_eq!(ok.status(), 404);
+            assert_eq!(header_of(&ok, "x-ratelimit-limit"), Some("100"));
+            assert_eq!(header_of(&ok, "x-ratelimit-remaining"), Some(remaining));
+        }
+        let limited = sell().await;
+        assert_eq!(limited.status(), 429);
+        assert_eq!(header_of(&limited, "retry-after"), Some("1000"));
+        assert_eq!(header_of(&limited, "x-ratelimit-limit"), Some("100"));
+        assert_eq!(header_of(&limited, "x-ratelimit-remaining"), Some("97"));
+        assert_eq!(header_of(&limited, "x-ratelimit-reset"), None);
+        let st = stats(&http, &sb).await;
+        assert_eq!(st["rate_limited"], 2, "{st}");
+
+        // A reset puts back the config's behaviour, the route's full bucket with it.
+        let reset = http
+            .post(format!("{}/__sandbox/reset", sb.base_url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reset.status(), 204);
+        assert_eq!(header_of(&sell().await, "x-ratelimit-remaining"), Some("1"));
+    }
+
+    /// Answers slow down under load: six requests at once on a knee of 2 a second with a
+    /// factor of 1 take 100 ms, 100 ms, then 1.5, 2, 2.5 and 3 times that (400 ms added in
+    /// all), and none is refused; a second later, one alone takes its 100 ms again.
+    #[tokio::test]
+    async fn answers_slow_down_beyond_the_knee() {
+        let sb = Arc::new(
+            sandbox(Behaviour {
+                faults: Faults {
+                    latency_ms: 100,
+                    ..Faults::default()
+                },
+                slowing: Some(crate::sandbox::SlowingConfig {
+                    knee_per_sec: 2,
+                    factor: 1.0,
+                }),
+                ..Behaviour::default()
+            })
+            .await,
+        );
+        let http = http();
+        let started = Instant::now();
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..6 {
+            let (http, sb) = (http.clone(), sb.clone());
+            calls.spawn(async move {
+                let sent = Instant::now();
+                let status = list(&http, &sb).await.status().as_u16();
+                (status, sent.elapsed())
+            });
+        }
+        let mut answers = Vec::new();
+        while let Some(answer) = calls.join_next().await {
+            answers.push(answer.unwrap());
+        }
+        assert!(
+            answers.iter().all(|(status, _)| *status == 200),
+            "{answers:?}"
+        );
+        let mut took: Vec<Duration> = answers.iter().map(|(_, took)| *took).collect();
+        took.sort_unstable();
+        for (took, at_least) in took.iter().zip([100, 100, 150, 200, 250, 300]) {
+            assert!(
+                *took >= Duration::from_millis(at_least),
+                "{took:?} < {at_least} ms: {answers:?}"
+            );
+        }
+        let st = stats(&http, &sb).await;
+        assert_eq!(
+            (st["slowed"].clone(), st["slowed_ms"].clone()),
+            (json!(4), json!(500)),
+            "{st}"
+        );
+        assert_eq!(st["rate_limited"], 0);
+        assert_eq!(st["requests"]["GET /v1/inventory"], json!({"200": 6}));
+
+        tokio::time::sleep_until((started + Duration::from_millis(1100)).into()).await;
+        let t = Instant::now();
+        assert_eq!(list(&http, &sb).await.status(), 200);
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!(stats(&http, &sb).await["slowed"], 4);
+    }
+
+    /// The routes `behaviour.route_limits` may name are those the stats count requests under.
+    #[tokio::test]
+    async fn the_routes_a_limit_may_name_are_the_routes_served() {
+        let sb = sandbox(Behaviour::default()).await;
+        let http = http();
+        for route in crate::sandbox::config::SERVICE_ROUTES {
+            let (method, path) = route.split_once(' ').unwrap();
+            let path = path.replace("{id}", "1").replace("{app}", "inventory");
+            let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+            call(&http, &sb, method, &path).await;
+        }
+        let st = stats(&http, &sb).await;
+        let counted: Vec<&str> = st["requests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut routes = crate::sandbox::config::SERVICE_ROUTES.to_vec();
+        routes.sort_unstable();
+        assert_eq!(counted, routes);
     }
 
     /// The service flavours of the pace's bench: a spurious 429 that claims an empty bucket
