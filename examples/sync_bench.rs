@@ -32,6 +32,12 @@
 //!   against the ideal of 4 / 0.2 s = 20/s, and requests refused per request served (a good
 //!   citizen keeps that small).
 //!
+//! - **Families**: limits of other shapes than a token bucket, each against the time a client
+//!   that knew them would take: a fixed window (100 per 5 s, Reset at its end), a sliding window
+//!   (200 per 10 s, Retry-After as a date), a limit that changes during the run (50/s, then
+//!   10/s for 20 s, then 50/s; with and without rate headers), limits per endpoint (sales 5/s,
+//!   creates and updates 50/s, on a second day), answers that slow down above 40/s.
+//!
 //! Each run is the real release binary in a fresh process with a fresh state; the sandbox runs
 //! in this process and is sampled every 100 ms to time the delivery (first request, the stats
 //! 2 s and 10 s after it, exit). `LOTSYNC_BENCH_LOG=lotsync::upload=debug` shows the client's
@@ -44,6 +50,7 @@
 //! cargo run --release --example sync_bench -- --sections c --outage-secs 600
 //! cargo run --release --example sync_bench -- --sections sweep --sweep-rows 2000
 //! cargo run --release --example sync_bench -- --sections concurrency
+//! cargo run --release --example sync_bench -- --sections families
 //! ```
 //!
 //! Without `--sections` every section runs (matrix, c, sweep), C's outage alone taking
@@ -63,18 +70,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const SECTIONS: [&str; 4] = ["matrix", "c", "sweep", "concurrency"];
+const SECTIONS: [&str; 5] = ["matrix", "c", "sweep", "concurrency", "families"];
 
 #[derive(Parser)]
 struct Args {
     /// Sections to run, comma-separated: matrix (service flavours), c (5xx-only outage),
-    /// sweep (in flight).
+    /// sweep (in flight), concurrency (a service serving 4 at once), families (windows, a
+    /// changing limit, limits per endpoint, slowing answers).
     #[arg(long, value_delimiter = ',', default_value = "matrix,c,sweep")]
     sections: Vec<String>,
     /// Vehicles in the matrix's harshest case.
     #[arg(long, default_value_t = 2_000)]
     harsh_rows: u64,
-    /// Only the matrix's cases whose row contains this text (e.g. "claims empty").
+    /// Only the matrix's cases and the families whose row contains this text (e.g. "claims
+    /// empty", "sliding").
     #[arg(long)]
     only: Option<String>,
     /// Seconds of section C's outage, from the sync's start to the service's return.
@@ -221,6 +230,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if wanted("concurrency") {
         concurrency(&bench).await?;
+    }
+    if wanted("families") {
+        families(&bench, args.only.as_deref()).await?;
     }
     Ok(())
 }
@@ -658,6 +670,190 @@ async fn concurrency(bench: &Bench) -> anyhow::Result<()> {
                 run.seconds()
             );
         }
+    }
+    Ok(())
+}
+
+/// One row of the families: a service whose limit is not a plain token bucket.
+struct Family {
+    name: &'static str,
+    behaviour: Behaviour,
+    switches: Vec<(When, Behaviour)>,
+    rows: u64,
+    /// The measured sync is a second day (10% sold, the rest changed).
+    second_day: bool,
+    /// The seconds a client that knew the limits would take, from its first request.
+    ideal_secs: f64,
+}
+
+/// A token bucket of `rate` per second and a burst of a fifth of it, its headers or not.
+fn bucket(rate: f64, headers: bool) -> Behaviour {
+    Behaviour {
+        rate_limit: Some(RateLimitConfig {
+            rate,
+            burst: (rate / 5.0).max(1.0) as u32,
+            headers,
+        }),
+        enforce_retry_after: true,
+        faults: Faults {
+            latency_ms: 20,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    }
+}
+
+/// Services with limits of other shapes than a token bucket: fixed and sliding windows, a
+/// limit that changes during the run, limits of their own per endpoint, answers that slow
+/// down under load. Each row: the time a client that knew the limits would take over the
+/// time lotsync took, and the requests refused per 2xx.
+async fn families(bench: &Bench, only: Option<&str>) -> anyhow::Result<()> {
+    println!(
+        "\nFamilies. a first sync of generated vehicles (per endpoint: a second sync, 10% sold \
+         and the rest changed), 20 ms latency, every Retry-After enforced, ceiling 1000/s, 16 \
+         in flight, a fresh state and sandbox per row"
+    );
+    println!(
+        "(slowing: the ideal is a client that stays at the knee; going past it is faster, but \
+         slows the service for everyone, which the last column shows)\n"
+    );
+    println!(
+        "| service | vehicles | seconds | ideal seconds | of ideal | requests | refused per 2xx \
+         | answers slowed, mean added |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let latency = Faults {
+        latency_ms: 20,
+        ..Faults::default()
+    };
+    let changing = |headers: bool| Family {
+        name: if headers {
+            "50/s, 10/s for 20 s from the 20th, 50/s; rate headers"
+        } else {
+            "50/s, 10/s for 20 s from the 20th, 50/s; no headers"
+        },
+        behaviour: bucket(50.0, headers),
+        switches: vec![
+            (
+                When::AfterStart(Duration::from_secs(20)),
+                bucket(10.0, headers),
+            ),
+            (
+                When::AfterPrevious(Duration::from_secs(20)),
+                bucket(50.0, headers),
+            ),
+        ],
+        rows: 2_000,
+        // 1,000 in the first 20 s, 200 in the next 20, the remaining 800 at 50/s.
+        ideal_secs: 20.0 + 20.0 + 800.0 / 50.0,
+        second_day: false,
+    };
+    let mut route_limits = std::collections::BTreeMap::new();
+    route_limits.insert(
+        "POST /v1/inventory/{id}/sold".to_owned(),
+        RateLimitConfig {
+            rate: 5.0,
+            burst: 1,
+            headers: false,
+        },
+    );
+    route_limits.insert(
+        "POST /v1/inventory".to_owned(),
+        RateLimitConfig {
+            rate: 50.0,
+            burst: 10,
+            headers: false,
+        },
+    );
+    let rows = [
+        Family {
+            name: "fixed window: 100 per 5 s, Reset at its end",
+            behaviour: Behaviour {
+                fixed_window: Some(lotsync::sandbox::FixedWindowConfig {
+                    requests: 100,
+                    window_secs: 5,
+                }),
+                enforce_retry_after: true,
+                faults: latency.clone(),
+                ..Behaviour::default()
+            },
+            switches: Vec::new(),
+            rows: 1_200,
+            ideal_secs: 1_200.0 / 20.0,
+            second_day: false,
+        },
+        Family {
+            name: "sliding window: 200 per 10 s, Retry-After as a date",
+            behaviour: Behaviour {
+                sliding_window: Some(lotsync::sandbox::SlidingWindowConfig {
+                    requests: 200,
+                    window_secs: 10,
+                }),
+                enforce_retry_after: true,
+                retry_after_form: RetryAfterForm::HttpDate,
+                faults: latency.clone(),
+                ..Behaviour::default()
+            },
+            switches: Vec::new(),
+            rows: 1_200,
+            ideal_secs: 1_200.0 / 20.0,
+            second_day: false,
+        },
+        changing(false),
+        changing(true),
+        Family {
+            name: "per endpoint: sales 5/s, creates and updates 50/s",
+            behaviour: Behaviour {
+                route_limits,
+                enforce_retry_after: true,
+                faults: latency.clone(),
+                ..Behaviour::default()
+            },
+            switches: Vec::new(),
+            rows: 1_500,
+            // 150 sold at 5/s; 1,350 updates at 50/s take less.
+            ideal_secs: 150.0 / 5.0,
+            second_day: true,
+        },
+        Family {
+            name: "answers slow down above 40/s (x1 + 4 x excess / 40)",
+            behaviour: Behaviour {
+                slowing: Some(lotsync::sandbox::SlowingConfig {
+                    knee_per_sec: 40,
+                    factor: 4.0,
+                }),
+                faults: latency,
+                ..Behaviour::default()
+            },
+            switches: Vec::new(),
+            rows: 1_600,
+            ideal_secs: 1_600.0 / 40.0,
+            second_day: false,
+        },
+    ];
+    for family in rows {
+        if only.is_some_and(|o| !family.name.contains(o)) {
+            continue;
+        }
+        let mut setup = Setup::new(family.rows, family.behaviour, 1000.0, 16);
+        setup.switches = family.switches;
+        setup.second_day = family.second_day;
+        let run = bench.sync_once(setup).await?.ensure_ok()?;
+        let last = &run.last;
+        let refused = throttled(last) + n(&last["over_concurrency"]);
+        let requests = n(&last["total_requests"]);
+        let slowed = n(&last["slowed"]);
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {:.0}% | {requests} | {:.2} | {:.0}%, {:.0} ms |",
+            family.name,
+            family.rows,
+            run.seconds(),
+            family.ideal_secs,
+            100.0 * family.ideal_secs / run.seconds(),
+            refused as f64 / ok_answers(last).max(1) as f64,
+            100.0 * slowed as f64 / requests.max(1) as f64,
+            n(&last["slowed_ms"]) as f64 / slowed.max(1) as f64,
+        );
     }
     Ok(())
 }
