@@ -686,6 +686,32 @@ struct Family {
     ideal_secs: f64,
 }
 
+impl Family {
+    /// A first sync of `rows` vehicles, the service's behaviour the same throughout.
+    fn first_sync(name: &'static str, behaviour: Behaviour, rows: u64, ideal_secs: f64) -> Self {
+        Family {
+            name,
+            behaviour,
+            switches: Vec::new(),
+            rows,
+            second_day: false,
+            ideal_secs,
+        }
+    }
+}
+
+/// The families' service before its limit: 20 ms answers, every Retry-After enforced.
+fn families_base() -> Behaviour {
+    Behaviour {
+        enforce_retry_after: true,
+        faults: Faults {
+            latency_ms: 20,
+            ..Faults::default()
+        },
+        ..Behaviour::default()
+    }
+}
+
 /// A token bucket of `rate` per second and a burst of a fifth of it, its headers or not.
 fn bucket(rate: f64, headers: bool) -> Behaviour {
     Behaviour {
@@ -694,12 +720,7 @@ fn bucket(rate: f64, headers: bool) -> Behaviour {
             burst: (rate / 5.0).max(1.0) as u32,
             headers,
         }),
-        enforce_retry_after: true,
-        faults: Faults {
-            latency_ms: 20,
-            ..Faults::default()
-        },
-        ..Behaviour::default()
+        ..families_base()
     }
 }
 
@@ -722,10 +743,6 @@ async fn families(bench: &Bench, only: Option<&str>) -> anyhow::Result<()> {
          | answers slowed, mean added |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    let latency = Faults {
-        latency_ms: 20,
-        ..Faults::default()
-    };
     let changing = |headers: bool| Family {
         name: if headers {
             "50/s, 10/s for 20 s from the 20th, 50/s; rate headers"
@@ -766,70 +783,58 @@ async fn families(bench: &Bench, only: Option<&str>) -> anyhow::Result<()> {
         },
     );
     let rows = [
-        Family {
-            name: "fixed window: 100 per 5 s, Reset at its end",
-            behaviour: Behaviour {
+        Family::first_sync(
+            "fixed window: 100 per 5 s, Reset at its end",
+            Behaviour {
                 fixed_window: Some(lotsync::sandbox::FixedWindowConfig {
                     requests: 100,
                     window_secs: 5,
                 }),
-                enforce_retry_after: true,
-                faults: latency.clone(),
-                ..Behaviour::default()
+                ..families_base()
             },
-            switches: Vec::new(),
-            rows: 1_200,
-            ideal_secs: 1_200.0 / 20.0,
-            second_day: false,
-        },
-        Family {
-            name: "sliding window: 200 per 10 s, Retry-After as a date",
-            behaviour: Behaviour {
+            1_200,
+            1_200.0 / 20.0,
+        ),
+        Family::first_sync(
+            "sliding window: 200 per 10 s, Retry-After as a date",
+            Behaviour {
                 sliding_window: Some(lotsync::sandbox::SlidingWindowConfig {
                     requests: 200,
                     window_secs: 10,
                 }),
-                enforce_retry_after: true,
                 retry_after_form: RetryAfterForm::HttpDate,
-                faults: latency.clone(),
-                ..Behaviour::default()
+                ..families_base()
             },
-            switches: Vec::new(),
-            rows: 1_200,
-            ideal_secs: 1_200.0 / 20.0,
-            second_day: false,
-        },
+            1_200,
+            1_200.0 / 20.0,
+        ),
         changing(false),
         changing(true),
         Family {
-            name: "per endpoint: sales 5/s, creates and updates 50/s",
-            behaviour: Behaviour {
-                route_limits,
-                enforce_retry_after: true,
-                faults: latency.clone(),
-                ..Behaviour::default()
-            },
-            switches: Vec::new(),
-            rows: 1_500,
-            // 150 sold at 5/s; 1,350 updates at 50/s take less.
-            ideal_secs: 150.0 / 5.0,
             second_day: true,
+            // 150 sold at 5/s; 1,350 updates at 50/s take less.
+            ..Family::first_sync(
+                "per endpoint: sales 5/s, creates and updates 50/s",
+                Behaviour {
+                    route_limits,
+                    ..families_base()
+                },
+                1_500,
+                150.0 / 5.0,
+            )
         },
-        Family {
-            name: "answers slow down above 40/s (x1 + 4 x excess / 40)",
-            behaviour: Behaviour {
+        Family::first_sync(
+            "answers slow down above 40/s (x1 + 4 x excess / 40)",
+            Behaviour {
                 slowing: Some(lotsync::sandbox::SlowingConfig {
                     knee_per_sec: 40,
                     factor: 4.0,
                 }),
-                faults: latency,
-                ..Behaviour::default()
+                ..families_base()
             },
-            switches: Vec::new(),
-            rows: 1_600,
-            ideal_secs: 1_600.0 / 40.0,
-            second_day: false,
-        },
+            1_600,
+            1_600.0 / 40.0,
+        ),
     ];
     for family in rows {
         if only.is_some_and(|o| !family.name.contains(o)) {

@@ -372,6 +372,15 @@ impl Shared {
         arrivals.len() as u64
     }
 
+    /// A request of `token` over a limit: counted as `rate_limited`, answered 429 with a
+    /// Retry-After of `wait` (at least a second), and held to it when `enforce_retry_after`.
+    fn refuse_over_limit(&self, token: &str, wait: Duration, form: RetryAfterForm) -> Response {
+        self.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
+        let secs = whole_secs_up(wait).max(1);
+        self.announce(token, secs);
+        retry_after(error(429, vec!["Too Many Attempts.".into()]), secs, form)
+    }
+
     /// How long is left of the window last announced to `token`, if it is still open.
     fn window_left(&self, token: &str, now: Instant) -> Option<Duration> {
         let mut windows = lock(&self.retry_windows);
@@ -840,15 +849,8 @@ async fn admit(
                 });
             }
             Err(not_until) => {
-                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
                 let wait = not_until.wait_time_from(shared.clock.now());
-                let secs = whole_secs_up(wait).max(1);
-                shared.announce(&token, secs);
-                let response = retry_after(
-                    error(429, vec!["Too Many Attempts.".into()]),
-                    secs,
-                    behaviour.retry_after_form,
-                );
+                let response = shared.refuse_over_limit(&token, wait, behaviour.retry_after_form);
                 let rate = RateHeaders {
                     limit: limit.burst,
                     remaining: 0,
@@ -879,15 +881,8 @@ async fn admit(
             // Without its headers the answer says what the token's bucket says.
             Ok(_) => {}
             Err(not_until) => {
-                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
                 let wait = not_until.wait_time_from(shared.clock.now());
-                let secs = whole_secs_up(wait).max(1);
-                shared.announce(&token, secs);
-                let response = retry_after(
-                    error(429, vec!["Too Many Attempts.".into()]),
-                    secs,
-                    behaviour.retry_after_form,
-                );
+                let response = shared.refuse_over_limit(&token, wait, behaviour.retry_after_form);
                 let own = RateHeaders {
                     limit: limit.burst,
                     remaining: 0,
@@ -908,14 +903,7 @@ async fn admit(
         match counted {
             Some(used) => rate = Some(headers(window.requests - used)),
             None => {
-                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
-                let secs = whole_secs_up(left).max(1);
-                shared.announce(&token, secs);
-                let response = retry_after(
-                    error(429, vec!["Too Many Attempts.".into()]),
-                    secs,
-                    behaviour.retry_after_form,
-                );
+                let response = shared.refuse_over_limit(&token, left, behaviour.retry_after_form);
                 return Admission::Refused(response, Some(headers(0)));
             }
         }
@@ -931,14 +919,7 @@ async fn admit(
                 });
             }
             Err(left) => {
-                shared.stats.rate_limited.fetch_add(1, Ordering::SeqCst);
-                let secs = whole_secs_up(left).max(1);
-                shared.announce(&token, secs);
-                let response = retry_after(
-                    error(429, vec!["Too Many Attempts.".into()]),
-                    secs,
-                    behaviour.retry_after_form,
-                );
+                let response = shared.refuse_over_limit(&token, left, behaviour.retry_after_form);
                 let rate = RateHeaders {
                     limit: window.requests,
                     remaining: 0,
