@@ -153,6 +153,50 @@ const BODY_STYLES: &[(&str, BodyStyle)] = &[
     ("pwc", BodyStyle::Pwc),
     ("personal watercraft", BodyStyle::Pwc),
     ("jet ski", BodyStyle::Pwc),
+    ("jetski", BodyStyle::Pwc),
+    ("waverunner", BodyStyle::Pwc),
+    // The category words of RV, trailer and powersports dealer systems (Trailer Central's
+    // categories, RVIA's motorhome classes, ARI's unit classes; `docs/header-vocabulary.md`,
+    // "Value words"). Motorhome classes are RVs; towables keep the trailer the lines above
+    // give a travel trailer. The off-highway vehicles (ATV, UTV, side-by-side) have one spec
+    // value, ATV-Quad.
+    ("class a", BodyStyle::Rv),
+    ("class b", BodyStyle::Rv),
+    ("class c", BodyStyle::Rv),
+    ("class a motorhome", BodyStyle::Rv),
+    ("class b motorhome", BodyStyle::Rv),
+    ("class c motorhome", BodyStyle::Rv),
+    ("camper van", BodyStyle::Rv),
+    ("toy hauler", BodyStyle::Trailer),
+    ("car hauler", BodyStyle::Trailer),
+    ("tow dolly", BodyStyle::Trailer),
+    ("pop up camper", BodyStyle::Trailer),
+    ("popup camper", BodyStyle::Trailer),
+    ("folding camper", BodyStyle::Trailer),
+    ("tent camper", BodyStyle::Trailer),
+    // A trailer named for what it carries is a trailer, not what it carries.
+    ("snowmobile trailer", BodyStyle::Trailer),
+    ("motorcycle trailer", BodyStyle::Trailer),
+    ("atv trailer", BodyStyle::Trailer),
+    ("utv trailer", BodyStyle::Trailer),
+    ("pwc trailer", BodyStyle::Trailer),
+    ("jet ski trailer", BodyStyle::Trailer),
+    ("utv", BodyStyle::AtvQuad),
+    ("sxs", BodyStyle::AtvQuad),
+    ("side by side", BodyStyle::AtvQuad),
+    ("side x side", BodyStyle::AtvQuad),
+    ("four wheeler", BodyStyle::AtvQuad),
+    ("4 wheeler", BodyStyle::AtvQuad),
+    ("snow machine", BodyStyle::Snowmobile),
+    ("snowmachine", BodyStyle::Snowmobile),
+    ("dirt bike", BodyStyle::Motorcycle),
+    ("dirtbike", BodyStyle::Motorcycle),
+    ("motorbike", BodyStyle::Motorcycle),
+    ("sport bike", BodyStyle::Motorcycle),
+    ("street bike", BodyStyle::Motorcycle),
+    ("dual sport", BodyStyle::Motorcycle),
+    ("trike", BodyStyle::Motorcycle),
+    ("moped", BodyStyle::Motorcycle),
     ("other", BodyStyle::Other),
 ];
 
@@ -171,6 +215,13 @@ const FUELS: &[(&str, Fuel)] = &[
     ("premium", Fuel::Gas),
     ("premium unleaded", Fuel::Gas),
     ("gasoline fuel", Fuel::Gas),
+    // The EPA's words (fueleconomy.gov, `fuelType`).
+    ("regular gas", Fuel::Gas),
+    ("premium gas", Fuel::Gas),
+    ("regular gasoline", Fuel::Gas),
+    ("premium gasoline", Fuel::Gas),
+    ("midgrade", Fuel::Gas),
+    ("midgrade gasoline", Fuel::Gas),
     ("diesel", Fuel::Diesel),
     ("diesel fuel", Fuel::Diesel),
     ("biodiesel", Fuel::Biodiesel),
@@ -206,8 +257,46 @@ const FUELS: &[(&str, Fuel)] = &[
     ("other", Fuel::Other),
 ];
 
+/// A fuel word ("Regular Unleaded"), or two a vehicle can run on, joined by "/", "or" or
+/// "and": gasoline (or diesel) with electricity is a hybrid, gasoline with E85 a flex-fuel
+/// vehicle, as the EPA's fuel economy data names them ("Regular Gas and Electricity",
+/// "Premium Gas or Electricity", "Gasoline or E85": fueleconomy.gov's web services, field
+/// `fuelType`) and as DMS exports write them ("Electric / Unleaded", "E85 / Unleaded"). Any
+/// other pair ("Gasoline or natural gas": a bi-fuel, CNG or gas?) is no value.
 pub fn fuel(s: &str) -> Found<Fuel> {
-    lookup(FUELS, s, false)
+    let found = lookup(FUELS, s, false);
+    if found != Found::None {
+        return found;
+    }
+    let k = key(s).replace('/', " / ");
+    let parts: Vec<&str> = k
+        .split(" / ")
+        .flat_map(|part| part.split(" or "))
+        .flat_map(|part| part.split(" and "))
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .collect();
+    let [a, b] = parts[..] else {
+        return Found::None;
+    };
+    // "Electricity" is the EPA's word; "Gas" its short form of gasoline.
+    let one = |part: &str| match part {
+        "electricity" => Some(Fuel::Electric),
+        _ => exact(FUELS, part),
+    };
+    let (Some(x), Some(y)) = (one(a), one(b)) else {
+        return Found::None;
+    };
+    let pair = |p: Fuel, q: Fuel| (x == p && y == q) || (x == q && y == p);
+    if x == y {
+        Found::One(x)
+    } else if pair(Fuel::Gas, Fuel::Electric) || pair(Fuel::Diesel, Fuel::Electric) {
+        Found::One(Fuel::HybridElectric)
+    } else if pair(Fuel::Gas, Fuel::FfvEthanol) {
+        Found::One(Fuel::FfvEthanol)
+    } else {
+        Found::Ambiguous
+    }
 }
 
 const DRIVE_TYPES: &[(&str, DriveType)] = &[
@@ -530,6 +619,24 @@ mod tests {
             assert_eq!(body_style(s), One(b), "{s}");
         }
         assert_eq!(body_style("Convertible Wagon"), Ambiguous);
+        for (s, b) in [
+            ("Cargo Trailer", BodyStyle::Trailer),
+            ("Enclosed Car Hauler", BodyStyle::Trailer),
+            ("Horse Trailer", BodyStyle::Trailer),
+            ("Dump Trailer", BodyStyle::Trailer),
+            ("Enclosed Snowmobile Trailer", BodyStyle::Trailer),
+            ("Class A Motorhome", BodyStyle::Rv),
+            ("Class C", BodyStyle::Rv),
+            ("Motorhome Class B+", BodyStyle::Rv),
+            ("Side-by-Side", BodyStyle::AtvQuad),
+            ("Side x Side", BodyStyle::AtvQuad),
+            ("UTV", BodyStyle::AtvQuad),
+            ("Snowmobile", BodyStyle::Snowmobile),
+            ("Dirt Bike", BodyStyle::Motorcycle),
+            ("Suv", BodyStyle::Suv),
+        ] {
+            assert_eq!(body_style(s), One(b), "{s}");
+        }
         assert_eq!(body_style("Spaceship"), None);
     }
 
@@ -549,6 +656,26 @@ mod tests {
             assert_eq!(fuel(s), One(f), "{s}");
         }
         assert_eq!(fuel("Steam"), None);
+    }
+
+    #[test]
+    fn two_fuels_one_vehicle_runs_on() {
+        for (s, f) in [
+            ("Electric / Unleaded", Fuel::HybridElectric),
+            ("Unleaded/Electric", Fuel::HybridElectric),
+            ("Regular Gas and Electricity", Fuel::HybridElectric),
+            ("Premium Gas or Electricity", Fuel::HybridElectric),
+            ("Diesel / Electric", Fuel::HybridElectric),
+            ("E85 / Unleaded", Fuel::FfvEthanol),
+            ("Gasoline or E85", Fuel::FfvEthanol),
+            ("Unleaded / Regular Unleaded", Fuel::Gas),
+        ] {
+            assert_eq!(fuel(s), One(f), "{s}");
+        }
+        // A bi-fuel (gas or CNG) is neither value; a word lotsync does not know is no pair.
+        assert_eq!(fuel("Gasoline or natural gas"), Ambiguous);
+        assert_eq!(fuel("Unleaded / Steam"), None);
+        assert_eq!(fuel("Gas / Diesel / Electric"), None);
     }
 
     #[test]
