@@ -34,6 +34,27 @@ pub struct XmlReader<R: BufRead> {
     /// Per open element of the record (as `path`), its qualified path when an attribute
     /// tells it from its namesakes ([`qualified`]): its text is a field under that path too.
     kinds: Vec<Option<String>>,
+    /// Per open element of the record (as `texts`: the record itself first), what a coded
+    /// group needs of its children ([`Group`]).
+    groups: Vec<Group>,
+}
+
+/// An element of a record as its children describe it, for groups told apart by a code
+/// child rather than an attribute: STAR's `<Price><PriceCode>Vehicle Advertised
+/// Price</PriceCode><ChargeAmount currencyID="USD">31995.00</ChargeAmount></Price>` and
+/// `<ColorGroup><ColorItemCode>Exterior</ColorItemCode><ColorName>Summit
+/// White</ColorName></ColorGroup>` ([`coded`]).
+#[derive(Debug, Default)]
+struct Group {
+    /// Its child elements that hold only text: name and text.
+    leaves: Vec<(String, String)>,
+    /// A child element has children of its own: not a group of leaves.
+    nested: bool,
+    /// A child says the group is not to be shown (STAR's `PriceHideIndicator`): nothing
+    /// coded inside it is a field.
+    hidden: bool,
+    /// Coded fields found inside it, kept until it ends (a hide indicator may come after).
+    coded: Vec<(String, String)>,
 }
 
 /// The record element of a file, as detected.
@@ -84,6 +105,7 @@ impl<R: BufRead> XmlReader<R> {
             warnings: Vec::new(),
             siblings: Vec::new(),
             kinds: Vec::new(),
+            groups: Vec::new(),
         }
     }
 
@@ -140,6 +162,7 @@ impl<R: BufRead> XmlReader<R> {
                         self.path.push(name);
                         self.kinds.push(kind);
                         self.texts.push(String::new());
+                        self.groups.push(Group::default());
                     } else if self.begins_record(&name) {
                         self.begin(record);
                         self.attributes(&e, "", record)?;
@@ -185,19 +208,40 @@ impl<R: BufRead> XmlReader<R> {
                         continue;
                     }
                     let text = self.texts.pop().unwrap_or_default();
+                    let group = self.groups.pop().unwrap_or_default();
                     if self.path.is_empty() {
+                        for (name, value) in group.coded {
+                            let id = self.field_id(&name);
+                            record.push(id, &value);
+                        }
                         self.in_record = false;
                         return Ok(Item::Record);
                     }
                     let text = text.trim();
                     let kind = self.kinds.pop().flatten();
+                    let name = self.path.join("/");
                     if !text.is_empty() {
-                        let name = self.path.join("/");
                         let id = self.field_id(&name);
                         record.push(id, text);
                         if let Some(kind) = kind {
                             let id = self.field_id(&kind);
                             record.push(id, text);
+                        }
+                    }
+                    let leaf = group.leaves.is_empty() && !group.nested;
+                    let coded = coded(&name, &group);
+                    if let Some(parent) = self.groups.last_mut() {
+                        let own = self.path.last().map(String::as_str).unwrap_or_default();
+                        if leaf {
+                            parent.hidden |= own.ends_with("HideIndicator")
+                                && matches!(text, "true" | "1" | "Y" | "y" | "Yes" | "yes");
+                            parent.leaves.push((own.to_owned(), text.to_owned()));
+                        } else {
+                            parent.nested = true;
+                        }
+                        if !group.hidden {
+                            parent.coded.extend(group.coded);
+                            parent.coded.extend(coded);
                         }
                     }
                     self.path.pop();
@@ -247,6 +291,8 @@ impl<R: BufRead> XmlReader<R> {
         self.kinds.clear();
         self.texts.clear();
         self.texts.push(String::new());
+        self.groups.clear();
+        self.groups.push(Group::default());
     }
 
     fn child_path(&self, name: &str) -> String {
@@ -350,15 +396,48 @@ fn qualified(e: &BytesStart<'_>, name: &str) -> Option<String> {
             continue;
         };
         let value = value.trim();
-        let names_a_kind = !value.is_empty()
-            && value.len() <= 40
-            && value.chars().any(char::is_alphabetic)
-            && !value.contains(['/', '[', ']']);
-        if names_a_kind {
+        if names_a_kind(value) {
             return Some(format!("{name}[@{}={value}]", key.as_ref()));
         }
     }
     None
+}
+
+/// The field a group of leaves told apart by a code child makes: `Pricing/Price[PriceCode=
+/// Vehicle Advertised Price]` with the text of its amount (`ChargeAmount`), or
+/// `Vehicle/ColorGroup[ColorItemCode=Exterior]` with its name (`ColorName`). The code is the
+/// first child named `…Code` whose value names a kind (as [`qualified`] judges an
+/// attribute's); the value is the first child named `…Amount`, else `…Name`, else
+/// `…Description`. None for a group with no such pair, or with children of its own.
+fn coded(path: &str, group: &Group) -> Option<(String, String)> {
+    if group.nested {
+        return None;
+    }
+    let (code, kind) = group
+        .leaves
+        .iter()
+        .find(|(name, _)| name.ends_with("Code"))?;
+    if !names_a_kind(kind) {
+        return None;
+    }
+    let value = ["Amount", "Name", "Description"]
+        .iter()
+        .find_map(|suffix| {
+            group
+                .leaves
+                .iter()
+                .find(|(name, text)| name.ends_with(suffix) && !text.is_empty())
+        })?;
+    Some((format!("{path}[{code}={kind}]"), value.1.clone()))
+}
+
+/// Whether an attribute's or a code's value names a kind: a short word, not a number nor
+/// anything that would break a path.
+fn names_a_kind(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 40
+        && value.chars().any(char::is_alphabetic)
+        && !value.contains(['/', '[', ']'])
 }
 
 /// `&amp;` and friends, and character references; `None` for any other entity.
@@ -376,10 +455,29 @@ fn resolve_reference(r: &BytesRef<'_>) -> Option<char> {
     }
 }
 
-/// The record element of a file that does not name one: the shallowest element with fields of
-/// its own that repeats under one parent (reading at most `DETECT_BUDGET` bytes); failing that,
-/// the element reached
-/// from the root through single-child wrappers (`<Feed><Units><Unit/></Units></Feed>`).
+/// Record elements a published standard names: STAR 5's vehicle inventory line item (one
+/// vehicle with its stock number, prices and mileage; `docs/header-vocabulary.md`, "STAR").
+const STANDARD_RECORDS: &[&str] = &["VehicleInventoryVehicleLineItem"];
+
+/// Whether a value looks like a VIN: 17 characters of the VIN alphabet (no I, O, Q), letters
+/// and digits both, a check digit (a digit or X) in the ninth place. Enough to tell which
+/// element holds one vehicle; the mapper checks the VIN itself.
+fn vin_like(text: &[u8]) -> bool {
+    let text = text.trim_ascii();
+    text.len() == 17
+        && text
+            .iter()
+            .all(|c| c.is_ascii_digit() || (c.is_ascii_alphabetic() && !b"IOQioq".contains(c)))
+        && (text[8].is_ascii_digit() || text[8].eq_ignore_ascii_case(&b'X'))
+        && text.iter().filter(|c| c.is_ascii_digit()).count() >= 3
+        && text.iter().filter(|c| c.is_ascii_alphabetic()).count() >= 3
+}
+
+/// The record element of a file that does not name one (reading at most `DETECT_BUDGET`
+/// bytes): the element a standard names ([`STANDARD_RECORDS`]); else, of the elements with
+/// fields of their own that repeat under one parent, the shallowest each of whose instances
+/// holds one VIN, else the shallowest; failing that, the element reached from the root
+/// through single-child wrappers (`<Feed><Units><Unit/></Units></Feed>`).
 pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElement, FeedError> {
     struct Node {
         name: String,
@@ -387,12 +485,15 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
         attributes: usize,
         /// Its attributes' and children's names, for telling sibling records.
         fields: Vec<String>,
+        /// VIN-like values in it and below it.
+        vins: usize,
     }
     let mut reader = quick_xml::Reader::from_reader(Tracked::new(input, DETECT_BUDGET));
     let mut nodes: Vec<Node> = Vec::new();
     let mut open: Vec<usize> = Vec::new();
-    // (depth, parent node, record element)
-    let mut best: Option<(usize, usize, RecordElement)> = None;
+    // (depth, parent node, element name) of every element that repeats under a parent.
+    let mut repeating: Vec<(usize, usize, String)> = Vec::new();
+    let mut standard: Option<String> = None;
     let mut buf = Vec::new();
     loop {
         buf.clear();
@@ -407,6 +508,14 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
             Event::Empty(e) => (Some(e), true),
             Event::End(_) => {
                 open.pop();
+                continue;
+            }
+            Event::Text(t) => {
+                if vin_like(t.as_ref().as_bytes()) {
+                    for &id in &open {
+                        nodes[id].vins += 1;
+                    }
+                }
                 continue;
             }
             Event::Eof => break,
@@ -429,7 +538,18 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
             });
         }
         let name = local_name(e);
+        if standard.is_none() && STANDARD_RECORDS.contains(&name.as_str()) {
+            standard = Some(name.clone());
+        }
         let id = nodes.len();
+        let vins = e
+            .attributes()
+            .flatten()
+            .filter(|a| vin_like(a.value.as_bytes()))
+            .count();
+        for &open_id in &open {
+            nodes[open_id].vins += vins;
+        }
         nodes.push(Node {
             name: name.clone(),
             children: Vec::new(),
@@ -439,6 +559,7 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
                 .flatten()
                 .map(|a| a.key.local_name().as_ref().to_owned())
                 .collect(),
+            vins,
         });
         let depth = open.len() + 1;
         if let Some(&parent) = open.last() {
@@ -450,19 +571,39 @@ pub(super) fn detect_record_element<R: BufRead>(input: R) -> Result<RecordElemen
                 nodes[c].name == name && (nodes[c].attributes > 1 || !nodes[c].children.is_empty())
             });
             nodes[parent].children.push(id);
-            if repeats && best.as_ref().is_none_or(|(d, _, _)| depth < *d) {
-                let found = RecordElement {
-                    name,
-                    siblings: Vec::new(),
-                };
-                best = Some((depth, parent, found));
+            if repeats && !repeating.iter().any(|(_, p, n)| *p == parent && *n == name) {
+                repeating.push((depth, parent, name));
             }
         }
         if !empty {
             open.push(id);
         }
     }
-    if let Some((_, parent, mut found)) = best {
+    if let Some(name) = standard {
+        return Ok(RecordElement {
+            name,
+            siblings: Vec::new(),
+        });
+    }
+    // Each instance one vehicle: exactly one VIN in it (a <Pricing> repeated inside each
+    // vehicle holds none, a <Dealer> repeated above them holds many).
+    let one_vin_each = |(_, parent, name): &&(usize, usize, String)| {
+        nodes[*parent]
+            .children
+            .iter()
+            .filter(|&&c| nodes[c].name == *name)
+            .all(|&c| nodes[c].vins == 1)
+    };
+    let shallowest = |list: Vec<&(usize, usize, String)>| {
+        list.into_iter().min_by_key(|(depth, _, _)| *depth).cloned()
+    };
+    let best = shallowest(repeating.iter().filter(one_vin_each).collect())
+        .or_else(|| shallowest(repeating.iter().collect()));
+    if let Some((_, parent, name)) = best {
+        let mut found = RecordElement {
+            name,
+            siblings: Vec::new(),
+        };
         // Siblings most of whose fields (two at least) are the records' are records of another
         // kind (`<trailer>` beside `<truck>`); others (`<dealer>`, `<count>`) are not, nor
         // are elements named for vehicles gone (`<SoldVehicle>`).
@@ -625,6 +766,78 @@ mod tests {
             ["https://i/1.jpg", "https://i/2.jpg", "https://i/3.jpg"]
         );
         assert_eq!(field(r, "Photo[@type=exterior]"), ["https://i/1.jpg"]);
+    }
+
+    /// STAR's groups told apart by a code child: a field of their own per code, with the
+    /// amount or name as its text; a group its `PriceHideIndicator` hides gives none, and
+    /// neither does a group with children of its own.
+    #[test]
+    fn groups_told_apart_by_a_code_child_are_fields_of_their_own() {
+        let xml = r#"<Show><Line>
+            <Vehicle><VehicleID>1HGCM82633A004352</VehicleID>
+              <ColorGroup><ColorItemCode>Exterior</ColorItemCode><ManufacturerColorCode>GAZ</ManufacturerColorCode><ColorName>Summit White</ColorName></ColorGroup>
+              <ColorGroup><ColorItemCode>Interior</ColorItemCode><ColorDescription>Jet Black</ColorDescription></ColorGroup>
+            </Vehicle>
+            <Pricing><Price><PriceCode>Vehicle Advertised Price</PriceCode><ChargeAmount currencyID="USD">31995.00</ChargeAmount></Price></Pricing>
+            <Pricing><PriceHideIndicator>true</PriceHideIndicator><Price><PriceCode>InternetPrice</PriceCode><ChargeAmount>1.00</ChargeAmount></Price></Pricing>
+            <Pricing><Price><ChargeAmount>5.00</ChargeAmount><PriceCode>Total Invoice</PriceCode></Price><PriceHideIndicator>1</PriceHideIndicator></Pricing>
+            <Engine><Code>V8</Code><Detail><Name>5.3L</Name></Detail></Engine>
+        </Line><Line><Vehicle><VehicleID>1HGCM82633A004353</VehicleID></Vehicle></Line></Show>"#;
+        let records = read_all(xml).unwrap();
+        assert_eq!(records.len(), 2);
+        let r = &records[0];
+        assert_eq!(
+            field(r, "Vehicle/ColorGroup[ColorItemCode=Exterior]"),
+            ["Summit White"]
+        );
+        assert_eq!(
+            field(r, "Vehicle/ColorGroup[ColorItemCode=Interior]"),
+            ["Jet Black"]
+        );
+        assert_eq!(
+            field(r, "Pricing/Price[PriceCode=Vehicle Advertised Price]"),
+            ["31995.00"]
+        );
+        assert!(field(r, "Pricing/Price[PriceCode=InternetPrice]").is_empty());
+        assert!(
+            field(r, "Pricing/Price[PriceCode=Total Invoice]").is_empty(),
+            "hidden after it"
+        );
+        assert!(r.iter().all(|(n, _)| !n.starts_with("Engine[")), "{r:?}");
+        // The plain paths stay as they were.
+        assert_eq!(
+            field(r, "Pricing/Price/ChargeAmount"),
+            ["31995.00", "1.00", "5.00"]
+        );
+    }
+
+    /// A standard's record element is taken even for one vehicle (a STAR line item, whose
+    /// repeated <Pricing> would otherwise be the shallowest repeat); otherwise, of the
+    /// repeating elements, the shallowest that holds one VIN each.
+    #[test]
+    fn the_record_is_the_element_that_holds_one_vehicle() {
+        let star = r#"<ShowVehicleInventory xmlns="http://www.starstandard.org/STAR/5">
+            <ApplicationArea><Sender><CreatorNameCode>X</CreatorNameCode></Sender></ApplicationArea>
+            <ShowVehicleInventoryDataArea><Show/><VehicleInventory><VehicleInventoryInvoice>
+              <VehicleInventoryVehicleLineItem><Vehicle><VehicleID>1HGCM82633A004352</VehicleID></Vehicle>
+                <Pricing><Price><PriceCode>Retail</PriceCode></Price></Pricing>
+                <Pricing><Price><PriceCode>List</PriceCode></Price></Pricing>
+              </VehicleInventoryVehicleLineItem>
+            </VehicleInventoryInvoice></VehicleInventory></ShowVehicleInventoryDataArea>
+        </ShowVehicleInventory>"#;
+        assert_eq!(
+            detect_record_element(star.as_bytes()).unwrap().name,
+            "VehicleInventoryVehicleLineItem"
+        );
+        // <Contact> repeats higher up and holds no VIN; <Unit> holds one each.
+        let listing = r#"<Feed><Dealer><Contact><Name>A</Name><Phone>1</Phone></Contact>
+            <Contact><Name>B</Name><Phone>2</Phone></Contact></Dealer>
+            <Units><Group><Unit><Serial>1HGCM82633A004352</Serial><Make>Honda</Make></Unit>
+            <Unit><Serial>1HGCM82633A004353</Serial><Make>Honda</Make></Unit></Group></Units></Feed>"#;
+        assert_eq!(
+            detect_record_element(listing.as_bytes()).unwrap().name,
+            "Unit"
+        );
     }
 
     #[test]

@@ -333,9 +333,8 @@ impl<'a> One<'a> {
     /// an out-of-line call cost more than the work itself (perf: 17% of the ingest bench).
     #[inline(always)]
     fn text(&self, target: Target) -> Option<Cow<'a, str>> {
-        let id = self.mapper.binding.field(target)?;
         let record: &'a Record = self.record;
-        let raw = record.get(id)?;
+        let raw = self.raw(target)?;
         let cleaned = if record.tidy {
             parse::clean_tidy(raw)
         } else {
@@ -354,6 +353,18 @@ impl<'a> One<'a> {
         Some(cleaned)
     }
 
+    /// The record's raw value of a target: its field's, or where the record has none, its
+    /// alternate's ([`Binding::alternates`]).
+    #[inline(always)]
+    fn raw(&self, target: Target) -> Option<&'a str> {
+        let record: &'a Record = self.record;
+        let id = self.mapper.binding.field(target)?;
+        match record.get(id) {
+            Some(raw) => Some(raw),
+            None => record.get(self.mapper.binding.alternate(target)?),
+        }
+    }
+
     /// `f` of the target's text, as [`One::text`] gives it; None when blank.
     ///
     /// The usual case, a tidy CSV row and no value map, hands `f` the trimmed value itself.
@@ -362,9 +373,8 @@ impl<'a> One<'a> {
     /// registers.
     #[inline(always)]
     fn with_text<R>(&mut self, target: Target, f: impl FnOnce(&mut Self, &str) -> R) -> Option<R> {
-        let id = self.mapper.binding.field(target)?;
         let record: &'a Record = self.record;
-        let raw = record.get(id)?;
+        let raw = self.raw(target)?;
         if record.tidy && self.mapper.values.is_empty() {
             let text = parse::trim(raw);
             return if text.is_empty() {
@@ -1074,6 +1084,100 @@ mod tests {
             Ok(a) => panic!("accepted: {a:?}"),
         }
     }
+
+    /// A STAR 5 vehicle inventory document read with no profile: the VIN wherever the
+    /// vehicle holds it, the stock number on the line item or the vehicle, the model's
+    /// description over its code, prices by their code (a hidden one and a cost never), the
+    /// colours by their item code, the mileage's unit from its attribute.
+    #[test]
+    fn a_star_vehicle_inventory_reads_by_meaning() {
+        let out = map_bytes_with(STAR.as_bytes(), Profile::auto());
+        assert_eq!(out.len(), 2);
+        let new = &accepted(&out[0]).payload;
+        assert_eq!(new.vin, "1GCUDDED1SZ000001");
+        assert_eq!(new.stock, "N5012");
+        assert_eq!(new.make.as_deref(), Some("Chevrolet"));
+        assert_eq!(
+            new.model.as_deref(),
+            Some("Silverado 1500"),
+            "not the code CK10543"
+        );
+        assert_eq!(new.trim.as_deref(), Some("LT"));
+        assert_eq!(new.vehicle_type, Some(VehicleType::New));
+        let price = serde_json::to_value(&new.price).unwrap();
+        assert_eq!(
+            price,
+            serde_json::json!({"selling": 49880, "internet": 48880, "msrp": 52100}),
+            "the hidden 1.00 and the invoice's 47950 are never a price"
+        );
+        assert_eq!(new.miles, Some(12));
+        assert_eq!(new.exterior_color, Some(Color::White));
+        assert_eq!(new.interior_color, Some(Color::Black));
+        assert_eq!(new.body_style, Some(BodyStyle::Truck));
+        assert_eq!(new.drive_type, Some(DriveType::FourByFour));
+        assert_eq!(new.seats, Some(5));
+        assert_eq!(accepted(&out[0]).sold, Some(false));
+        let used = accepted(&out[1]);
+        assert_eq!(
+            used.payload.vin, "2T3RWRFV4MW000002",
+            "from its identification group"
+        );
+        assert_eq!(used.payload.stock, "U7788", "from the vehicle");
+        assert_eq!(used.payload.vehicle_type, Some(VehicleType::Certified));
+        assert_eq!(used.payload.miles, Some(29956), "48210 km");
+        assert_eq!(used.sold, Some(true));
+    }
+
+    const STAR: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ShowVehicleInventory xmlns="http://www.starstandard.org/STAR/5" xmlns:oagis="http://www.openapplications.org/oagis/9" releaseID="5.11.4" languageCode="en-US">
+  <ApplicationArea>
+    <Sender><CreatorNameCode>ACME-DMS</CreatorNameCode><SenderNameCode>AD</SenderNameCode><DealerNumberID>D1234</DealerNumberID></Sender>
+    <CreationDateTime>2026-11-27T06:00:00Z</CreationDateTime>
+    <BODID>6f1c0d2e-0000-4000-8000-000000000001</BODID>
+    <Destination><DestinationNameCode>LOTSYNC</DestinationNameCode></Destination>
+  </ApplicationArea>
+  <ShowVehicleInventoryDataArea>
+    <Show/>
+    <VehicleInventory>
+      <VehicleInventoryHeader><DocumentIdentificationGroup><DocumentIdentification><DocumentID>INV-1</DocumentID></DocumentIdentification></DocumentIdentificationGroup></VehicleInventoryHeader>
+      <VehicleInventoryInvoice>
+        <VehicleInventoryVehicleLineItem>
+          <Vehicle>
+            <Model>CK10543</Model><ModelYear>2025</ModelYear><ModelDescription>Silverado 1500</ModelDescription><MakeString>Chevrolet</MakeString>
+            <SaleClassCode>New</SaleClassCode><DoorsQuantityNumeric>4</DoorsQuantityNumeric><BodyStyle>Crew Cab Pickup</BodyStyle>
+            <TransmissionGroup><TransmissionTypeName>Automatic</TransmissionTypeName></TransmissionGroup>
+            <ColorGroup><ColorItemCode>Exterior</ColorItemCode><ColorName>Summit White</ColorName></ColorGroup>
+            <ColorGroup><ColorItemCode>Interior</ColorItemCode><ManufacturerColorCode>H0U</ManufacturerColorCode><ColorName>Jet Black</ColorName></ColorGroup>
+            <DriveTrain>4WD</DriveTrain><VehiclePassengersNumeric>5</VehiclePassengersNumeric>
+            <Engine><GeneralEngineDescription>5.3L V8</GeneralEngineDescription></Engine>
+            <VehicleID>1GCUDDED1SZ000001</VehicleID><ManufacturerName>General Motors</ManufacturerName><SeriesName>LT</SeriesName>
+          </Vehicle>
+          <DeliveryDistanceMeasure unitCode="mile">12</DeliveryDistanceMeasure>
+          <VehicleStockString>N5012</VehicleStockString>
+          <Pricing><Price><PriceCode>Base MSRP</PriceCode><ChargeAmount currencyID="USD">52100.00</ChargeAmount></Price></Pricing>
+          <Pricing><Price><PriceCode>Vehicle Advertised Price</PriceCode><ChargeAmount currencyID="USD">49880.00</ChargeAmount></Price></Pricing>
+          <Pricing><Price><PriceCode>InternetPrice</PriceCode><ChargeAmount currencyID="USD">48880.00</ChargeAmount></Price></Pricing>
+          <Pricing><PriceHideIndicator>true</PriceHideIndicator><Price><PriceCode>Vehicle Advertised Price</PriceCode><ChargeAmount currencyID="USD">1.00</ChargeAmount></Price></Pricing>
+          <Pricing><Price><PriceCode>Total Invoice</PriceCode><ChargeAmount currencyID="USD">47950.00</ChargeAmount></Price></Pricing>
+          <VehicleStatusCode>In Stock</VehicleStatusCode>
+          <Option><OptionID>Z71</OptionID><OptionName>Off-Road Package</OptionName></Option>
+          <ImageAttachmentExtended><URI>https://img.example/N5012-1.jpg</URI><ImagePerspectiveCode>Exterior</ImagePerspectiveCode></ImageAttachmentExtended>
+        </VehicleInventoryVehicleLineItem>
+        <VehicleInventoryVehicleLineItem>
+          <Vehicle>
+            <ModelYear>2021</ModelYear><ModelDescription>RAV4</ModelDescription><MakeString>Toyota</MakeString>
+            <SaleClassCode>Certified Pre-Owned</SaleClassCode>
+            <VehicleIdentificationGroup><VehicleID>2T3RWRFV4MW000002</VehicleID></VehicleIdentificationGroup>
+            <VehicleStockString>U7788</VehicleStockString>
+          </Vehicle>
+          <DeliveryDistanceMeasure unitCode="kilometer">48210</DeliveryDistanceMeasure>
+          <Pricing><Price><PriceCode>InternetPrice</PriceCode><ChargeAmount currencyID="USD">33995.00</ChargeAmount></Price></Pricing>
+          <VehicleStatusCode>Sold</VehicleStatusCode>
+        </VehicleInventoryVehicleLineItem>
+      </VehicleInventoryInvoice>
+    </VehicleInventory>
+  </ShowVehicleInventoryDataArea>
+</ShowVehicleInventory>"#;
 
     #[test]
     fn each_record_refills_the_payload_with_nothing_left_from_the_last() {

@@ -237,8 +237,13 @@ fn numbered_list_stem(squashed: &str) -> Option<String> {
 /// names a field of the same family as "price"; `Color[@type=Exterior]` as "exteriorcolor"
 /// (squashed, as the vocabulary holds them). `Photo[@type=Exterior]` is not "exterior": a
 /// color is no photo.
+///
+/// A group told apart by a code child (`Price[PriceCode=Vehicle Advertised Price]`, STAR's
+/// form, see `feed::xml`) is looked up by its kind alone too when the group's name says the
+/// kind's family ("vehicleadvertisedprice" under a `Price`, "Exterior" under a `ColorGroup`):
+/// its code says what the amount or name is, as a column's header would.
 fn kind_forms(name: &str) -> Vec<String> {
-    let Some((base, kind)) = kind_of(name) else {
+    let Some((base, kind, coded)) = kind_of(name) else {
         return Vec::new();
     };
     let mut forms = vec![
@@ -251,30 +256,51 @@ fn kind_forms(name: &str) -> Vec<String> {
         Target::ExteriorColor | Target::InteriorColor => 2,
         _ => 0,
     };
-    let same_family = vocabulary::target_of(&squash(base))
-        .zip(vocabulary::target_of(&alone))
-        .is_some_and(|(a, b)| family(a) != 0 && family(a) == family(b));
+    let base = squash(base);
+    let same_family = if coded {
+        vocabulary::target_of(&alone).is_some_and(|t| match family(t) {
+            1 => base.contains("price"),
+            2 => base.contains("color") || base.contains("colour"),
+            _ => false,
+        })
+    } else {
+        vocabulary::target_of(&base)
+            .zip(vocabulary::target_of(&alone))
+            .is_some_and(|(a, b)| family(a) != 0 && family(a) == family(b))
+    };
     if same_family {
         forms.push(alone);
     }
     forms
 }
 
-/// `("Price", "Internet")` for a last path part `Price[@type=Internet]`.
-fn kind_of(name: &str) -> Option<(&str, &str)> {
+/// `("Price", "Internet", false)` for a last path part `Price[@type=Internet]`, and
+/// `("Price", "InternetPrice", true)` for a group told apart by a code child,
+/// `Price[PriceCode=InternetPrice]`.
+fn kind_of(name: &str) -> Option<(&str, &str, bool)> {
     let last = name.rsplit('/').next().unwrap_or(name);
-    let (base, rest) = last.split_once("[@")?;
+    let (base, rest) = last.split_once('[')?;
+    let coded = !rest.starts_with('@');
     let (_, kind) = rest.trim_end_matches(']').split_once('=')?;
-    Some((base, kind))
+    Some((base, kind, coded))
 }
 
 /// Whether a plain XML path has namesakes told apart by an attribute that auto binds
-/// (`Price` beside `Price[@type=Internet]`): the plain path is then the mixture of them all.
+/// (`Price` beside `Price[@type=Internet]`), or lies in a group told apart by a code child
+/// (`Pricing/Price/ChargeAmount` beside `Pricing/Price[PriceCode=InternetPrice]`): the plain
+/// path is then the mixture of them all.
 fn has_bound_kinds(name: &str, names: &[(FieldId, &str)]) -> bool {
+    let parent = name.rsplit_once('/').map(|(parent, _)| parent);
     names.iter().any(|&(_, other)| {
-        other
+        let attribute = other
             .strip_prefix(name)
-            .is_some_and(|rest| rest.starts_with("[@"))
+            .is_some_and(|rest| rest.starts_with("[@"));
+        let coded = parent.is_some_and(|parent| {
+            other
+                .strip_prefix(parent)
+                .is_some_and(|rest| rest.starts_with('[') && !rest.contains('/'))
+        });
+        (attribute || coded)
             && kind_forms(other)
                 .iter()
                 .any(|form| vocabulary::target_of(form).is_some())
@@ -334,6 +360,9 @@ pub struct Binding {
     /// The unit the mileage column's own name gives ("Odometer (km)", "Kilometres"), for the
     /// values that name none.
     pub miles_unit: Option<DistanceUnit>,
+    /// An XML element of one name found at another depth too (STAR's `VehicleStockString`
+    /// on the line item or on its vehicle): read where the bound one is missing.
+    pub alternates: Vec<(Target, FieldId)>,
     /// How many schema names were looked at.
     pub(super) seen_names: usize,
 }
@@ -443,6 +472,27 @@ impl Binding {
                     self.continued.push((target, id));
                     continue;
                 }
+                // The same element at another depth: one field, wherever a record puts it.
+                if first_last == last && name.contains('/') && squash(schema.name(first)) != whole {
+                    self.alternates.push((target, id));
+                    continue;
+                }
+                // A code beside its description (STAR's `Model` "CK10543" and
+                // `ModelDescription` "Silverado 1500"): the description is the value.
+                let described = ["description", "name"]
+                    .iter()
+                    .any(|suffix| last.strip_suffix(suffix) == Some(first_last.as_str()));
+                // (Transmission and the colours read a description with their code instead,
+                // and a trim its detail: below.)
+                let paired = SECOND_READ.contains(&target) || target == Target::Trim;
+                if described && !paired {
+                    self.notes.push(format!(
+                        "{:?} looks like a code beside its description {name:?}; using {name:?}",
+                        schema.name(first),
+                    ));
+                    self.set(target, id, name);
+                    continue;
+                }
                 if squash(schema.name(first)) == whole {
                     self.twins.push(Twin {
                         target,
@@ -505,6 +555,29 @@ impl Binding {
                 self.serial_vin = true;
             }
         }
+        self.unit_attribute(profile, schema);
+    }
+
+    /// The unit attribute of the XML element read as the mileage (STAR's
+    /// `<DeliveryDistanceMeasure unitCode="kilometer">`), when nothing else says the unit.
+    fn unit_attribute(&mut self, profile: &Profile, schema: &Schema) {
+        let (Some(miles), None) = (self.field(Target::Miles), self.field(Target::MileageUnit))
+        else {
+            return;
+        };
+        if profile.fields.contains_key(&Target::MileageUnit) {
+            return;
+        }
+        let element = schema.name(miles).to_owned();
+        let unit = ["unitCode", "unit", "uom", "units"].iter().find_map(|a| {
+            schema
+                .names()
+                .find(|(_, n)| n.strip_prefix(element.as_str()) == Some(&format!("/@{a}")))
+                .map(|(id, _)| id)
+        });
+        if let Some(id) = unit {
+            self.set(Target::MileageUnit, id, "");
+        }
     }
 
     /// Takes what the values of the unmatched columns say: binds the columns recognized,
@@ -533,6 +606,7 @@ impl Binding {
         if target == Target::Miles {
             self.miles_unit = vocabulary::header_unit(name);
         }
+
         self.by_target.insert(target, id);
         let slot = target as usize;
         if self.slots.len() <= slot {
@@ -544,6 +618,14 @@ impl Binding {
     /// The source field of a target.
     pub fn field(&self, target: Target) -> Option<FieldId> {
         self.slots.get(target as usize).copied().flatten()
+    }
+
+    /// The field read for a target where its own is missing ([`Binding::alternates`]).
+    pub fn alternate(&self, target: Target) -> Option<FieldId> {
+        self.alternates
+            .iter()
+            .find(|(t, _)| *t == target)
+            .map(|&(_, id)| id)
     }
 
     /// `target <- "source"` lines for people, in target order; with the column's number
@@ -591,6 +673,7 @@ impl Binding {
             .filter(|(id, _)| {
                 !self.by_target.values().any(|bound| bound == id)
                     && !self.continued.iter().any(|(_, more)| more == id)
+                    && !self.alternates.iter().any(|(_, other)| other == id)
             })
             .map(|(_, name)| name)
             .collect()

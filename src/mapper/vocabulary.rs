@@ -360,6 +360,44 @@ pub const SOURCES: &[Source] = &[
         ],
     },
     Source {
+        name: "STAR 5 vehicle inventory BOD (ShowVehicleInventory)",
+        documented_at: "https://docs.starstandard.org/guidelines/STAR5134/VehicleInventory/ch06s27.html \
+                        (STAR's implementation guideline, Vehicle Inventory chapter) and the \
+                        schema's element definitions (ShowVehicleInventory.xsd, rendered at \
+                        https://schemas.liquid-technologies.com/STAR/5.11.4/vehicleinventory.html); \
+                        price codes: PriceEnumeratedType in CodeLists.xsd \
+                        (https://schemas.liquid-technologies.com/STAR/5.3.4/priceenumeratedtype.html)",
+        headers: &[
+            // The VIN is the vehicle's `VehicleID` (a bare "VehicleID" is a loose stock
+            // number elsewhere: Meta's `vehicle_id`), or one of its identification group's.
+            ("Vehicle/VehicleID", Target::Vin),
+            ("Vehicle/VehicleIdentificationGroup/VehicleID", Target::Vin),
+            ("VehicleStockString", Target::Stock),
+            ("MakeString", Target::Make),
+            ("SeriesName", Target::Trim),
+            ("SaleClassCode", Target::Type),
+            ("TransmissionTypeName", Target::Transmission),
+            ("GeneralEngineDescription", Target::Engine),
+            ("NumberOfEngineCylindersNumeric", Target::EngineCylinders),
+            ("FuelTypeCode", Target::Fuel),
+            ("DoorsQuantityNumeric", Target::Doors),
+            ("VehiclePassengersNumeric", Target::Seats),
+            ("DeliveryDistanceMeasure", Target::Miles),
+            ("VehicleStatusCode", Target::Status),
+            ("OptionName", Target::Options),
+            ("ImageAttachmentExtended/URI", Target::Images),
+            // Price codes (a `Price` told apart by its `PriceCode`): the advertised price, the
+            // internet price and the manufacturer's suggested prices. Invoice, cost, holdback,
+            // pack and wholesale codes name nothing and are never read.
+            ("Vehicle Advertised Price", Target::Price),
+            ("Base MSRP", Target::Msrp),
+            ("Standard MSRP", Target::Msrp),
+            // Colours (a `ColorGroup` told apart by its `ColorItemCode`).
+            ("Exterior ColorGroup", Target::ExteriorColor),
+            ("Interior ColorGroup", Target::InteriorColor),
+        ],
+    },
+    Source {
         name: "TruckRadar feed formats (trucks and trailers)",
         documented_at: "https://truckradar.ai/dealers/docs/feed-formats (Feed Formats) and \
                         https://truckradar.ai/dealers/docs/inventory (Inventory API)",
