@@ -546,6 +546,34 @@ mod tests {
         assert!(err.is_incomplete(), "{err}");
     }
 
+    /// A "Vehicle Type" column of body words (Trailer, RV, Car, Suv) is no new/used column:
+    /// its values make it the body style.
+    #[test]
+    fn a_vehicle_type_column_of_body_words_is_the_body_style() {
+        let (_tmp, path) = temp_file(
+            "vehicle-type.csv",
+            "VIN,Stock,Vehicle Type\n1HGCM82633A004352,A1,Trailer\n1M8GDM9AXKP042788,A2,RV\n\
+             1FTFW1ET9DFC10312,A3,Car\n1HGCM82653A004353,A4,Suv\n",
+        );
+        let mut file = ExportFile::open(&path, &Profile::auto(), 10).unwrap();
+        let mut styles = Vec::new();
+        while let Some(mapped) = file.next_record().unwrap() {
+            let accepted = mapped.into_result().unwrap();
+            assert_eq!(accepted.payload.vehicle_type, None);
+            styles.push(accepted.payload.body_style);
+        }
+        use crate::api::BodyStyle;
+        assert_eq!(
+            styles,
+            [
+                Some(BodyStyle::Trailer),
+                Some(BodyStyle::Rv),
+                None,
+                Some(BodyStyle::Suv)
+            ]
+        );
+    }
+
     #[test]
     fn xml_fields_named_alike_are_compared_and_named_by_path() {
         let vehicle = |attribute: &str, element: &str| {

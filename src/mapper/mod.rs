@@ -440,6 +440,9 @@ impl<'a> One<'a> {
             },
         };
         let first = first_text.as_deref().and_then(read);
+        if first.is_some() && self.mapper.binding.generic.contains(&target) {
+            return first; // the dealer's generic colour, over the paint name's words
+        }
         let other = read(&second);
         match (first, other) {
             (Some(a), Some(b)) if a != b => {
@@ -1019,7 +1022,28 @@ impl<'a> One<'a> {
         });
     }
 
+    /// What the record says of its sale: its status column, else a date in its sale-date
+    /// column (sold). A status that says on the lot is kept whatever the date says.
     fn status(&mut self) -> Option<bool> {
+        self.status_column().or_else(|| self.sold_date())
+    }
+
+    fn sold_date(&mut self) -> Option<bool> {
+        self.with_text(Target::SoldDate, |one, text| {
+            if parse::calendar_date(text).is_some() {
+                Some(true)
+            } else {
+                one.warn(
+                    Target::SoldDate,
+                    "not a date; the record is not taken as sold",
+                    text,
+                );
+                None
+            }
+        })?
+    }
+
+    fn status_column(&mut self) -> Option<bool> {
         self.with_text(Target::Status, |one, text| {
             let sold = match one.mapper.memo.statuses.get(text) {
                 Some(sold) => *sold,
@@ -1126,6 +1150,57 @@ mod tests {
         assert_eq!(used.payload.vehicle_type, Some(VehicleType::Certified));
         assert_eq!(used.payload.miles, Some(29956), "48210 km");
         assert_eq!(used.sold, Some(true));
+    }
+
+    /// The kinds of miss a trailer, RV and powersports dealer's export showed: a sale date
+    /// that says sold (where no status says otherwise), category words as body styles (a
+    /// "Vehicle Type" column of them too), two fuels, a standard seating column, and a
+    /// generic colour preferred to a paint name where it is filled. (A "Vehicle Type" column
+    /// of body words is `export`'s test: it is taken by its values.)
+    #[test]
+    fn sale_dates_category_words_fuels_seating_and_generic_colours() {
+        let out = map_csv(
+            "VIN,Stock,Year,Make,Model,Body Style,Standard Seating,Fuel,Exterior Color,Generic Color,Status,Sold Date\n\
+             1HGCM82633A004352,T1,2023,Haulmark,Transport,Cargo Trailer,,,Underground,Gray,,\n\
+             1HGCM82653A004353,T2,2021,Polaris,RZR,Side-by-Side,2,E85 / Unleaded,Sea Glass Pearl,Green,,11/20/2026\n\
+             1M8GDM9AXKP042788,T3,2020,Toyota,Prius,Car,5,Electric / Unleaded,Summit White,,In Stock,2026-11-20\n\
+             1FTFW1ET9DFC10312,T4,2022,Thor,Four Winds,Class C,,,,,,00/00/0000\n",
+        );
+        let [trailer, sxs, car, rv] = &out[..] else {
+            panic!("four records: {out:?}");
+        };
+        let (trailer, sxs, car, rv) = (
+            accepted(trailer),
+            accepted(sxs),
+            accepted(car),
+            accepted(rv),
+        );
+        assert_eq!(trailer.payload.body_style, Some(BodyStyle::Trailer));
+        assert_eq!(trailer.payload.exterior_color, Some(Color::Gray));
+        assert_eq!(trailer.sold, None);
+        assert_eq!(sxs.payload.body_style, Some(BodyStyle::AtvQuad));
+        assert_eq!(sxs.payload.fuel, Some(Fuel::FfvEthanol));
+        assert_eq!(sxs.payload.seats, Some(2));
+        assert_eq!(
+            sxs.payload.exterior_color,
+            Some(Color::Green),
+            "the generic colour"
+        );
+        assert_eq!(sxs.sold, Some(true), "a sale date and no status");
+        assert_eq!(car.payload.body_style, None, "a car is several body styles");
+        assert_eq!(car.payload.fuel, Some(Fuel::HybridElectric));
+        assert_eq!(
+            car.payload.exterior_color,
+            Some(Color::White),
+            "no generic: the paint"
+        );
+        assert_eq!(
+            car.sold,
+            Some(false),
+            "the status says on the lot, whatever the date"
+        );
+        assert_eq!(rv.payload.body_style, Some(BodyStyle::Rv));
+        assert_eq!(rv.sold, None, "a placeholder is no date");
     }
 
     const STAR: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -1539,8 +1614,8 @@ mod tests {
 
     /// AutoRevo's Standard CSV (feeds.autorevo.com): `New` and `Certified` 1/0
     /// flags give the type; `Transmission` (Manual, Automatic, Unknown) and
-    /// `TransmissionDescription` are read field by field; a factory colour with no colour word
-    /// gives way to the generic one; two columns that disagree leave the field out.
+    /// `TransmissionDescription` are read field by field, two that disagree leave the field
+    /// out; the generic colour is used where it is filled, the factory paint where it is not.
     #[test]
     fn autorevo_flags_and_paired_columns() {
         use crate::api::{TransmissionSpeed, TransmissionType};
@@ -1568,11 +1643,12 @@ mod tests {
         assert_eq!(b.transmission_speed, Some(TransmissionSpeed::Six));
         let c = accepted(&out[2]);
         assert_eq!(c.payload.vehicle_type, Some(VehicleType::Used));
-        assert_eq!(c.payload.exterior_color, None);
+        // Ingot Silver Metallic, and the dealer says Gray: the dealer's word.
+        assert_eq!(c.payload.exterior_color, Some(Color::Gray));
         assert_eq!(c.payload.transmission_type, None);
         let said: Vec<&str> = c.warnings.iter().map(|w| w.field).collect();
         assert!(
-            said.contains(&"exterior_color") && said.contains(&"transmission"),
+            !said.contains(&"exterior_color") && said.contains(&"transmission"),
             "{said:?}"
         );
     }

@@ -828,6 +828,43 @@ pub fn is_web_url(s: &str) -> bool {
 }
 
 /// yes/no words.
+/// A calendar date, with or without a time after it: `2026-11-20`, `2026-11-20T14:05:00Z`,
+/// `11/20/2026`, `11/20/2026 3:15 PM`, `20.11.2026`, `20261120`. Years 1980 to 2100 only: a
+/// placeholder (`00/00/0000`, `1900-01-01`) is no date. `(year, month, day)`.
+pub fn calendar_date(s: &str) -> Option<(u16, u8, u8)> {
+    let date = s
+        .trim()
+        .split(|c: char| c.is_whitespace() || c == 'T')
+        .next()?;
+    let numbers: Vec<&str> = date.split(['-', '/', '.']).collect();
+    let parse = |t: &str| t.parse::<u16>().ok();
+    let (year, month, day) = match numbers[..] {
+        [y, m, d] if y.len() == 4 => (parse(y)?, parse(m)?, parse(d)?),
+        // Dots are the day first (20.11.2026); slashes the month first, as US exports write
+        // them, unless the first number cannot be a month (20/11/2026).
+        [d, m, y] if y.len() == 4 && date.contains('.') => (parse(y)?, parse(m)?, parse(d)?),
+        [a, b, y] if y.len() == 4 => match (parse(a)?, parse(b)?) {
+            (m, d) if m <= 12 => (parse(y)?, m, d),
+            (d, m) => (parse(y)?, m, d),
+        },
+        [whole] if whole.len() == 8 && whole.bytes().all(|b| b.is_ascii_digit()) => (
+            parse(&whole[..4])?,
+            parse(&whole[4..6])?,
+            parse(&whole[6..])?,
+        ),
+        _ => return None,
+    };
+    let days = match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return None,
+    };
+    ((1980..=2100).contains(&year) && (1..=days).contains(&day))
+        .then(|| (year, month as u8, day as u8))
+}
+
 pub fn boolean(s: &str) -> Result<Option<bool>, String> {
     match s.trim().to_ascii_lowercase().as_str() {
         "" => Ok(None),
@@ -839,6 +876,37 @@ pub fn boolean(s: &str) -> Result<Option<bool>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn calendar_dates_whole_or_not_at_all() {
+        for (s, want) in [
+            ("2026-11-20", (2026, 11, 20)),
+            ("2026-11-20T14:05:00Z", (2026, 11, 20)),
+            ("11/20/2026", (2026, 11, 20)),
+            ("11/20/2026 3:15 PM", (2026, 11, 20)),
+            ("20/11/2026", (2026, 11, 20)),
+            ("20.11.2026", (2026, 11, 20)),
+            ("20261120", (2026, 11, 20)),
+            ("2024-02-29", (2024, 2, 29)),
+        ] {
+            assert_eq!(super::calendar_date(s), Some(want), "{s}");
+        }
+        for s in [
+            "",
+            "0",
+            "N/A",
+            "00/00/0000",
+            "1900-01-01",
+            "2025-02-29",
+            "2026-13-01",
+            "13/13/2026",
+            "Sold",
+            "2026-11",
+            "yesterday",
+        ] {
+            assert_eq!(super::calendar_date(s), None, "{s}");
+        }
+    }
+
     use super::*;
 
     /// Miles: "45,123 mi" is 45123, "12k" 12000; kilometres are converted (the second value says

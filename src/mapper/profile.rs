@@ -360,6 +360,10 @@ pub struct Binding {
     /// The unit the mileage column's own name gives ("Odometer (km)", "Kilometres"), for the
     /// values that name none.
     pub miles_unit: Option<DistanceUnit>,
+    /// Colour targets whose bound column is a generic colour ("Generic Color", "Exterior
+    /// Generic Color") beside a factory paint name ([`Binding::seconds`]): the dealer's own
+    /// colour is used where it is filled, the paint name where it is not.
+    pub generic: Vec<Target>,
     /// An XML element of one name found at another depth too (STAR's `VehicleStockString`
     /// on the line item or on its vehicle): read where the bound one is missing.
     pub alternates: Vec<(Target, FieldId)>,
@@ -520,6 +524,29 @@ impl Binding {
                     && squash(schema.name(first)).contains("detail")
                 {
                     self.seconds.insert(target, id);
+                    continue;
+                }
+                let is_generic = |n: &str| squash(n).contains("generic");
+                let colour = matches!(target, Target::ExteriorColor | Target::InteriorColor);
+                if colour && !self.seconds.contains_key(&target) && is_generic(name) {
+                    self.seconds.insert(target, first);
+                    self.set(target, id, name);
+                    self.generic.push(target);
+                    self.notes.push(format!(
+                        "{name:?} is a generic colour beside the paint name {:?}: used where \
+                         it is filled",
+                        schema.name(first)
+                    ));
+                    continue;
+                }
+                if colour && !self.seconds.contains_key(&target) && is_generic(schema.name(first)) {
+                    self.seconds.insert(target, id);
+                    self.generic.push(target);
+                    self.notes.push(format!(
+                        "{:?} is a generic colour beside the paint name {name:?}: used where \
+                         it is filled",
+                        schema.name(first)
+                    ));
                     continue;
                 }
                 if SECOND_READ.contains(&target) && !self.seconds.contains_key(&target) {

@@ -200,8 +200,15 @@ const BODY_STYLES: &[(&str, BodyStyle)] = &[
     ("other", BodyStyle::Other),
 ];
 
+/// Kinds of vehicle that are several body styles at once: a "Car" is a sedan, a coupe, a
+/// hatchback… (a vehicle-type column's word: eRepairables' Car / Truck / Suv).
+const SEVERAL_BODY_STYLES: &[&str] = &["car", "cars", "auto", "automobile", "passenger car"];
+
 /// "Crew Cab Pickup", "4dr Sport Utility", "2dr Car".
 pub fn body_style(s: &str) -> Found<BodyStyle> {
+    if SEVERAL_BODY_STYLES.contains(&key(s).as_str()) {
+        return Found::Ambiguous;
+    }
     lookup(BODY_STYLES, s, true)
 }
 

@@ -58,10 +58,12 @@ pub enum Target {
     /// Year, make and model in one cell ("2019 Land Rover Range Rover Sport"), read for those
     /// the file has no column of.
     YearMakeModel,
+    /// When the unit was sold: a date in it says sold where the status says nothing.
+    SoldDate,
 }
 
 impl Target {
-    pub const ALL: [Target; 40] = [
+    pub const ALL: [Target; 41] = [
         Target::Vin,
         Target::Stock,
         Target::Year,
@@ -102,6 +104,7 @@ impl Target {
         Target::MileageUnit,
         Target::NewFlag,
         Target::YearMakeModel,
+        Target::SoldDate,
     ];
 
     /// The name used in profiles and messages (a payload parameter where there is one).
@@ -147,6 +150,7 @@ impl Target {
             Target::MileageUnit => "mileage_unit",
             Target::NewFlag => "new",
             Target::YearMakeModel => "year_make_model",
+            Target::SoldDate => "sold_date",
         }
     }
 }

@@ -260,6 +260,26 @@ pub const SOURCES: &[Source] = &[
         headers: &[
             ("N/U", Target::Type),
             ("New Used", Target::Type),
+            // When a unit was sold: a date there is a sale where the status says nothing.
+            ("Sold Date", Target::SoldDate),
+            ("Date Sold", Target::SoldDate),
+            ("Sold On", Target::SoldDate),
+            ("Sale Date", Target::SoldDate),
+            ("Date of Sale", Target::SoldDate),
+            ("Deal Date", Target::SoldDate),
+            // A data provider's standard seating (its maximum is another figure).
+            ("Standard Seating", Target::Seats),
+            ("Std Seating", Target::Seats),
+            ("Standard Seating Capacity", Target::Seats),
+            // A generic colour beside the factory paint name: preferred where filled.
+            ("Generic Color", Target::ExteriorColor),
+            ("Generic Colour", Target::ExteriorColor),
+            ("Generic Exterior Color", Target::ExteriorColor),
+            ("Exterior Color Generic", Target::ExteriorColor),
+            ("Ext Color Generic", Target::ExteriorColor),
+            ("Generic Interior Color", Target::InteriorColor),
+            ("Interior Color Generic", Target::InteriorColor),
+            ("Int Color Generic", Target::InteriorColor),
             ("Stk #", Target::Stock),
             ("Odom", Target::Miles),
             ("Mfr", Target::Make),
@@ -1121,8 +1141,9 @@ mod tests {
                 ("Mileage", Some(Target::Miles)),
                 ("WebPrice", Some(Target::InternetPrice)),
                 ("RetailPrice", Some(Target::Price)),
-                ("ExteriorColor", Some(Target::ExteriorColor)),
-                ("InteriorColor", Some(Target::InteriorColor)),
+                // The paint names: read where the generic colours are empty.
+                ("ExteriorColor", None),
+                ("InteriorColor", None),
                 ("Cylinders", Some(Target::EngineCylinders)),
                 ("Transmission", Some(Target::Transmission)),
                 ("New", Some(Target::NewFlag)),
@@ -1134,9 +1155,9 @@ mod tests {
                 ("Description", None),
                 ("Options", Some(Target::Options)),
                 ("Photos", Some(Target::Images)),
-                // Read with the column before them, where it says nothing.
-                ("ExteriorGenericColor", None),
-                ("InteriorGenericColor", None),
+                // The dealer's generic colours: used where filled.
+                ("ExteriorGenericColor", Some(Target::ExteriorColor)),
+                ("InteriorGenericColor", Some(Target::InteriorColor)),
                 ("InteriorType", Some(Target::InteriorType)),
                 ("DriveTrain", Some(Target::DriveType)),
                 ("TransmissionDescription", None),
