@@ -1203,6 +1203,36 @@ mod tests {
         assert_eq!(rv.sold, None, "a placeholder is no date");
     }
 
+    /// Price codes lotsync does not know are read as nothing: STAR's "List" (its advertised
+    /// price, no "List Price"), and the costs.
+    #[test]
+    fn a_star_price_code_lotsync_does_not_know_is_no_price() {
+        let line = |vin: &str, stock: &str| {
+            format!(
+                "<VehicleInventoryVehicleLineItem><Vehicle><VehicleID>{vin}</VehicleID></Vehicle>\
+                 <VehicleStockString>{stock}</VehicleStockString>\
+                 <Pricing><Price><PriceCode>List</PriceCode><ChargeAmount>30000</ChargeAmount></Price></Pricing>\
+                 <Pricing><Price><PriceCode>Cost</PriceCode><ChargeAmount>25000</ChargeAmount></Price>\
+                 <Price><PriceCode>HoldBackAmount</PriceCode><ChargeAmount>900</ChargeAmount></Price></Pricing>\
+                 </VehicleInventoryVehicleLineItem>"
+            )
+        };
+        let xml = format!(
+            "<ShowVehicleInventory><ShowVehicleInventoryDataArea><VehicleInventory>\
+             <VehicleInventoryInvoice>{}{}</VehicleInventoryInvoice></VehicleInventory>\
+             </ShowVehicleInventoryDataArea></ShowVehicleInventory>",
+            line("1HGCM82633A004352", "A1"),
+            line("1M8GDM9AXKP042788", "A2")
+        );
+        for mapped in map_bytes_with(xml.as_bytes(), Profile::auto()) {
+            let payload = &accepted(&mapped).payload;
+            assert_eq!(
+                serde_json::to_value(&payload.price).unwrap(),
+                serde_json::Value::Null
+            );
+        }
+    }
+
     const STAR: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <ShowVehicleInventory xmlns="http://www.starstandard.org/STAR/5" xmlns:oagis="http://www.openapplications.org/oagis/9" releaseID="5.11.4" languageCode="en-US">
   <ApplicationArea>

@@ -246,10 +246,16 @@ fn kind_forms(name: &str) -> Vec<String> {
     let Some((base, kind, coded)) = kind_of(name) else {
         return Vec::new();
     };
-    let mut forms = vec![
-        squash(&format!("{kind}{base}")),
-        squash(&format!("{base}{kind}")),
-    ];
+    // A price code is looked up alone: STAR's "List" (its advertised price) is no "List
+    // Price" (an MSRP, loosely), so a code lotsync does not know is read as nothing.
+    let mut forms = if coded && squash(base).contains("price") {
+        Vec::new()
+    } else {
+        vec![
+            squash(&format!("{kind}{base}")),
+            squash(&format!("{base}{kind}")),
+        ]
+    };
     let alone = squash(kind);
     let family = |t: Target| match t {
         Target::Price | Target::InternetPrice | Target::Msrp => 1,
