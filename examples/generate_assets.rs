@@ -188,6 +188,10 @@ type Entry = (&'static str, &'static str);
 const EXIT_CODES: &[Entry] = &[
     ("0", "Done."),
     (
+        "1",
+        "Nothing found: lotsync why of a vehicle the state does not know (see lotsync-why(1)).",
+    ),
+    (
         "2",
         "Bad input or config, or the state or the service could not be used: the message \
          names the file or key and the reason.",

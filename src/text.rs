@@ -61,6 +61,12 @@ pub fn shown_path(path: &Path) -> String {
     shown_bytes(path.as_os_str().as_bytes())
 }
 
+/// `text` as a shell reads it back whole: quoted when it holds spaces or quotes, as is
+/// otherwise; for the commands lotsync prints as advice, so that they run as printed.
+pub fn shell_quoted(text: &str) -> String {
+    shlex::try_quote(text).map_or_else(|_| text.escape_default().to_string(), |q| q.into_owned())
+}
+
 /// The last component of a path, shown as [`shown_path`] does.
 pub fn shown_name(path: &Path) -> String {
     path.file_name()

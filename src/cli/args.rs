@@ -6,8 +6,9 @@ use clap::{Parser, Subcommand};
 
 /// Keeps a dealership's vehicles on the Vehicle Inventory Service in step with its DMS exports.
 ///
-/// Exit codes: 0 done; 2 bad input or config (the message names the file and the reason);
-/// 3 done, but some vehicles were rejected or could not be delivered.
+/// Exit codes: 0 done; 1 nothing found (`why` of a vehicle the state does not know); 2 bad
+/// input or config (the message names the file and the reason); 3 done, but some vehicles were
+/// rejected or could not be delivered. `status` follows the Nagios convention (its help).
 #[derive(Debug, Parser)]
 #[command(name = "lotsync", version, about, long_about)]
 pub struct Args {

@@ -135,10 +135,12 @@ async fn run(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome>
             )?;
         }
         if matches!(report.outcome, Outcome::Held { .. }) {
+            // Said, not given as a command: the demo's service and folder are gone once it
+            // ends, so no release could run against them.
             writeln!(
                 out,
-                "    nothing of it was sent; if it were right: lotsync release {}",
-                path.display()
+                "    nothing of it was sent; at a dealership a person looks at its report, and \
+                 `lotsync release` with the file applies it if it is right"
             )?;
         }
         let shown = path.strip_prefix(&dir).unwrap_or(&path);

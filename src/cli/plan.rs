@@ -43,6 +43,7 @@ pub struct ReleaseArgs {
     pub file: PathBuf,
     #[command(flatten)]
     pub config: ConfigArg,
+    /// The feed the file belongs to (default: the feed whose inbox holds it in `held/`).
     #[arg(long, value_name = "NAME")]
     pub feed: Option<String>,
     /// Release it even when it is a full snapshot older than one applied since (what it will
@@ -153,7 +154,13 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
         held |= planned.stopped();
         let shown = shown_path(path);
         match args.format {
-            OutputFormat::Text => write_text(&mut out, &shown, &planned.planned)?,
+            OutputFormat::Text => write_text(
+                &mut out,
+                &shown,
+                &planned.planned,
+                &args.config.flag(),
+                &known_in(&outbox, config.api.organization_id),
+            )?,
             OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned.planned)?,
         }
     }
@@ -228,10 +235,11 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<CommandOutcome> {
     if let Some(newer) = &newer {
         let reason = Verdict::superseded_reason(&newer.name, newer.as_of, as_of);
         if !args.force {
+            let file = shown_path(&args.file);
             anyhow::bail!(
-                "{}: not released: it is {reason}; nothing was queued and it stays held. If it \
-                 is right all the same, `lotsync release --force FILE` applies it",
-                shown_path(&args.file)
+                "{file}: not released: it is {reason}; nothing was queued and it stays held. If \
+                 it is right all the same, `{}` applies it",
+                config.command(&["release", "--force", &file])
             );
         }
         writeln!(
@@ -254,7 +262,13 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<CommandOutcome> {
         claimed: None,
     };
     let planned = plan_file(&runtime, &outbox, file_to_plan, Listing::Configured)??;
-    write_text(&mut out, &shown_path(&args.file), &planned.planned)?;
+    write_text(
+        &mut out,
+        &shown_path(&args.file),
+        &planned.planned,
+        &args.config.flag(),
+        &known_in(&outbox, config.api.organization_id),
+    )?;
     if in_held {
         // Out of held/ with its report: filed in the archive as the daemon files it, with
         // what is queued (nothing is delivered yet).
@@ -354,7 +368,13 @@ pub fn state_export(args: StateExportArgs) -> anyhow::Result<CommandOutcome> {
     Ok(CommandOutcome::Done)
 }
 
-fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io::Result<()> {
+fn write_text(
+    out: &mut impl Write,
+    shown: &str,
+    planned: &FilePlan,
+    config_flag: &str,
+    known: &Known<'_>,
+) -> std::io::Result<()> {
     let plan = &planned.plan;
     writeln!(
         out,
@@ -393,9 +413,13 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             for r in reasons {
                 writeln!(out, "    {}", Escaped(r))?;
             }
+            // `plan` holds nothing, so there is nothing to release yet: `sync` holds it
+            // (as here), then `release` takes it past the guard.
+            let file = lotsync::text::shell_quoted(shown);
             writeln!(
                 out,
-                "  if the file is right, queue it with: lotsync release {shown}"
+                "  if the file is right: lotsync sync{config_flag} {file} (held, as here), then \
+                 lotsync release{config_flag} {file} && lotsync sync{config_flag}"
             )?;
         }
         Verdict::Apply { forced: true } => {
@@ -439,7 +463,7 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
             "op", "vin", "location", "stock"
         )?;
         for op in &plan.ops {
-            writeln!(out, "  {}", Escaped(&op_row(op)))?;
+            writeln!(out, "  {}", Escaped(&op_row(op, known)))?;
         }
     }
     if !planned.rejected.is_empty() {
@@ -457,10 +481,39 @@ fn write_text(out: &mut impl Write, shown: &str, planned: &FilePlan) -> std::io:
     Ok(())
 }
 
-fn op_row(op: &PlannedOp) -> String {
-    let (stock, vehicle) = match op.op.payload() {
+/// The payload the state holds of a vehicle (location, VIN): what a sale or a return to
+/// stock is shown with, as the operator decides whether to release the file.
+type Known<'a> = dyn Fn(u64, &str) -> Option<lotsync::api::VehiclePayload> + 'a;
+
+/// The payloads [`Known`] gives, from the state.
+fn known_in(
+    outbox: &Outbox,
+    organization_id: u64,
+) -> impl Fn(u64, &str) -> Option<lotsync::api::VehiclePayload> + '_ {
+    move |location_id, vin| {
+        let key = lotsync::state::VehicleKey {
+            organization_id,
+            location_id,
+            vin: vin.to_owned(),
+        };
+        outbox.state().payload(&key).ok().flatten()
+    }
+}
+
+/// One operation as a row: its vehicle's stock number, year, make, model, trim and price,
+/// from its payload, or for a sale or a return to stock from what the state knows of it.
+fn op_row(op: &PlannedOp, known: &Known<'_>) -> String {
+    let stored;
+    let payload = match op.op.payload() {
+        Some(p) => Some(p),
+        None => {
+            stored = known(op.location_id, &op.vin);
+            stored.as_ref()
+        }
+    };
+    let (stock, vehicle) = match payload {
         Some(p) => {
-            let words: Vec<String> = [
+            let mut words: Vec<String> = [
                 p.year.map(|y| y.to_string()),
                 p.make.clone(),
                 p.model.clone(),
@@ -469,6 +522,14 @@ fn op_row(op: &PlannedOp) -> String {
             .into_iter()
             .flatten()
             .collect();
+            let selling = match &p.price {
+                Some(lotsync::api::Price::Selling(a)) => Some(a),
+                Some(lotsync::api::Price::Detailed(set)) => set.selling.as_ref(),
+                None => None,
+            };
+            if let Some(amount) = selling {
+                words.push(format!("${}", amount.0));
+            }
             (p.stock.as_str(), words.join(" "))
         }
         None => ("", String::new()),

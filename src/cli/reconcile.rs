@@ -194,8 +194,10 @@ fn write_text(
     if !report.rebuild {
         writeln!(
             out,
-            "  without a request: {} ids learned, {} records restored from the archive, {} sold vehicles gone from the service forgotten",
-            c.ids_learned, c.restored, c.forgotten
+            "  without a request: {} learned, {} restored from the archive, {} gone from the service forgotten",
+            plural(c.ids_learned, "id"),
+            plural(c.restored, "record"),
+            plural(c.forgotten, "sold vehicle")
         )?;
     }
     let s = &report.skipped;

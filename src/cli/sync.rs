@@ -55,11 +55,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<CommandOutcome> {
         runtime.block_on(async { Uploader::configured(client, outbox.clone(), &config) })?;
 
     // The hints repeat the config the user gave, so that they can be run as they are.
-    let config_flag = if args.config.config == Path::new(lotsync::config::DEFAULT_PATH) {
-        String::new()
-    } else {
-        format!(" --config {}", shown_path(&args.config.config))
-    };
+    let config_flag = args.config.flag();
     let mut out = super::stdout();
     let mut unreadable = false;
     let mut synced = Vec::new();
@@ -306,7 +302,8 @@ fn write_verdict(
             }
             writeln!(
                 out,
-                "  if the file is right: lotsync release{config_flag} {shown} && lotsync sync{config_flag}"
+                "  if the file is right: lotsync release{config_flag} {} && lotsync sync{config_flag}",
+                lotsync::text::shell_quoted(shown)
             )
         }
         Verdict::Apply { .. } => {

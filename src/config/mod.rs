@@ -33,6 +33,25 @@ use std::path::{Path, PathBuf};
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/lotsync/lotsync.toml";
 
+/// [`Config::command`] for the config at `path` (None: the default).
+pub fn command(path: Option<&Path>, words: &[&str]) -> String {
+    let mut line = String::from("lotsync");
+    let mut words = words.iter();
+    if let Some(sub) = words.next() {
+        line.push(' ');
+        line.push_str(sub);
+    }
+    if let Some(path) = path.filter(|p| *p != Path::new(DEFAULT_PATH)) {
+        line.push_str(" --config ");
+        line.push_str(&crate::text::shell_quoted(&crate::text::shown_path(path)));
+    }
+    for word in words {
+        line.push(' ');
+        line.push_str(&crate::text::shell_quoted(word));
+    }
+    line
+}
+
 /// A config that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -94,12 +113,23 @@ impl Config {
         let lines = validate::Lines::of(&text);
         let checked = validate::Checked::read(table, &lines, &[], &config_dir(path));
         match checked.config {
-            Some(config) if checked.problems.is_empty() => Ok(config),
+            Some(mut config) if checked.problems.is_empty() => {
+                config.path = Some(path.to_owned());
+                Ok(config)
+            }
             _ => Err(ConfigError::Invalid {
                 path: path.to_owned(),
                 problems: checked.problems,
             }),
         }
+    }
+
+    /// A lotsync command as advice to run it against this config: `lotsync release --config
+    /// /srv/lot/lotsync.toml /srv/lot/inbox/held/thursday.csv`, with `--config` whenever the
+    /// config is not the default one and every word quoted for the shell, so that it runs as
+    /// printed. `words`: the subcommand, then its arguments.
+    pub fn command(&self, words: &[&str]) -> String {
+        command(self.path.as_deref(), words)
     }
 
     fn resolve_paths(&mut self, base: &Path) {

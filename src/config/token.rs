@@ -48,7 +48,7 @@ fn read_token_file(file: &Path) -> Result<String, ConfigError> {
             .flatten()
             .collect::<Vec<_>>()
             .join(" and ");
-        let quoted = shell_quoted(&shown);
+        let quoted = crate::text::shell_quoted(&shown);
         return Err(ConfigError::Token(format!(
             "api.token_file {shown}: mode {mode:04o} lets {who}, and the token must stay \
              private; run `chmod 600 {quoted}` (or `chmod 640 {quoted}` when the file's group \
@@ -62,9 +62,6 @@ fn read_token_file(file: &Path) -> Result<String, ConfigError> {
 
 /// `text` as one word of a POSIX shell command (quoted when it holds anything the shell reads
 /// specially). A NUL, which no path can hold, is shown escaped.
-fn shell_quoted(text: &str) -> String {
-    shlex::try_quote(text).map_or_else(|_| text.escape_default().to_string(), |q| q.into_owned())
-}
 /// Writes a token file as lotsync requires one: readable by its owner only (0600), also when
 /// it was there before with another mode (the demo, the benchmarks and tests write theirs so).
 pub fn write_token_file(path: &Path, token: &str) -> std::io::Result<()> {
@@ -183,7 +180,7 @@ mod tests {
     #[test]
     fn advice_quotes_what_the_shell_would_split() {
         assert_eq!(
-            shell_quoted("/etc/lotsync/api-token"),
+            crate::text::shell_quoted("/etc/lotsync/api-token"),
             "/etc/lotsync/api-token"
         );
         // What the shell reads back is the path, one word.
@@ -194,7 +191,7 @@ mod tests {
             "",
             "a\"b`c`",
         ] {
-            let quoted = shell_quoted(path);
+            let quoted = crate::text::shell_quoted(path);
             assert_ne!(quoted, path, "{path}");
             assert_eq!(
                 shlex::split(&quoted),

@@ -34,6 +34,10 @@ pub struct Config {
     /// `[daemon]`: how `lotsync run` watches, answers and tidies up.
     #[serde(default)]
     pub daemon: DaemonConfig,
+    /// The file it was loaded from, for the commands lotsync prints as advice
+    /// ([`Config::command`]); None for a config built in memory.
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
 }
 
 /// `[daemon]`.

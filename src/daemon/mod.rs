@@ -83,7 +83,7 @@ pub enum DaemonError {
     /// A release of a full snapshot older than one applied since (without `--force`).
     #[error(
         "{}: not released: it is {}; nothing was sent and it stays held. If it is right all \
-         the same, `lotsync release --force FILE` applies it",
+         the same, the same release with --force applies it",
         crate::text::shown_path(.file),
         crate::diff::Verdict::superseded_reason(.newer, *.newer_as_of, *.as_of)
     )]
@@ -295,19 +295,9 @@ impl FilePipeline {
                 return self.hold_unplanned(feed, &claimed.path, reasons).await;
             }
             Planned::Unreadable(e) => {
-                let reason = unplanned_reason(&e);
-                tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reason), "file cannot be read");
-                let (feed_name, path) = (feed.name.clone(), claimed.path.clone());
-                return blocking(move || {
-                    let sha256 = crate::diff::FileId::of_path(&path)
-                        .map(|f| f.sha256)
-                        .unwrap_or_default();
-                    let report =
-                        FileReport::new(&feed_name, &name, &sha256, Outcome::Failed { reason });
-                    let to = folders.fail(&path, &report).map_err(folder_error(&path))?;
-                    Ok((report, to))
-                })
-                .await;
+                return self
+                    .fail_unreadable(feed, &claimed.path, unplanned_reason(&e))
+                    .await;
             }
         };
         let plan = &planned.plan;
@@ -461,6 +451,33 @@ impl FilePipeline {
         report.delivered(&progress, drained.rejected);
         lifecycle::tell_rejected(self.notices(), report);
         Ok(())
+    }
+
+    /// A file that cannot be read: to `failed/` with a report that says why.
+    pub async fn fail_unreadable(
+        &self,
+        feed: &FeedConfig,
+        file: &Path,
+        reason: String,
+    ) -> Result<(FileReport, PathBuf), DaemonError> {
+        let folders = FeedFolders::new(&feed.inbox);
+        let name = shown_name(file);
+        tracing::warn!(feed = %feed.name, file = %name, reason = %Escaped(&reason), "file cannot be read");
+        let (feed_name, path) = (feed.name.clone(), file.to_owned());
+        let told = reason.clone();
+        let (report, to, sha256) = blocking(move || {
+            let sha256 = crate::diff::FileId::of_path(&path)
+                .map(|f| f.sha256)
+                .unwrap_or_default();
+            let report = FileReport::new(&feed_name, &name, &sha256, Outcome::Failed { reason });
+            let to = folders.fail(&path, &report).map_err(folder_error(&path))?;
+            Ok((report, to, sha256))
+        })
+        .await?;
+        if let Some(notices) = self.notices() {
+            notices.failed(&shown_path(&to), &sha256, &told);
+        }
+        Ok((report, to))
     }
 
     /// A file that stayed incomplete, or was found cut once taken: to `held/` with a report,
@@ -748,8 +765,8 @@ async fn blocking<T: Send + 'static>(
 /// The reason given for a file held because it is incomplete, with the way out.
 pub fn incomplete_reason(reason: &str) -> String {
     format!(
-        "incomplete: {reason}; if the export really ends like this, `lotsync release FILE` \
-         takes it as it is (or set ends_without_newline = true in the feed's profile)"
+        "incomplete: {reason}; if the export really ends like this, releasing it takes it \
+         as it is (or set ends_without_newline = true in the feed's profile)"
     )
 }
 

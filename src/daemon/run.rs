@@ -551,16 +551,26 @@ impl Daemon {
             if stamp_of(&path).await != Some(p.stamp) {
                 continue;
             }
-            let reason = super::incomplete_reason(&format!(
-                "{} (unchanged for {} s)",
-                p.reason,
-                wait.as_secs()
-            ));
-            match self
-                .pipeline
-                .hold_unplanned(feed, &path, vec![reason])
-                .await
-            {
+            // Still empty: nothing to release (an export with no vehicle has its header), so
+            // not held but filed as unreadable, where a person sees it and the service is told.
+            let filed = if p.stamp.is_empty() {
+                let reason = format!(
+                    "the file is empty (0 bytes, unchanged for {} s): nothing to read; did the \
+                     DMS's export fail? Its next export is taken as usual",
+                    wait.as_secs()
+                );
+                self.pipeline.fail_unreadable(feed, &path, reason).await
+            } else {
+                let reason = super::incomplete_reason(&format!(
+                    "{} (unchanged for {} s)",
+                    p.reason,
+                    wait.as_secs()
+                ));
+                self.pipeline
+                    .hold_unplanned(feed, &path, vec![reason])
+                    .await
+            };
+            match filed {
                 Ok((report, to)) => self.file_done(feed, &report, &to),
                 Err(e) => self.file_error(feed, &shown_path(&path), &Chain(&e).to_string()),
             }

@@ -109,6 +109,13 @@ pub struct FeedStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_incomplete: Vec<String>,
     pub failed: usize,
+    /// The command that releases its oldest held file, as it runs: with `--config` when the
+    /// config is not the default, the file's path quoted for the shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+    /// Its inbox does not exist (or is no folder): the daemon refuses to start so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inbox_missing: bool,
     /// Vehicles of its location whose last operation the service refused.
     pub rejected_vehicles: usize,
     /// The last full snapshot applied was dated in the future when it was read (taken as of
@@ -248,6 +255,9 @@ pub fn collect(
             held: count_files(&folders.held_dir()),
             held_incomplete: held_incomplete(&folders.held_dir()),
             failed: count_files(&folders.failed_dir()),
+            release: oldest_held(&folders.held_dir())
+                .map(|file| config.command(&["release", &crate::text::shown_path(&file)])),
+            inbox_missing: !feed.inbox.is_dir(),
             rejected_vehicles,
             future_dated: state
                 .feed(&feed.name)?
@@ -308,6 +318,30 @@ fn watch_name(feed: &FeedConfig) -> String {
         WatchMode::Notify => "notify".into(),
         WatchMode::Poll => format!("poll every {} s", feed.poll_interval_secs),
     }
+}
+
+/// The release of a feed's oldest held file, as it runs (`lotsync release` alone when the
+/// file could not be named).
+fn release_line(f: &FeedStatus) -> String {
+    match &f.release {
+        Some(command) => format!("`{command}`"),
+        None => "`lotsync release` with the held file".into(),
+    }
+}
+
+/// The oldest export file in `held/` (by modification time; its report aside).
+fn oldest_held(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            !name.ends_with(".report.json") && !name.starts_with('.')
+        })
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .min_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path())
 }
 
 /// The files in `held/` held because they stayed incomplete, each as `name: what was seen`
@@ -464,6 +498,16 @@ impl DaemonStatus {
         // Neither a daemon to ask nor a file in the state.
         let nothing_to_judge = !self.daemon && self.feeds.iter().all(|f| f.last_file.is_none());
         for f in &self.feeds {
+            if f.inbox_missing {
+                problems.push((
+                    CRITICAL,
+                    format!(
+                        "feed {}: no such inbox {}: the daemon does not start so (create it, \
+                         or let lotsync run --create-dirs make it; or correct the feed's inbox)",
+                        f.name, f.inbox
+                    ),
+                ));
+            }
             if f.failed > 0 {
                 problems.push((
                     CRITICAL,
@@ -528,11 +572,13 @@ impl DaemonStatus {
                 problems.push((
                     WARNING,
                     format!(
-                        "feed {}: {} file{} held by the safety guard (see {}/held/, then `lotsync release FILE`)",
+                        "feed {}: {} file{} held by the safety guard (see {}/held/; if it is \
+                         right: {})",
                         f.name,
                         by_guard,
                         plural(by_guard),
-                        f.inbox
+                        f.inbox,
+                        release_line(f)
                     ),
                 ));
             }
@@ -542,11 +588,12 @@ impl DaemonStatus {
                     WARNING,
                     format!(
                         "feed {}: {n} file{} held as incomplete ({first}{}); if it is whole now or \
-                         really ends so, `lotsync release FILE` takes it as it is (see {}/held/)",
+                         really ends so, releasing it takes it as it is (see {}/held/: {})",
                         f.name,
                         plural(n),
                         if n > 1 { ", …" } else { "" },
-                        f.inbox
+                        f.inbox,
+                        release_line(f)
                     ),
                 ));
             }
@@ -679,6 +726,10 @@ impl DaemonStatus {
             lines.push(String::new());
             lines.push(format!("feed {} ({}; {})", f.name, f.inbox, f.watch));
             lines.push(match &f.last_file {
+                // A summary that names its outcome ("held, nothing sent: …") says it once.
+                Some(l) if l.summary.starts_with(&l.outcome) => {
+                    format!("  last file: {} at {} UTC: {}", l.name, l.at, l.summary)
+                }
                 Some(l) => format!(
                     "  last file: {} at {} UTC: {}: {}",
                     l.name, l.at, l.outcome, l.summary
@@ -697,8 +748,9 @@ impl DaemonStatus {
             ));
             if f.held > 0 {
                 lines.push(format!(
-                    "  held files wait for you: see {}/held/*.report.json, then `lotsync release FILE`",
-                    f.inbox
+                    "  held files wait for you: see {}/held/*.report.json, then {}",
+                    f.inbox,
+                    release_line(f)
                 ));
             }
             if let Some(e) = &f.last_error {

@@ -54,6 +54,11 @@ pub struct FileStamp {
 }
 
 impl FileStamp {
+    /// A file of no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
     pub fn of_meta(meta: &std::fs::Metadata) -> FileStamp {
         FileStamp {
             inode: meta.ino(),

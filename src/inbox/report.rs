@@ -315,8 +315,8 @@ impl FileReport {
                 "already applied (same content as the last file); nothing sent".into()
             }
             Outcome::Superseded { reason, .. } => format!("superseded, nothing sent: {reason}"),
-            Outcome::Held { reasons } => format!("HELD, nothing sent: {}", reasons.join("; ")),
-            Outcome::Failed { reason } => format!("FAILED: {reason}"),
+            Outcome::Held { reasons } => format!("held, nothing sent: {}", reasons.join("; ")),
+            Outcome::Failed { reason } => format!("failed, nothing sent: {reason}"),
         }
     }
 }

@@ -862,7 +862,7 @@ pub fn calendar_date(s: &str) -> Option<(u16, u8, u8)> {
         _ => return None,
     };
     ((1980..=2100).contains(&year) && (1..=days).contains(&day))
-        .then(|| (year, month as u8, day as u8))
+        .then_some((year, month as u8, day as u8))
 }
 
 pub fn boolean(s: &str) -> Result<Option<bool>, String> {

@@ -80,10 +80,24 @@ const QUOTA_UNTIL_KEY: &str = "quota_until";
 /// Rows read per query by the iterators over whole tables.
 const BATCH: usize = 1000;
 
+/// What to do about a state another lotsync holds: a daemon answers control commands
+/// (`status`, `plan`, `release`, `why` and the rest reach it through its socket); a one-shot
+/// command is waited for.
+fn in_use_advice(command: Option<&str>) -> &'static str {
+    match command {
+        Some("run") => {
+            "status, release, reconcile and why reach the daemon through its \
+                        control socket, and plan reads a copy of its state; stop it (systemctl \
+                        stop lotsync) for anything else"
+        }
+        _ => "wait for it to finish, then run this again",
+    }
+}
+
 /// The state cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("state is in use by pid {pid} ({holder}); stop it or use its control commands")]
+    #[error("state is in use by pid {pid} ({holder}); {}", in_use_advice(.command.as_deref()))]
     InUse {
         pid: String,
         /// As said to people: `lotsync run`, or `lotsync run?` for an older lotsync.

@@ -403,10 +403,10 @@ impl Uploader {
         outbox: Arc<Outbox>,
         config: &crate::config::Config,
     ) -> Result<(Uploader, Option<Notices>), UploadError> {
-        let notices = config
-            .notifications
-            .as_ref()
-            .map(|n| Notices::new(client.clone(), n.application_slug.clone(), outbox.clone()));
+        let notices = config.notifications.as_ref().map(|n| {
+            let (slug, path) = (n.application_slug.clone(), config.path.clone());
+            Notices::new(client.clone(), slug, outbox.clone(), path)
+        });
         let mut uploader = Uploader::new(client, outbox, UploadSettings::from_config(&config.api))?;
         if let Some(n) = &notices {
             uploader = uploader.with_notices(n.clone());

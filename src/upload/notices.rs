@@ -39,14 +39,23 @@ pub struct Notices {
     sending: Arc<Mutex<JoinSet<()>>>,
     /// The service refused the token (401): nothing is sent with it until delivery works.
     token_refused: Arc<AtomicBool>,
+    /// The config lotsync runs with, for the commands a notification gives as advice.
+    config_path: Option<std::path::PathBuf>,
 }
 
 impl Notices {
-    pub fn new(client: ApiClient, application: String, outbox: Arc<Outbox>) -> Notices {
+    /// `config_path`: the config's file, named in the commands the notifications advise.
+    pub fn new(
+        client: ApiClient,
+        application: String,
+        outbox: Arc<Outbox>,
+        config_path: Option<std::path::PathBuf>,
+    ) -> Notices {
         Notices {
             client,
             application,
             outbox,
+            config_path,
             sending: Arc::new(Mutex::new(JoinSet::new())),
             token_refused: Arc::new(AtomicBool::new(false)),
         }
@@ -75,15 +84,31 @@ impl Notices {
         );
     }
 
-    /// A file the safety guard held.
+    /// A file the safety guard held (or that stayed incomplete), as it is filed in `held/`.
     pub fn held(&self, file: &str, sha256: &str, reasons: &[String]) {
         let title = format!("lotsync held {file}: nothing of it was sent");
+        let release = crate::config::command(self.config_path.as_deref(), &["release", file]);
         let message = format!(
-            "{}\nIf the export is right, run `lotsync release {file}`; otherwise export again.",
+            "{}\nIf the export is right, run `{release}`; otherwise export again.",
             reasons.join("\n")
         );
         self.send(
             format!("file/{sha256}/held"),
+            title,
+            message,
+            NotificationLevel::Warning,
+        );
+    }
+
+    /// A file that could not be read, filed in `failed/` (once per file, as a held one).
+    pub fn failed(&self, file: &str, sha256: &str, reason: &str) {
+        let title = format!("lotsync could not read {file}: nothing of it was sent");
+        let message = format!(
+            "{reason}\nThe file is in the feed's failed/ folder with its report. Fix the export \
+             and drop it again; the next export is taken as usual."
+        );
+        self.send(
+            format!("file/{sha256}/failed"),
             title,
             message,
             NotificationLevel::Warning,

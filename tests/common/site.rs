@@ -302,3 +302,23 @@ pub fn vehicle<'a>(st: &'a serde_json::Value, vin: &str) -> &'a serde_json::Valu
         .and_then(|all| all.iter().find(|v| v["vehicle"]["vin"] == vin))
         .unwrap_or_else(|| panic!("the sandbox holds {vin}: {st:#}"))
 }
+
+/// Runs one command line lotsync printed as advice, as a shell would: this build's `lotsync`
+/// first on the PATH, the sandbox's token in the environment the test configs name.
+pub fn run_printed(line: &str) -> Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_lotsync"))
+        .parent()
+        .expect("the binary is in a folder")
+        .to_owned();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("sh")
+        .args(["-c", line])
+        .env("PATH", path)
+        .env("LOTSYNC_TEST_TOKEN", "sandbox-token")
+        .output()
+        .expect("sh runs")
+}

@@ -48,7 +48,7 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
         &sb.base_url(),
         1000,
         "",
-        "incomplete_wait_secs = 2\n",
+        "incomplete_wait_secs = 2\n\n[notifications]\napplication_slug = \"inventory\"\n",
         MAIN_FEED,
     );
     let inbox = site.inbox();
@@ -136,7 +136,10 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
     let held = &reports(&inbox, "held")[0];
     let reason = held["reasons"][0].as_str().unwrap();
     assert!(reason.contains("incomplete"), "{held:#}");
-    assert!(reason.contains("lotsync release"), "{held:#}");
+    assert!(
+        reason.contains("releasing it takes it as it is"),
+        "{held:#}"
+    );
     assert_eq!(sold(&state(&sb).await), 0, "nothing of it sent");
     let out = site
         .lotsync(&["release", inbox.join("held/stuck.csv").to_str().unwrap()])
@@ -148,6 +151,36 @@ async fn a_file_cut_in_its_last_record_waits_until_whole_or_is_held() {
         text(&out.stderr)
     );
     assert_eq!(sold(&state(&sb).await), 1, "the one car it lacks is sold");
+
+    // A file that stays empty: nothing to release (`release` cannot read it), so filed in
+    // failed/ with the reason, and the people on the service told, as of a held file.
+    std::fs::File::create(inbox.join("empty.csv")).unwrap();
+    site.wait_until(Duration::from_secs(20), "empty.csv failed", || {
+        reports(&inbox, "failed")
+            .iter()
+            .any(|r| r["file"] == "empty.csv")
+    })
+    .await;
+    let failed = reports(&inbox, "failed")
+        .into_iter()
+        .find(|r| r["file"] == "empty.csv")
+        .unwrap();
+    let said = failed.to_string();
+    assert!(said.contains("the file is empty"), "{failed:#}");
+    assert!(
+        !said.contains("release"),
+        "no advice that cannot work: {failed:#}"
+    );
+    let mut notes = String::new();
+    for _ in 0..100 {
+        notes = state(&sb).await["notifications"].to_string();
+        if notes.contains("could not read") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(notes.contains("could not read"), "told: {notes}");
+    assert!(notes.contains("empty.csv"), "told: {notes}");
 
     // Whole, but its last five records gone (under the guard's threshold): held as cut short.
     drop_file(&inbox, "day4.csv", export(&cars[..34]).as_bytes());

@@ -18,7 +18,7 @@ fn the_demo_tells_the_whole_story() {
         "1 back in stock",
         "2 records rejected",
         "line 15: stock: missing: every vehicle needs a stock number",
-        "HELD, nothing sent: location 10: would mark 7 of 11 in-stock vehicles sold",
+        "held, nothing sent: location 10: would mark 7 of 11 in-stock vehicles sold",
         "-> inbox/held/4-thursday-truncated.csv",
         "The inventory as the service now has it (13 vehicles)",
         "lotsync: 3 problems in 3-wednesday-full.csv",

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod advice;
 mod api_contract;
 mod check_golden;
 mod check_malformed;

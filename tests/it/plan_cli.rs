@@ -170,6 +170,15 @@ fn a_held_file_says_so_and_release_queues_it() {
         "{text}"
     );
     assert!(text.contains("lotsync release"), "{text}");
+    // The cars it would sell, each named as the operator knows it: stock, vehicle, price.
+    let sold_row = text
+        .lines()
+        .find(|l| l.contains("1M8GDM9AXKP042788"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(sold_row.trim_start().starts_with("sold"), "{sold_row}");
+    for word in ["A2", "2019 Motor Coach J4500", "$99000"] {
+        assert!(sold_row.contains(word), "{word}: {sold_row}");
+    }
     let out = store.run(&["plan", "--format", "ndjson"], Some(&cut));
     let first: serde_json::Value =
         serde_json::from_str(stdout(&out).lines().next().unwrap()).unwrap();
@@ -242,6 +251,8 @@ fn readers_answer_beside_the_writer_and_a_second_writer_is_told_who_owns_it() {
         )),
         "{err}"
     );
+    // A one-shot holder has no control commands: the advice is to wait for it.
+    assert!(err.contains("wait for it to finish"), "{err}");
     drop(holder);
 }
 

@@ -33,6 +33,13 @@ async fn a_missing_inbox_is_refused_unless_asked_to_create_it() {
         "the inbox that exists is not named: {said}"
     );
     assert!(!east.exists(), "nothing created without being asked");
+    // status checks what run checks at start: not OK while an inbox is missing.
+    let out = site
+        .lotsync_within(&["status"], Duration::from_secs(20))
+        .await;
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "CRITICAL: {said}");
+    assert!(said.contains("feed east: no such inbox"), "{said}");
 
     let mut daemon = site.command(&["run", "--create-dirs"]).spawn().unwrap();
     let start = std::time::Instant::now();

@@ -376,7 +376,10 @@ async fn a_held_file_is_told_and_delivered_after_release() {
     assert_eq!(notes.len(), 1, "{notes:#?}");
     let note = notes[0].to_string();
     assert!(note.contains("held") && note.contains("day2.csv"), "{note}");
-    assert!(note.contains("lotsync release"), "{note}");
+    assert!(
+        note.contains(&format!("lotsync release --config {config} ")),
+        "the release as it runs: {note}"
+    );
 
     // The same file again: still held, not told twice.
     let out = sync(&site, "sandbox-token", &[&day2]).await;

@@ -1,0 +1,68 @@
+//! Every command lotsync prints as advice runs as printed: taken from the real binary's own
+//! output and run by a shell, against a config that is not the default one and sits in a
+//! folder whose name holds a space (so `--config` and the quoting are both needed).
+
+use crate::common;
+
+use common::fleet::Car;
+use common::site::{code, run_printed, text, Site};
+use common::{sandbox_with, sold, state};
+use lotsync::sandbox::Behaviour;
+
+/// The text after `marker` on the first line of `output` that holds it.
+fn advice_after<'a>(output: &'a str, marker: &str) -> &'a str {
+    let line = output
+        .lines()
+        .find(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no advice {marker:?} in:\n{output}"));
+    line.split_once(marker).unwrap().1.trim()
+}
+
+/// `plan` of a file the guard would hold names the commands that apply it; each runs as
+/// printed (`sync` holds it, `release` and `sync` apply it), and `sync`'s own advice is the
+/// same release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_advice_of_plan_and_sync_runs_as_printed() {
+    let sb = sandbox_with(Behaviour::default()).await;
+    let site = Site::new("advice runs as printed", &sb.base_url());
+    let cars: Vec<Car> = (0..10).map(Car::new).collect();
+    let day1 = site.export("day 1.csv", &cars);
+    let out = site.lotsync(&["sync", day1.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 0, "{}{}", text(&out.stdout), text(&out.stderr));
+
+    // Eight of ten gone: the safety guard holds it.
+    let day2 = site.export("day 2.csv", &cars[..2]);
+    let out = site.lotsync(&["plan", day2.to_str().unwrap()]).await;
+    assert_eq!(code(&out), 3, "{}{}", text(&out.stdout), text(&out.stderr));
+    let planned = text(&out.stdout);
+    let advice = advice_after(&planned, "if the file is right: ");
+    let (hold, apply) = advice
+        .split_once(" (held, as here), then ")
+        .unwrap_or_else(|| panic!("{advice}"));
+    assert!(hold.contains("--config"), "{hold}");
+
+    let held = run_printed(hold);
+    assert_eq!(
+        code(&held),
+        3,
+        "{hold}\n{}{}",
+        text(&held.stdout),
+        text(&held.stderr)
+    );
+    assert_eq!(sold(&state(&sb).await), 0, "held: nothing sent");
+    assert_eq!(
+        advice_after(&text(&held.stdout), "if the file is right: "),
+        apply,
+        "sync advises the same release"
+    );
+
+    let applied = run_printed(apply);
+    assert_eq!(
+        code(&applied),
+        0,
+        "{apply}\n{}{}",
+        text(&applied.stdout),
+        text(&applied.stderr)
+    );
+    assert_eq!(sold(&state(&sb).await), 8, "released and delivered");
+}
