@@ -6,7 +6,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn documents(root: &Path) -> Vec<PathBuf> {
-    let mut found = vec![root.join("README.md"), root.join("systemd/README.md")];
+    let mut found = vec![
+        root.join("README.md"),
+        root.join("CHANGELOG.md"),
+        root.join("systemd/README.md"),
+    ];
     let mut dirs = vec![root.join("docs")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("docs/ is readable") {
@@ -143,4 +147,21 @@ fn the_checker_sees_a_broken_link_and_a_good_anchor() {
     );
     assert!(anchors("# Title\n```\n# not a heading\n```\n## Two words\n").contains("two-words"));
     assert!(!anchors("```\n# not a heading\n```\n").contains("not-a-heading"));
+}
+
+/// The README is what a newcomer reads first: what lotsync is, the two commands, install, a
+/// first feed, day to day and where the rest is, in at most 120 lines; the history is the
+/// changelog's.
+#[test]
+fn the_readme_is_short_and_names_its_two_commands() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 120, "README.md has {lines} lines; at most 120");
+    for command in ["cargo run --release -- demo", "cargo test"] {
+        assert!(
+            readme.contains(command),
+            "README.md does not name `{command}`"
+        );
+    }
 }
