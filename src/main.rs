@@ -10,12 +10,13 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    // The demo tells its own story on stdout; its log keeps to warnings unless RUST_LOG asks.
+    // The demo tells its own story on stdout, every hold and rejection in it: its log keeps
+    // to errors unless RUST_LOG asks (a warning line would say the story's hold again, raw).
     // The daemon takes its level from its config.
     match args.command {
         Command::Run(_) => {}
         #[cfg(feature = "sandbox")]
-        Command::Demo(_) => cli::init_logging("warn"),
+        Command::Demo(_) => cli::init_logging("error"),
         _ => cli::init_logging("info"),
     }
     let outcome = match args.command {

@@ -25,6 +25,19 @@ fn the_demo_tells_the_whole_story() {
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
+    // The story is not interrupted by log lines, and the hold's reason is said once.
+    assert!(
+        !stderr.contains("WARN"),
+        "log lines in the story:\n{stderr}"
+    );
+    let files = stdout.split("The inventory as").next().unwrap_or_default();
+    assert_eq!(
+        files
+            .matches("would mark 7 of 11 in-stock vehicles sold")
+            .count(),
+        1,
+        "{files}"
+    );
     // The last prices and states as the service holds them.
     let row = |stock: &str| {
         stdout
