@@ -74,22 +74,7 @@ async fn run(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome>
     let sandbox = RunningSandbox::on_loopback(behaviour).await?;
     let dir = std::env::temp_dir().join(format!("lotsync-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("inbox")).with_context(|| dir.display().to_string())?;
-    let config_path = dir.join("lotsync.toml");
-    // The sandbox's well-known token, not a secret; still private, as lotsync requires of a
-    // token file.
-    lotsync::config::write_token_file(&dir.join("token"), "sandbox-token\n")?;
-    std::fs::write(
-        &config_path,
-        format!(
-            "[api]\nbase_url = \"{}\"\norganization_id = 100\ntoken_file = \"token\"\n\
-             max_requests_per_second = 50\n[state]\ndir = \"state\"\n\
-             [daemon]\nsocket = \"run/lotsync.sock\"\nsettle_secs = 0.5\n\
-             [[feed]]\nname = \"demo-lot\"\ninbox = \"inbox\"\nlocation_id = 10\n\
-             [notifications]\napplication_slug = \"inventory\"\n",
-            sandbox.base_url()
-        ),
-    )?;
+    let config_path = super::sandbox::write_site(&dir, &sandbox.base_url(), "demo-lot")?;
     let config = Arc::new(Config::load(&config_path)?);
     let feed = config.feeds[0].clone();
     // The sandbox's own token: the demo never reads a secret.

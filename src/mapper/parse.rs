@@ -861,8 +861,11 @@ pub fn calendar_date(s: &str) -> Option<(u16, u8, u8)> {
         1..=12 => 31,
         _ => return None,
     };
-    ((1980..=2100).contains(&year) && (1..=days).contains(&day))
-        .then_some((year, month as u8, day as u8))
+    ((1980..=2100).contains(&year) && (1..=days).contains(&day)).then_some((
+        year,
+        month as u8,
+        day as u8,
+    ))
 }
 
 pub fn boolean(s: &str) -> Result<Option<bool>, String> {

@@ -210,3 +210,80 @@ fn a_bad_config_exits_2_naming_every_problem() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("list_shape") || err.contains("pages"), "{err}");
 }
+
+/// A first run on a laptop in two commands: `lotsync sandbox --site DIR` writes a ready site
+/// (config, token, inbox) for itself and prints the command that runs the daemon on it; that
+/// command, run as printed by a shell, takes an export dropped into the inbox to the sandbox.
+#[test]
+fn a_site_for_the_sandbox_runs_with_the_command_it_prints() {
+    let dir = crate::common::TempDir::new("sandbox site");
+    let site = dir.path().join("my lot");
+    let mut sandbox = Command::new(env!("CARGO_BIN_EXE_lotsync"))
+        .args(["sandbox", "--listen", "127.0.0.1:0", "--site"])
+        .arg(&site)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lotsync starts");
+    let mut lines = BufReader::new(sandbox.stdout.take().expect("stdout is piped")).lines();
+    let mut said = Vec::new();
+    let run = loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("no run command; stdout was {said:#?}"))
+            .expect("stdout is text");
+        said.push(line.clone());
+        if let Some(command) = line.trim_start().strip_prefix("lotsync run") {
+            break format!("lotsync run{command}");
+        }
+    };
+    assert!(run.contains("--config"), "{run}");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_lotsync"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut daemon = Command::new("sh")
+        .args(["-c", &format!("exec {run}")])
+        .env("PATH", &path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sh runs");
+    let export = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("feeds/samples/demo/1-monday-full.csv"),
+    )
+    .unwrap();
+    std::fs::write(site.join("inbox/.monday.part"), export).unwrap();
+    std::fs::rename(
+        site.join("inbox/.monday.part"),
+        site.join("inbox/monday.csv"),
+    )
+    .unwrap();
+    let status = run.replacen("lotsync run", "lotsync status", 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut shown = String::new();
+    while Instant::now() < deadline {
+        let out = Command::new("sh")
+            .args(["-c", &status])
+            .env("PATH", &path)
+            .output()
+            .expect("sh runs");
+        shown = String::from_utf8_lossy(&out.stdout).into_owned();
+        if shown.contains("12 created") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        shown.contains("monday.csv") && shown.contains("12 created"),
+        "{shown}"
+    );
+    assert!(terminate(&mut daemon).success());
+    terminate(&mut sandbox);
+}
