@@ -243,7 +243,7 @@ impl FilePipeline {
     /// file it under its name (off the async threads: a move, or a hash and a report).
     pub async fn claim(&self, feed: &FeedConfig, file: &Path) -> Result<Taken, DaemonError> {
         let (feed, file) = (feed.clone(), file.to_owned());
-        blocking(move || {
+        let taken = blocking(move || {
             if let Some(reason) = FeedFolders::name_problem(&file) {
                 let (report, to) = fail_name(&feed, &file, reason)?;
                 return Ok(Taken::Filed(Box::new(report), to));
@@ -253,7 +253,13 @@ impl FilePipeline {
                 .map(Taken::Claimed)
                 .map_err(folder_error(&file))
         })
-        .await
+        .await?;
+        if let (Taken::Filed(report, to), Some(notices)) = (&taken, self.notices()) {
+            if let Outcome::Failed { reason } = &report.outcome {
+                notices.failed(&shown_path(to), &report.sha256, reason);
+            }
+        }
+        Ok(taken)
     }
 
     /// A claimed file: planned and committed (the draft of its report written just before),

@@ -231,7 +231,14 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let sb = sandbox_with(Behaviour::default()).await;
-    let site = Site::with("edges-names", &sb.base_url(), 1000, "", "", &delta());
+    let site = Site::with(
+        "edges-names",
+        &sb.base_url(),
+        1000,
+        "",
+        "\n[notifications]\napplication_slug = \"inventory\"\n",
+        &delta(),
+    );
     let inbox = site.inbox();
     std::fs::create_dir_all(inbox.join("a folder")).unwrap();
     let outside = site.path().join("outside.csv");
@@ -297,6 +304,21 @@ async fn odd_names_never_block_a_feed_and_are_said_once_escaped() {
         log.contains("evil\\nfake=event \\u{1b}[31mred.csv"),
         "{log}"
     );
+    // Each file failed for its name is told to the service, once.
+    let mut told = 0;
+    for _ in 0..50 {
+        let notes = state(&sb).await["notifications"].clone();
+        told = notes.as_array().map_or(0, |n| {
+            n.iter()
+                .filter(|n| n.to_string().contains("could not read"))
+                .count()
+        });
+        if told >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(told, 2, "{:#}", state(&sb).await["notifications"]);
 }
 
 /// (7, 8) A 401 stops delivery with the file's operations queued; a new token written to
