@@ -124,8 +124,8 @@ async fn run(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome>
             // ends, so no release could run against them.
             writeln!(
                 out,
-                "    nothing of it was sent; at a dealership a person looks at its report, and \
-                 `lotsync release` with the file applies it if it is right"
+                "    at a dealership a person looks at its report, and `lotsync release` with \
+                 the file applies it if it is right"
             )?;
         }
         let shown = path.strip_prefix(&dir).unwrap_or(&path);
