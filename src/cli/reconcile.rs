@@ -141,7 +141,6 @@ fn write_text(
     stats: &StatsSnapshot,
     started: Instant,
 ) -> std::io::Result<()> {
-    let c = &report.counts;
     writeln!(
         out,
         "reconcile{}: {} vehicles on the service, {} in the state ({:.1} s)",
@@ -150,87 +149,8 @@ fn write_text(
         report.state_vehicles,
         started.elapsed().as_secs_f64()
     )?;
-    writeln!(
-        out,
-        "  the service's list: {}{}, {} retried",
-        plural(report.pages, "page"),
-        if report.pages_read_again > 0 {
-            format!(
-                " ({} read again: it changed meanwhile)",
-                report.pages_read_again
-            )
-        } else {
-            String::new()
-        },
-        plural(report.retries, "request")
-    )?;
-    if report.rebuild {
-        writeln!(
-            out,
-            "  restored {} from the service and {}",
-            plural(c.restored, "vehicle"),
-            plural(report.archived_files_read, "archived export")
-        )?;
-        for f in &report.feeds_restored {
-            writeln!(
-                out,
-                "  feed {}: last applied file {} (dropping it again sends nothing)",
-                f.feed, f.file
-            )?;
-        }
-    }
-    if report.operations == 0 {
-        writeln!(out, "  nothing to repair")?;
-    } else {
-        writeln!(
-            out,
-            "  queued: {} re-created, {} marked sold again, {} back in stock, {} re-sent (fields edited on the service)",
-            c.recreated, c.sold_fixed, c.in_stock_fixed, c.fields_fixed
-        )?;
-    }
-    for f in &report.fields_fixed {
-        writeln!(out, "    VIN {}: {}", f.vin, f.fields.join(", "))?;
-    }
-    if !report.rebuild {
-        writeln!(
-            out,
-            "  without a request: {} learned, {} restored from the archive, {} gone from the service forgotten",
-            plural(c.ids_learned, "id"),
-            plural(c.restored, "record"),
-            plural(c.forgotten, "sold vehicle")
-        )?;
-    }
-    let s = &report.skipped;
-    if s.total() > 0 {
-        writeln!(
-            out,
-            "  skipped: {} with operations still queued, {} refused by the service, {} changed while listed, {} other; the queue or the next run settles them",
-            s.queued,
-            s.rejected,
-            s.changed_meanwhile,
-            s.not_created + s.no_payload + s.duplicate_on_service
-        )?;
-    }
-    if !report.foreign.is_empty() {
-        writeln!(
-            out,
-            "  left alone: {} lotsync did not create:",
-            plural(report.foreign.len(), "vehicle")
-        )?;
-        for f in &report.foreign {
-            let location = f
-                .location_id
-                .map_or_else(|| "-".to_owned(), |l| l.to_string());
-            writeln!(
-                out,
-                "    VIN {:<17} id {:>8}  location {location}",
-                if f.vin.is_empty() { "(none)" } else { &f.vin },
-                f.id
-            )?;
-        }
-    }
-    for note in &report.notes {
-        writeln!(out, "  note: {note}")?;
+    for line in report.findings() {
+        writeln!(out, "{line}")?;
     }
     writeln!(
         out,
@@ -247,8 +167,4 @@ fn write_text(
         super::deliver::write_drained(out, drained, "`lotsync reconcile`, `sync` or `run`")?;
     }
     writeln!(out, "  report: {}", report.path.display())
-}
-
-fn plural(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }

@@ -1092,7 +1092,14 @@ impl Daemon {
             }
         };
         let delivered = self.pipeline.deliver(None).await;
+        // As the direct run says it: the summary, then what was found (the VINs repaired,
+        // those left alone), then where the report is.
         let mut text = report.summary();
+        for line in report.findings() {
+            text.push('\n');
+            text.push_str(&line);
+        }
+        text.push_str(&format!("\n  report: {}", report.path.display()));
         let outcome = match &delivered {
             Ok(d) if d.undelivered == 0 && d.rejected.is_empty() => CommandOutcome::Done,
             Ok(d) => {

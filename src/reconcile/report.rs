@@ -143,6 +143,91 @@ pub struct ReconcileReport {
 }
 
 impl ReconcileReport {
+    /// What it found and queued, a line each, for people: the list read, what was restored
+    /// (a rebuild), the repairs queued with the VIN of each vehicle whose fields were edited
+    /// on the service, what needed no request, what was skipped and left alone, its notes.
+    /// The CLI prints them under its own header, and the daemon answers `lotsync reconcile`
+    /// with them, so that both say the same; each then names the report's file.
+    pub fn findings(&self) -> Vec<String> {
+        let c = &self.counts;
+        let mut lines = Vec::new();
+        lines.push(format!(
+            "  the service's list: {}{}, {} retried",
+            plural(self.pages, "page"),
+            if self.pages_read_again > 0 {
+                format!(
+                    " ({} read again: it changed meanwhile)",
+                    self.pages_read_again
+                )
+            } else {
+                String::new()
+            },
+            plural(self.retries, "request")
+        ));
+        if self.rebuild {
+            lines.push(format!(
+                "  restored {} from the service and {}",
+                plural(c.restored, "vehicle"),
+                plural(self.archived_files_read, "archived export")
+            ));
+            for f in &self.feeds_restored {
+                lines.push(format!(
+                    "  feed {}: last applied file {} (dropping it again sends nothing)",
+                    f.feed, f.file
+                ));
+            }
+        }
+        if self.operations == 0 {
+            lines.push(format!("  nothing to repair"));
+        } else {
+            lines.push(format!(
+                "  queued: {} re-created, {} marked sold again, {} back in stock, {} re-sent (fields edited on the service)",
+                c.recreated, c.sold_fixed, c.in_stock_fixed, c.fields_fixed
+            ));
+        }
+        for f in &self.fields_fixed {
+            lines.push(format!("    VIN {}: {}", f.vin, f.fields.join(", ")));
+        }
+        if !self.rebuild {
+            lines.push(format!(
+                "  without a request: {} learned, {} restored from the archive, {} gone from the service forgotten",
+                plural(c.ids_learned, "id"),
+                plural(c.restored, "record"),
+                plural(c.forgotten, "sold vehicle")
+            ));
+        }
+        let s = &self.skipped;
+        if s.total() > 0 {
+            lines.push(format!(
+                "  skipped: {} with operations still queued, {} refused by the service, {} changed while listed, {} other; the queue or the next run settles them",
+                s.queued,
+                s.rejected,
+                s.changed_meanwhile,
+                s.not_created + s.no_payload + s.duplicate_on_service
+            ));
+        }
+        if !self.foreign.is_empty() {
+            lines.push(format!(
+                "  left alone: {} lotsync did not create:",
+                plural(self.foreign.len(), "vehicle")
+            ));
+            for f in &self.foreign {
+                let location = f
+                    .location_id
+                    .map_or_else(|| "-".to_owned(), |l| l.to_string());
+                lines.push(format!(
+                    "    VIN {:<17} id {:>8}  location {location}",
+                    if f.vin.is_empty() { "(none)" } else { &f.vin },
+                    f.id
+                ));
+            }
+        }
+        for note in &self.notes {
+            lines.push(format!("  note: {note}"));
+        }
+        lines
+    }
+
     /// One line for a person (and the log).
     pub fn summary(&self) -> String {
         let c = &self.counts;
@@ -303,4 +388,8 @@ mod tests {
             Some(crate::clock::UtcTime::at(at))
         );
     }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }

@@ -384,14 +384,21 @@ async fn reconcile_through_the_daemon_repairs_drift_and_leaves_a_foreign_vehicle
     common::client(&sb).upsert_vehicle(&foreign).await.unwrap();
     let foreign_before = find(&state(&sb).await, &foreign.vin);
 
-    let out = site.lotsync(&["reconcile", "--format", "json"]).await;
+    let out = site.lotsync(&["reconcile"]).await;
+    let said = text(&out.stdout);
+    assert!(out.status.success(), "{said}{}", text(&out.stderr));
+    // Through the daemon, said as the direct run says it: the vehicle whose fields were
+    // edited by its VIN, the one left alone, and where the report is.
+    assert!(said.contains(&format!("VIN {}: ", ids[2].1)), "{said}");
     assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
+        said.contains("left alone: 1 vehicle lotsync did not create"),
+        "{said}"
     );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = said
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("report: "))
+        .unwrap_or_else(|| panic!("no report path in:\n{said}"));
+    let report: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     assert_eq!(
         report["recreated"],
         serde_json::json!([ids[0].1]),
