@@ -178,7 +178,7 @@ impl ReconcileReport {
             }
         }
         if self.operations == 0 {
-            lines.push(format!("  nothing to repair"));
+            lines.push("  nothing to repair".to_owned());
         } else {
             lines.push(format!(
                 "  queued: {} re-created, {} marked sold again, {} back in stock, {} re-sent (fields edited on the service)",
