@@ -358,6 +358,10 @@ pub(super) fn write_report(
     )))
 }
 
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,8 +392,4 @@ mod tests {
             Some(crate::clock::UtcTime::at(at))
         );
     }
-}
-
-fn plural(n: usize, what: &str) -> String {
-    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
