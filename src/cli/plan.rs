@@ -158,7 +158,7 @@ pub fn plan(args: PlanArgs) -> anyhow::Result<CommandOutcome> {
                 &mut out,
                 &shown,
                 &planned.planned,
-                &args.config.flag(),
+                &config,
                 &known_in(&outbox, config.api.organization_id),
             )?,
             OutputFormat::Ndjson => write_ndjson(&mut out, &mut err, &shown, &planned.planned)?,
@@ -266,7 +266,7 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<CommandOutcome> {
         &mut out,
         &shown_path(&args.file),
         &planned.planned,
-        &args.config.flag(),
+        &config,
         &known_in(&outbox, config.api.organization_id),
     )?;
     if in_held {
@@ -372,7 +372,7 @@ fn write_text(
     out: &mut impl Write,
     shown: &str,
     planned: &FilePlan,
-    config_flag: &str,
+    config: &Config,
     known: &Known<'_>,
 ) -> std::io::Result<()> {
     let plan = &planned.plan;
@@ -415,11 +415,12 @@ fn write_text(
             }
             // `plan` holds nothing, so there is nothing to release yet: `sync` holds it
             // (as here), then `release` takes it past the guard.
-            let file = lotsync::text::shell_quoted(shown);
             writeln!(
                 out,
-                "  if the file is right: lotsync sync{config_flag} {file} (held, as here), then \
-                 lotsync release{config_flag} {file} && lotsync sync{config_flag}"
+                "  if the file is right: {} (held, as here), then {} && {}",
+                config.command(&["sync", shown]),
+                config.command(&["release", shown]),
+                config.command(&["sync"])
             )?;
         }
         Verdict::Apply { forced: true } => {

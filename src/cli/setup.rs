@@ -25,19 +25,6 @@ pub struct ConfigArg {
     pub config: PathBuf,
 }
 
-impl ConfigArg {
-    /// ` --config FILE` (quoted for the shell) when the config is not the default, for the
-    /// commands printed as advice: they run as printed wherever the config is.
-    pub fn flag(&self) -> String {
-        if self.config == std::path::Path::new(lotsync::config::DEFAULT_PATH) {
-            String::new()
-        } else {
-            let shown = lotsync::text::shown_path(&self.config);
-            format!(" --config {}", lotsync::text::shell_quoted(&shown))
-        }
-    }
-}
-
 /// Opens the config's state as `holder`, checking its markers (see
 /// [`lotsync::state::identity`]).
 pub(super) fn open(config: &Config, holder: Holder) -> anyhow::Result<Outbox> {

@@ -54,8 +54,6 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<CommandOutcome> {
     let (uploader, notices) =
         runtime.block_on(async { Uploader::configured(client, outbox.clone(), &config) })?;
 
-    // The hints repeat the config the user gave, so that they can be run as they are.
-    let config_flag = args.config.flag();
     let mut out = super::stdout();
     let mut unreadable = false;
     let mut synced = Vec::new();
@@ -79,7 +77,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<CommandOutcome> {
         // Nothing is planned blind: without the service's list, no file is (`?`).
         match plan_file(&runtime, &outbox, file, listing)? {
             Ok(planned) => {
-                write_file(&mut out, &shown, &planned, &config_flag)?;
+                write_file(&mut out, &shown, &planned, &config)?;
                 log_verdict(feed, path, &planned);
                 // Notices are sent by tasks of the runtime.
                 let _in_runtime = runtime.enter();
@@ -221,10 +219,10 @@ fn write_file(
     out: &mut impl Write,
     shown: &str,
     planned: &PlannedFile,
-    config_flag: &str,
+    config: &Config,
 ) -> std::io::Result<()> {
     let planned = &planned.planned;
-    write_verdict(out, shown, planned, config_flag)?;
+    write_verdict(out, shown, planned, config)?;
     for note in &planned.notes {
         writeln!(out, "  note: {}", Escaped(note))?;
     }
@@ -271,7 +269,7 @@ fn write_verdict(
     out: &mut impl Write,
     shown: &str,
     planned: &lotsync::diff::FilePlan,
-    config_flag: &str,
+    config: &Config,
 ) -> std::io::Result<()> {
     let plan = &planned.plan;
     let c = &plan.counts;
@@ -300,10 +298,12 @@ fn write_verdict(
             for r in reasons {
                 writeln!(out, "    {}", Escaped(r))?;
             }
+            // The hints name the config given, so that they run as printed.
             writeln!(
                 out,
-                "  if the file is right: lotsync release{config_flag} {} && lotsync sync{config_flag}",
-                lotsync::text::shell_quoted(shown)
+                "  if the file is right: {} && {}",
+                config.command(&["release", shown]),
+                config.command(&["sync"])
             )
         }
         Verdict::Apply { .. } => {
