@@ -13,7 +13,7 @@ mod mapping;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use lotsync::feed::{self, Item, ReadOptions, Record};
-use mapping::parse_and_map;
+use mapping::{parse_and_map, raw_scan};
 use std::hint::black_box;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -31,20 +31,6 @@ fn feed_file() -> PathBuf {
         out.flush().expect("feed flushed");
     }
     path
-}
-
-/// The floor: the csv crate reading every record as bytes, nothing else.
-fn raw_scan(path: &Path) -> u64 {
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_path(path)
-        .expect("open");
-    let mut record = csv::ByteRecord::new();
-    let mut n = 0;
-    while reader.read_byte_record(&mut record).expect("read") {
-        n += record.len() as u64;
-    }
-    n
 }
 
 /// The reader alone: records with their fields decoded, nothing mapped.

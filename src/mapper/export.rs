@@ -3,6 +3,7 @@
 //! other; only what stops the whole file is an [`ExportError`].
 
 use super::{infer, parse, KeptColumns, Mapped, Mapper, Problem, Profile, Rejected, Target, Twin};
+use crate::api::VehiclePayload;
 use crate::feed::{self, FeedError, FeedReader, Item, Record, RowProblem};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -318,6 +319,11 @@ impl ExportFile {
 
     pub fn mapper(&self) -> &Mapper {
         &self.mapper
+    }
+
+    /// The payload of the record just accepted, moved out ([`Mapper::take_payload`]).
+    pub fn take_payload(&mut self, spare: VehiclePayload) -> VehiclePayload {
+        self.mapper.take_payload(spare)
     }
 
     /// The columns this file bound by their values, for the feed's next file.
