@@ -86,6 +86,9 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// Attempts of one call before the operation goes back to the outbox.
     pub max_attempts: u32,
+    /// The jitter's seed; None (always, but on the model of the service) draws one per call.
+    /// On paused time, a seed makes a run the same every time.
+    pub jitter_seed: Option<u64>,
 }
 
 impl Default for RetryPolicy {
@@ -100,17 +103,22 @@ impl Default for RetryPolicy {
             // rest (at a limit of 200/s, 8% of the rate after the first 10 s).
             max_delay: Duration::from_millis(250),
             max_attempts: 8,
+            jitter_seed: None,
         }
     }
 }
 
 impl RetryPolicy {
     fn backoff(&self) -> backon::ExponentialBuilder {
-        backon::ExponentialBuilder::default()
+        let backoff = backon::ExponentialBuilder::default()
             .with_jitter()
             .with_min_delay(self.min_delay)
             .with_max_delay(self.max_delay)
-            .with_max_times(self.max_attempts.saturating_sub(1) as usize)
+            .with_max_times(self.max_attempts.saturating_sub(1) as usize);
+        match self.jitter_seed {
+            Some(seed) => backoff.with_jitter_seed(seed),
+            None => backoff,
+        }
     }
 }
 

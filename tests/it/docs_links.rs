@@ -1,6 +1,7 @@
 //! Every link between the README and the documents under `docs/` leads somewhere: the file
 //! exists, and an `#anchor` names one of its headings (as GitHub spells heading anchors).
-//! Links to the web are not fetched.
+//! Images too (`![alt](file)`, `<img src="file">`): the file exists and is the picture its
+//! name says (an SVG document, a PNG). Links to the web are not fetched.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -65,7 +66,8 @@ fn anchors(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The targets of `[text](target)` links on a line (inline code spans skipped).
+/// The targets of `[text](target)` links and `![alt](image)` images on a line, and of
+/// HTML `src="image"` attributes (inline code spans skipped).
 fn links(line: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_code = false;
@@ -74,6 +76,12 @@ fn links(line: &str) -> Vec<String> {
     while i < bytes.len() {
         match bytes[i] {
             b'`' => in_code = !in_code,
+            b's' if !in_code && line[i..].starts_with("src=\"") => {
+                if let Some(end) = line[i + 5..].find('"') {
+                    out.push(line[i + 5..i + 5 + end].to_owned());
+                    i += 5 + end;
+                }
+            }
             b']' if !in_code && bytes.get(i + 1) == Some(&b'(') => {
                 if let Some(end) = line[i + 2..].find(')') {
                     out.push(line[i + 2..i + 2 + end].to_owned());
@@ -91,7 +99,7 @@ fn links(line: &str) -> Vec<String> {
 fn every_link_between_the_documents_leads_somewhere() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut broken = Vec::new();
-    let mut checked = 0;
+    let (mut checked, mut pictures) = (0, 0);
     for doc in documents(root) {
         let text = std::fs::read_to_string(&doc).expect("a readable document");
         for (n, line) in prose(&text).into_iter().enumerate() {
@@ -100,6 +108,7 @@ fn every_link_between_the_documents_leads_somewhere() {
                     continue;
                 }
                 checked += 1;
+                pictures += usize::from(target.ends_with(".svg") || target.ends_with(".png"));
                 let (file, fragment) = match target.split_once('#') {
                     Some((file, fragment)) => (file, Some(fragment)),
                     None => (target.as_str(), None),
@@ -119,6 +128,10 @@ fn every_link_between_the_documents_leads_somewhere() {
                     broken.push(format!("{shown}: no such file"));
                     continue;
                 }
+                if let Some(wrong) = not_the_picture_named(&path) {
+                    broken.push(format!("{shown}: {wrong}"));
+                    continue;
+                }
                 if let Some(fragment) = fragment {
                     let target_text = std::fs::read_to_string(&path).unwrap_or_default();
                     if !anchors(&target_text).contains(fragment) {
@@ -132,7 +145,24 @@ fn every_link_between_the_documents_leads_somewhere() {
         checked >= 20,
         "only {checked} links found: is the parser right?"
     );
+    assert!(pictures >= 1, "no picture found: the pace's plot is one");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// Why a file named as a picture is not one; None for a picture, or a file of another kind.
+fn not_the_picture_named(path: &Path) -> Option<String> {
+    let kind = path.extension()?.to_str()?.to_ascii_lowercase();
+    let bytes = std::fs::read(path).unwrap_or_default();
+    match kind.as_str() {
+        "svg" => {
+            let text = String::from_utf8_lossy(&bytes);
+            let whole =
+                text.trim_start().starts_with("<svg") && text.trim_end().ends_with("</svg>");
+            (!whole).then(|| "not a whole SVG document".to_owned())
+        }
+        "png" => (!bytes.starts_with(b"\x89PNG\r\n\x1a\n")).then(|| "not a PNG".to_owned()),
+        _ => None,
+    }
 }
 
 #[test]
@@ -141,6 +171,18 @@ fn the_checker_sees_a_broken_link_and_a_good_anchor() {
         links("see [a](b.md#c) and `[x](y)` and [d](e)"),
         ["b.md#c", "e"]
     );
+    assert_eq!(
+        links(r#"![plot](pace.svg) and <img src="diagram.png" alt="x"> and `<img src="no">`"#),
+        ["pace.svg", "diagram.png"]
+    );
+    let dir = std::env::temp_dir().join(format!("lotsync-docs-links-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (good, cut) = (dir.join("good.svg"), dir.join("cut.svg"));
+    std::fs::write(&good, "<svg xmlns=\"http://www.w3.org/2000/svg\"></svg>\n").unwrap();
+    std::fs::write(&cut, "<svg xmlns=\"http://www.w3.org/2000/svg\"><line").unwrap();
+    assert_eq!(not_the_picture_named(&good), None);
+    assert!(not_the_picture_named(&cut).is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(
         anchor("Checking an export: `lotsync check`"),
         "checking-an-export-lotsync-check"
