@@ -10,6 +10,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(config) = args.command.config() {
+        lotsync::config::runs_with(config);
+    }
     // The demo tells its own story on stdout, every hold and rejection in it: its log keeps
     // to errors unless RUST_LOG asks (a warning line would say the story's hold again, raw).
     // The daemon takes its level from its config.

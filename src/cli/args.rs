@@ -76,3 +76,22 @@ pub enum StateCommand {
     /// Write a consistent copy of the state to a new file, beside a running daemon.
     Backup(super::StateBackupArgs),
 }
+
+impl Command {
+    /// The config file the command runs with, for the commands it prints as advice.
+    pub fn config(&self) -> Option<&std::path::Path> {
+        match self {
+            Command::Run(a) => Some(&a.config.config),
+            Command::Status(a) => Some(&a.config.config),
+            Command::Check(a) => a.config.as_deref(),
+            Command::Plan(a) => Some(&a.config.config),
+            Command::Sync(a) => Some(&a.config.config),
+            Command::Reconcile(a) => Some(&a.config.config),
+            Command::Release(a) => Some(&a.config.config),
+            Command::Why(a) => Some(&a.config.config),
+            Command::State(StateCommand::Export(a)) => Some(&a.config.config),
+            Command::State(StateCommand::Backup(a)) => Some(&a.config.config),
+            _ => None,
+        }
+    }
+}

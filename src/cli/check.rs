@@ -231,7 +231,8 @@ fn check_file(
                 writeln!(
                     out,
                     "  rejected records that keep a vehicle on the lot (check has no state; \
-                     `lotsync plan` names the vehicle each keeps):"
+                     `{}` names the vehicle each keeps):",
+                    lotsync::config::advice(&["plan", &shown])
                 )?;
                 for (line, what) in &keeps {
                     writeln!(

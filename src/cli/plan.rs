@@ -181,8 +181,8 @@ fn plan_listed(runtime: &tokio::runtime::Runtime, config: &Config) -> Option<Lis
             eprintln!(
                 "lotsync: note: the state knows no vehicle at a location of these feeds \
                  (organization {org}), and the service's list could not be read ({e:#}); this \
-                 plan assumes the service holds none there. `lotsync sync` and `lotsync run` \
-                 read the list first and never plan blind."
+                 plan assumes the service holds none there. A sync and the daemon read the \
+                 list first and never plan blind."
             );
             None
         }
@@ -293,8 +293,9 @@ pub fn release(args: ReleaseArgs) -> anyhow::Result<CommandOutcome> {
     }
     writeln!(
         out,
-        "released: {} operations queued (nothing sent yet); `lotsync sync` or the daemon delivers them",
-        planned.planned.plan.ops.len()
+        "released: {} operations queued (nothing sent yet); `{}` or the daemon delivers them",
+        planned.planned.plan.ops.len(),
+        lotsync::config::advice(&["sync"])
     )?;
     Ok(CommandOutcome::Done)
 }

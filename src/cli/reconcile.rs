@@ -164,7 +164,11 @@ fn write_text(
         stats.throttled
     )?;
     if let Some(drained) = drained {
-        super::deliver::write_drained(out, drained, "`lotsync reconcile`, `sync` or `run`")?;
+        let next = format!(
+            "`{}`, a sync or the daemon",
+            lotsync::config::advice(&["reconcile"])
+        );
+        super::deliver::write_drained(out, drained, &next)?;
     }
     writeln!(out, "  report: {}", report.path.display())
 }

@@ -66,7 +66,7 @@ pub async fn sandbox(args: SandboxArgs) -> anyhow::Result<()> {
         writeln!(
             out,
             "a lotsync site for it is in {}; in another terminal:\n  {}\nthen drop exports \
-             into {} (lotsync status, plan and why take the same --config)",
+             into {} (status, plan and why take the same --config)",
             dir.display(),
             config.command(&["run"]),
             dir.join("inbox").display()

@@ -172,7 +172,8 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<CommandOutcome> {
                     if archived == 1 { "its" } else { "their" },
                 )?;
             }
-            super::deliver::write_drained(&mut out, &report, "`lotsync sync` or `lotsync run`")?;
+            let next = format!("`{}` or the daemon", config.command(&["sync"]));
+            super::deliver::write_drained(&mut out, &report, &next)?;
             let incomplete = refused_records > 0
                 || !report.rejected.is_empty()
                 || held > 0
@@ -190,8 +191,9 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<CommandOutcome> {
             out.flush()?;
             // As the logging wants it: one JSON line, one journal entry, or text.
             super::last_error(&format!(
-                "delivery stopped: {error}; {queued} operations stay queued; run `lotsync sync` \
-                 again once fixed"
+                "delivery stopped: {error}; {queued} operations stay queued; run `{}` \
+                 again once fixed",
+                config.command(&["sync"])
             ));
             CommandOutcome::Failed
         }
@@ -221,8 +223,13 @@ fn write_file(
     planned: &PlannedFile,
     config: &Config,
 ) -> std::io::Result<()> {
+    let profile = config
+        .feeds
+        .iter()
+        .find(|f| f.name == planned.report.feed)
+        .map_or("auto", |f| f.profile.as_str());
     let planned = &planned.planned;
-    write_verdict(out, shown, planned, config)?;
+    write_verdict(out, shown, planned, config, profile)?;
     for note in &planned.notes {
         writeln!(out, "  note: {}", Escaped(note))?;
     }
@@ -270,6 +277,7 @@ fn write_verdict(
     shown: &str,
     planned: &lotsync::diff::FilePlan,
     config: &Config,
+    profile: &str,
 ) -> std::io::Result<()> {
     let plan = &planned.plan;
     let c = &plan.counts;
@@ -326,8 +334,9 @@ fn write_verdict(
             if !planned.warnings.is_empty() {
                 writeln!(
                     out,
-                    "  {} warnings (fields left out); `lotsync check {shown}` lists them",
-                    planned.warnings.len()
+                    "  {} warnings (fields left out); `{}` lists them",
+                    planned.warnings.len(),
+                    config.command(&["check", "--profile", profile, shown])
                 )?;
             }
             Ok(())

@@ -33,6 +33,22 @@ use std::path::{Path, PathBuf};
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/lotsync/lotsync.toml";
 
+/// The config file this process runs with, for the commands it prints as advice where no
+/// [`Config`] is at hand (an error of the state, a rejection's fix): set once by the command
+/// line, before anything is printed ([`runs_with`]). Unset (a library test), commands name
+/// no config.
+static RUNS_WITH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sets the config this process runs with ([`advice`]); the first call wins.
+pub fn runs_with(path: &Path) {
+    let _ = RUNS_WITH.set(path.to_owned());
+}
+
+/// A lotsync command as advice, for the config this process runs with: [`command`].
+pub fn advice(words: &[&str]) -> String {
+    command(RUNS_WITH.get().map(PathBuf::as_path), words)
+}
+
 /// [`Config::command`] for the config at `path` (None: the default).
 pub fn command(path: Option<&Path>, words: &[&str]) -> String {
     let mut line = String::from("lotsync");

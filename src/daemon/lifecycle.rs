@@ -346,7 +346,7 @@ pub fn file_copy(
             }
             report.outcome = Outcome::Applied;
             report.notes.push(
-                "filed by a later `lotsync sync` of the same content: the sync that applied it \
+                "filed by a later one-shot sync of the same content: the sync that applied it \
                  stopped before filing its copy; its counts are in that sync's summary"
                     .into(),
             );
@@ -361,7 +361,7 @@ pub fn file_copy(
             Some((folders, to))
         }
         Err(e) => {
-            tracing::warn!(feed = %feed.name, file = %shown_name(path), path = %shown, error = %Chain(&e), "no copy archived (`lotsync reconcile --rebuild` will not read it)");
+            tracing::warn!(feed = %feed.name, file = %shown_name(path), path = %shown, error = %Chain(&e), "no copy archived (a rebuild of the state will not read it)");
             None
         }
     }

@@ -97,8 +97,9 @@ pub enum DaemonError {
     /// `processing/`.
     #[error(
         "{}: released already; it waits in processing/ and is filed in archive/ with its \
-         report once its operations are delivered (`lotsync status` says why not yet)",
-        crate::text::shown_path(.file)
+         report once its operations are delivered (`{}` says why not yet)",
+        crate::text::shown_path(.file),
+        crate::config::advice(&["status"])
     )]
     Released { file: PathBuf },
     /// A released file whose delivery stopped: it waits in `processing/` (its operations

@@ -1034,10 +1034,11 @@ impl Daemon {
 
     async fn reconcile(&self, rebuild: bool) -> Reply {
         if rebuild {
-            return Reply::failed(
+            return Reply::failed(format!(
                 "--rebuild works on a stopped daemon's state: stop lotsync first \
-                 (systemctl stop lotsync), then run `lotsync reconcile --rebuild`",
-            );
+                 (systemctl stop lotsync), then run `{}`",
+                crate::config::advice(&["reconcile", "--rebuild"])
+            ));
         }
         self.reconcile_try(1).await
     }

@@ -325,7 +325,10 @@ fn watch_name(feed: &FeedConfig) -> String {
 fn release_line(f: &FeedStatus) -> String {
     match &f.release {
         Some(command) => format!("`{command}`"),
-        None => "`lotsync release` with the held file".into(),
+        None => format!(
+            "`{}` with the held file",
+            crate::config::advice(&["release"])
+        ),
     }
 }
 
@@ -503,8 +506,10 @@ impl DaemonStatus {
                     CRITICAL,
                     format!(
                         "feed {}: no such inbox {}: the daemon does not start so (create it, \
-                         or let lotsync run --create-dirs make it; or correct the feed's inbox)",
-                        f.name, f.inbox
+                         or start it with `{}`, which makes it; or correct the feed's inbox)",
+                        f.name,
+                        f.inbox,
+                        crate::config::advice(&["run", "--create-dirs"])
                     ),
                 ));
             }

@@ -223,7 +223,8 @@ impl FileReport {
         if before > 0 {
             self.notes.push(format!(
                 "{before} more operations of this file were refused before an interruption; \
-                 the vehicles' records keep the service's reasons (`lotsync state export`)"
+                 the vehicles' records keep the service's reasons (`{}`)",
+                crate::config::advice(&["state", "export"])
             ));
         }
         self.refused = refused;

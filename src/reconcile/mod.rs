@@ -68,7 +68,9 @@ pub enum ReconcileError {
     #[error(
         "--rebuild fills an empty state only, and {dir} holds {vehicles} vehicles and {queued} \
          queued operations; to rebuild it, stop lotsync, move it aside \
-         (mv {dir} {dir}.old) and run `lotsync reconcile --rebuild` again"
+         (mv {q} {q}.old) and run `{}` again",
+         crate::config::advice(&["reconcile", "--rebuild"]),
+         q = crate::text::shell_quoted(&crate::text::shown_path(.dir))
     )]
     NotEmpty {
         dir: PathBuf,

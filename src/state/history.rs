@@ -1202,7 +1202,7 @@ fn sentence(event: &Event, file: Option<&FileRecord>) -> String {
             };
             write!(
                 out,
-                " (told again from the archive by `lotsync reconcile --rebuild`)"
+                " (told again from the archive by a rebuild of the state)"
             )
         }
         What::Forgotten => write!(

@@ -112,7 +112,9 @@ pub enum StateError {
     },
     #[error(
         "the state database {dir}/state.db cannot be opened ({reason}); move the state aside \
-         (mv {dir} {dir}.broken) and rebuild it from the service with `lotsync reconcile --rebuild`"
+         (mv {q} {q}.broken) and rebuild it from the service with `{}`",
+         crate::config::advice(&["reconcile", "--rebuild"]),
+         q = crate::text::shell_quoted(&crate::text::shown_path(.dir))
     )]
     Corrupt { dir: PathBuf, reason: String },
     #[error(
@@ -125,13 +127,16 @@ pub enum StateError {
     BackupExists { path: PathBuf },
     #[error(
         "the state in {dir} has schema version {found}, newer than this lotsync ({SCHEMA_VERSION}); \
-         run the newer lotsync, or move the state aside and rebuild it with `lotsync reconcile --rebuild`"
+         run the newer lotsync, or move the state aside and rebuild it with `{}`",
+         crate::config::advice(&["reconcile", "--rebuild"])
     )]
     TooNew { dir: PathBuf, found: u32 },
     #[error(
         "the state in {dir} is lotsync 0.1.0's (a sled database in {dir}/db), which this \
          lotsync does not read. Rebuild it from the service and the archived exports: stop \
-         lotsync, then run: mv {dir} {dir}.0.1.0 && lotsync reconcile --rebuild"
+         lotsync, then run: mv {q} {q}.0.1.0 && {}",
+         crate::config::advice(&["reconcile", "--rebuild"]),
+         q = crate::text::shell_quoted(&crate::text::shown_path(.dir))
     )]
     Sled { dir: PathBuf },
     #[error("state database")]
@@ -157,7 +162,9 @@ pub enum StateError {
         "the state in {dir} has lost data: {evidence}. Its database was damaged, truncated or \
          removed while lotsync was stopped, and planning from it would create every vehicle \
          again and never sell the ones gone. Nothing was changed. To recover: stop lotsync, \
-         move the state aside (mv {dir} {dir}.lost) and run `lotsync reconcile --rebuild`"
+         move the state aside (mv {q} {q}.lost) and run `{}`",
+         crate::config::advice(&["reconcile", "--rebuild"]),
+         q = crate::text::shell_quoted(&crate::text::shown_path(.dir))
     )]
     Lost { dir: PathBuf, evidence: String },
     #[error(

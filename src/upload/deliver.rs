@@ -107,7 +107,7 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
                 return Ok(Delivery::Rejected {
                     status: 404,
                     messages: vec![format!(
-                    "the service has no vehicle with VIN {}; the nightly `lotsync reconcile` re-creates it if it is in stock, or forgets it if it was sold",
+                    "the service has no vehicle with VIN {}; the nightly reconciliation re-creates it if it is in stock, or forgets it if it was sold",
                     job.entry.vin
                 )],
                 })
@@ -137,8 +137,9 @@ async fn run(shared: &Shared, job: &Job) -> Result<Delivery, ApiError> {
                 ),
                 format!(
                     "check both cars on the service and what answers in front of it (a proxy \
-                     or cache); `lotsync reconcile` learns every id from the service's list; the \
+                     or cache); `{}` learns every id from the service's list; the \
                      {what} of {} stays queued",
+                    crate::config::advice(&["reconcile"]),
                     Escaped(&job.entry.vin)
                 ),
             ))
@@ -319,8 +320,9 @@ async fn check_bound(shared: &Shared, job: &Job, id: u64, call: &Call) -> Result
                 Escaped(&other)
             ),
             fix: format!(
-                "run `lotsync reconcile`, which learns every vehicle's id from the service's \
+                "run `{}`, which learns every vehicle's id from the service's \
                  list, and check both cars on the service; the {} of {} stays queued",
+                crate::config::advice(&["reconcile"]),
                 job.entry.op.name(),
                 Escaped(&job.entry.vin)
             ),

@@ -2,6 +2,7 @@
 //! sandbox's own view of what happened.
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod advice;
 #[path = "../../benches/feedgen.rs"]
 pub mod feedgen;
 pub mod fleet;

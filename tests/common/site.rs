@@ -4,13 +4,17 @@
 
 use super::fleet::{export, Car};
 use super::TempDir;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct Site {
     pub dir: TempDir,
     pub config: PathBuf,
+    /// The advice commands already checked ([`super::advice`]).
+    advice: Mutex<BTreeSet<String>>,
 }
 
 impl Site {
@@ -26,7 +30,11 @@ impl Site {
     ) -> Site {
         let dir = TempDir::new(name);
         let config = dir.path().join("lotsync.toml");
-        let site = Site { dir, config };
+        let site = Site {
+            dir,
+            config,
+            advice: Mutex::default(),
+        };
         site.write_config(base_url, rate, api, daemon, feeds);
         site
     }
@@ -90,12 +98,33 @@ impl Site {
         cmd
     }
 
-    /// Runs a command to its end, off the runtime that serves the sandbox.
+    /// Runs a command to its end, off the runtime that serves the sandbox; the advice it
+    /// prints is checked ([`Site::heed`]).
     pub async fn lotsync(&self, args: &[&str]) -> Output {
         let mut cmd = self.command(args);
-        tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+        let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
             .await
-            .unwrap()
+            .unwrap();
+        self.heed(&out);
+        out
+    }
+
+    /// Checks that every command `out` prints as advice runs as printed for this site
+    /// ([`super::advice`]), each once.
+    pub fn heed(&self, out: &Output) {
+        let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        self.heed_text(&printed, true);
+    }
+
+    fn heed_text(&self, printed: &str, paths_now: bool) {
+        let mut seen = self.advice.lock().unwrap_or_else(|e| e.into_inner());
+        super::advice::check(printed, &self.config, paths_now, &mut seen);
+    }
+
+    /// The advice commands checked so far.
+    pub fn advice_checked(&self) -> Vec<String> {
+        let seen = self.advice.lock().unwrap_or_else(|e| e.into_inner());
+        seen.iter().cloned().collect()
     }
 
     /// Runs a command that should end by itself within `within`; killed (and the test failed)
@@ -107,7 +136,11 @@ impl Site {
         let pid = child.id();
         let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
         match tokio::time::timeout(within, waited).await {
-            Ok(out) => out.unwrap().expect("lotsync output"),
+            Ok(out) => {
+                let out = out.unwrap().expect("lotsync output");
+                self.heed(&out);
+                out
+            }
             Err(_) => {
                 let _ = Command::new("kill")
                     .args(["-KILL", &pid.to_string()])
@@ -194,8 +227,11 @@ impl Site {
         }
     }
 
+    /// The daemon's log; its advice is checked (the files it names may have moved on since).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
+        let log = std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default();
+        self.heed_text(&log, false);
+        log
     }
 
     /// Polls `done` until it holds; fails with the daemon's log after `within`.
@@ -292,6 +328,7 @@ pub async fn run(site: &Site, args: &[&str], files: &[&Path]) -> (i32, String, S
     let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
         .await
         .unwrap();
+    site.heed(&out);
     (code(&out), text(&out.stdout), text(&out.stderr))
 }
 

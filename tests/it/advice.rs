@@ -65,4 +65,73 @@ async fn the_advice_of_plan_and_sync_runs_as_printed() {
         text(&applied.stderr)
     );
     assert_eq!(sold(&state(&sb).await), 8, "released and delivered");
+    // The collector saw the advice too (`common::advice`: every Site command's output).
+    let checked = site.advice_checked();
+    assert!(
+        checked
+            .iter()
+            .any(|c| c.starts_with("lotsync release --config")),
+        "{checked:#?}"
+    );
+}
+
+/// The collector finds the advice in lotsync's sentences: backticked, bare, joined by `&&`,
+/// with quoted paths; and leaves out words that are not a command's.
+#[test]
+fn the_collector_finds_each_advice_command_whole() {
+    use common::advice::commands;
+    let printed = "held: if the file is right: lotsync sync --config '/s p/lotsync.toml' \
+                   '/s p/day 2.csv' (held, as here), then lotsync release --config \
+                   '/s p/lotsync.toml' '/s p/day 2.csv' && lotsync sync --config '/s p/lotsync.toml'\n\
+                   release: lotsync release --config /s/l.toml /s/held/a.csv\n\
+                   queued; `lotsync sync` or the daemon delivers them\n\
+                   lotsync held a.csv: nothing of it was sent; or let lotsync run --create-dirs make it\n\
+                   lotsync state backup --to /root/x.db";
+    assert_eq!(
+        commands(printed),
+        [
+            "lotsync sync --config '/s p/lotsync.toml' '/s p/day 2.csv'",
+            "lotsync release --config '/s p/lotsync.toml' '/s p/day 2.csv' && lotsync sync \
+             --config '/s p/lotsync.toml'",
+            "lotsync release --config /s/l.toml /s/held/a.csv",
+            "lotsync sync",
+            "lotsync run --create-dirs",
+            "lotsync state backup --to /root/x.db",
+        ]
+    );
+}
+
+/// What the checker refuses: no `--config` where the command reads one, a path that is not
+/// there, a word lotsync does not take, an open quote.
+#[test]
+fn the_checker_refuses_advice_that_cannot_run_as_printed() {
+    use common::advice::fault;
+    let dir = common::TempDir::new("advice checker");
+    let config = dir.path().join("lotsync.toml");
+    std::fs::write(&config, "").unwrap();
+    // The folder's name holds a space: quoted, as lotsync quotes it.
+    let shown = format!("'{}'", config.display());
+    assert_eq!(
+        fault(&format!("lotsync status --config {shown}"), &config, true),
+        None
+    );
+    assert_eq!(fault("lotsync check /dev/null", &config, true), None);
+    for (command, why) in [
+        ("lotsync sync".to_owned(), "does not name the config"),
+        (
+            format!("lotsync release --config {shown} /no/such.csv"),
+            "does not exist",
+        ),
+        (
+            format!("lotsync release --config {shown} --now"),
+            "does not take its words",
+        ),
+        (
+            format!("lotsync status --config {shown}'"),
+            "quote is left open",
+        ),
+    ] {
+        let fault = fault(&command, &config, true).unwrap_or_default();
+        assert!(fault.contains(why), "{command}: {fault:?}");
+    }
 }

@@ -55,7 +55,14 @@ impl Store {
         if let Some(f) = file {
             cmd.arg(f);
         }
-        cmd.output().expect("lotsync runs")
+        let out = cmd.output().expect("lotsync runs");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        common::advice::check(&printed, &self.config, true, &mut Default::default());
+        out
     }
 
     /// Applies a file as if every operation had been delivered (test-only).

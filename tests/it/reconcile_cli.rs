@@ -74,9 +74,12 @@ impl Site {
             .arg(&self.config)
             .env("LOTSYNC_TEST_TOKEN", "sandbox-token")
             .env("RUST_LOG", "info");
-        tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
+        let out = tokio::task::spawn_blocking(move || cmd.output().expect("lotsync runs"))
             .await
-            .unwrap()
+            .unwrap();
+        let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        common::advice::check(&printed, &self.config, true, &mut Default::default());
+        out
     }
 
     /// Drops `file` into the inbox and takes it through the daemon's file pipeline (claimed,

@@ -214,7 +214,7 @@ async fn why_tells_each_event_of_a_car_with_its_file_and_answer() {
     std::fs::remove_dir_all(site.state_dir()).unwrap();
     let (status, stdout, stderr) = run(&site, &["reconcile", "--rebuild"]).await;
     assert_eq!(status, 0, "{stdout}\n{stderr}");
-    let told = "(told again from the archive by `lotsync reconcile --rebuild`)";
+    let told = "(told again from the archive by a rebuild of the state)";
     let car2 = why(&site, &[&vin(2)]).await;
     for event in [
         "day1.csv line 4 listed it, new: created",
