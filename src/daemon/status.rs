@@ -113,6 +113,11 @@ pub struct FeedStatus {
     /// config is not the default, the file's path quoted for the shell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// Its last file was held and is not in `held/` under its name: a one-shot `sync` leaves a
+    /// file it holds where it was given (or someone removed it since), so only the file's own
+    /// path releases it. The release command without that path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_in_place: Option<String>,
     /// Its inbox does not exist (or is no folder): the daemon refuses to start so.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inbox_missing: bool,
@@ -231,13 +236,19 @@ pub fn collect(
             .iter()
             .filter(|(_, v)| v.rejected.is_some())
             .count();
+        let last_file = live_feed
+            .and_then(|l| l.last_file.clone())
+            .or_else(|| last.remove(&feed.name));
+        let held_in_place = last_file
+            .as_ref()
+            .filter(|l| l.outcome == "held" && !folders.held_dir().join(&l.name).exists())
+            .map(|_| config.command(&["release"]));
         feeds.push(FeedStatus {
             name: feed.name.clone(),
             inbox: feed.inbox.display().to_string(),
             watch: watch_name(feed),
-            last_file: live_feed
-                .and_then(|l| l.last_file.clone())
-                .or_else(|| last.remove(&feed.name)),
+            last_file,
+            held_in_place,
             last_success: success.remove(&feed.name),
             current: match live {
                 Some(_) => live_feed.and_then(|l| l.current.clone()),
@@ -572,6 +583,17 @@ impl DaemonStatus {
                     ),
                 ));
             }
+            if let (Some(release), Some(last)) = (&f.held_in_place, &f.last_file) {
+                problems.push((
+                    WARNING,
+                    format!(
+                        "feed {}: its newest file {} was held ({}) and is not in held/ (a \
+                         one-shot sync leaves the file it holds where it was given); if it is \
+                         right: `{release}` and that file's path",
+                        f.name, last.name, last.summary
+                    ),
+                ));
+            }
             let by_guard = f.held.saturating_sub(f.held_incomplete.len());
             if by_guard > 0 {
                 problems.push((
@@ -756,6 +778,13 @@ impl DaemonStatus {
                     "  held files wait for you: see {}/held/*.report.json, then {}",
                     f.inbox,
                     release_line(f)
+                ));
+            }
+            if let Some(release) = &f.held_in_place {
+                lines.push(format!(
+                    "  its last file was held and is not in held/ (a one-shot sync leaves the \
+                     file it holds where it was given); if it is right: `{release}` and that \
+                     file's path"
                 ));
             }
             if let Some(e) = &f.last_error {

@@ -388,6 +388,22 @@ async fn a_held_file_is_told_and_delivered_after_release() {
         state(&sb).await["notifications"].as_array().unwrap().len(),
         1
     );
+    // `status` says the last file is held, though held/ holds none (the sync left it where
+    // it was given): a WARNING, and the release without which it stays so.
+    let out = site.lotsync(&["status"]).await;
+    let status = text(&out.stdout);
+    assert_eq!(code(&out), 1, "{status}");
+    assert!(status.contains("held 0"), "{status}");
+    assert!(
+        status.contains("day2.csv was held (") && status.contains("is not in held/"),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!(
+            "`lotsync release --config {config}` and that file's path"
+        )),
+        "{status}"
+    );
     // A held file is not filed in the archive (only day 1 is).
     let filed = reports(&site.inbox(), "archive");
     assert_eq!(filed.len(), 1, "{filed:#?}");
