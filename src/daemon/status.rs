@@ -113,9 +113,9 @@ pub struct FeedStatus {
     /// config is not the default, the file's path quoted for the shell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
-    /// Its last file was held and is not in `held/` under its name: a one-shot `sync` leaves a
-    /// file it holds where it was given (or someone removed it since), so only the file's own
-    /// path releases it. The release command without that path.
+    /// Its last file was held and is neither in `held/` under its name nor released from there:
+    /// a one-shot `sync` leaves a file it holds where it was given (or someone removed it
+    /// since), so only the file's own path releases it. The release command without that path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_in_place: Option<String>,
     /// Its inbox does not exist (or is no folder): the daemon refuses to start so.
@@ -239,9 +239,13 @@ pub fn collect(
         let last_file = live_feed
             .and_then(|l| l.last_file.clone())
             .or_else(|| last.remove(&feed.name));
+        // Neither in held/ nor released from there (waiting in processing/ to be delivered).
         let held_in_place = last_file
             .as_ref()
-            .filter(|l| l.outcome == "held" && !folders.held_dir().join(&l.name).exists())
+            .filter(|l| {
+                let in_held = folders.held_dir().join(&l.name);
+                l.outcome == "held" && !in_held.exists() && !folders.released_already(&in_held)
+            })
             .map(|_| config.command(&["release"]));
         feeds.push(FeedStatus {
             name: feed.name.clone(),

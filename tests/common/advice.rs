@@ -12,11 +12,15 @@
 //!   shows escaped, `\n` or `\u{1b}` for a control character: it never prints one raw, so
 //!   such a file's command cannot run as printed, and its name is told as it is escaped);
 //! - lotsync's own parser takes its words: the command is run with `--help` after them, and
-//!   clap refuses an unknown subcommand or option, or a stray word, before it prints help.
+//!   clap refuses an unknown subcommand or option, or a stray word, before it prints help;
+//! - a command that changes nothing (`status`, `plan`, `check`, `why`, `validate`, `state
+//!   export`) is run for real, by a shell, as printed, where it was printed: it must not fail
+//!   (exit 2; for `status`, a monitoring check, UNKNOWN).
 //!
-//! Running each command for real, and seeing it do what its sentence says, is
-//! `tests/it/advice.rs`'s work, in setups made for it: run here, in the middle of another
-//! test, it would change what that test checks.
+//! A command that changes something (`sync`, `release`, `reconcile`, `run`, `state backup`)
+//! is not run here, in the middle of another test: it would change what that test checks.
+//! Running those for real, and seeing each do what its sentence says, is
+//! `tests/it/advice.rs`'s work, in setups made for it.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -52,12 +56,26 @@ const READ_THE_CONFIG: &[&str] = &[
     "state",
 ];
 
+/// The subcommands that change nothing: run for real where they were printed.
+const READ_ONLY: &[&str] = &["status", "plan", "check", "why", "validate"];
+
 /// The advice commands in `output`: each backticked span that is a lotsync command, and each
 /// bare `lotsync SUBCOMMAND …` outside backticks, read as shell words for as long as they are
 /// a command's words (options, their values, paths, quoted words, `&& lotsync …`).
 pub fn commands(output: &str) -> Vec<String> {
+    // JSON (`status --format json`, a JSON log line): the commands are in its strings.
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(output) {
+        let mut strings = Vec::new();
+        json_strings(&json, &mut strings);
+        return strings.iter().flat_map(|s| commands(s)).collect();
+    }
     let mut found = Vec::new();
     for line in output.lines() {
+        let json_line = line.trim_start().starts_with('{');
+        if json_line && serde_json::from_str::<serde_json::Value>(line).is_ok() {
+            found.extend(commands(line));
+            continue;
+        }
         for (i, piece) in line.split('`').enumerate() {
             if i % 2 == 1 {
                 if is_command(piece) {
@@ -69,6 +87,16 @@ pub fn commands(output: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// Every string in `json`, keys aside.
+fn json_strings(json: &serde_json::Value, out: &mut Vec<String>) {
+    match json {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| json_strings(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| json_strings(v, out)),
+        _ => {}
+    }
 }
 
 /// `lotsync` and one of its subcommands.
@@ -240,6 +268,30 @@ pub fn fault(command: &str, config: &Path, paths_now: bool) -> Option<String> {
             return Some(format!(
                 "lotsync does not take its words: {}",
                 String::from_utf8_lossy(&parsed.stderr).trim()
+            ));
+        }
+    }
+    let changes_nothing = words.split(|w| w == "&&").all(|part| {
+        let sub = part.get(1).map_or("", String::as_str);
+        READ_ONLY.contains(&sub) || (sub == "state" && part.get(2).is_some_and(|v| v == "export"))
+    });
+    if changes_nothing && paths_now {
+        let ran = super::site::run_printed(command);
+        let status = words.get(1).is_some_and(|w| w == "status");
+        // `status` answers as a monitoring check: CRITICAL (2) is an answer, UNKNOWN (3) is
+        // a status that could not be read. The others fail with 2.
+        let failed = match ran.status.code() {
+            Some(3) => status,
+            Some(2) => !status,
+            Some(_) => false,
+            None => true,
+        };
+        if failed {
+            return Some(format!(
+                "run as printed, it failed ({}): {}{}",
+                ran.status,
+                String::from_utf8_lossy(&ran.stdout).trim(),
+                String::from_utf8_lossy(&ran.stderr).trim()
             ));
         }
     }

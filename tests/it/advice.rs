@@ -99,10 +99,18 @@ fn the_collector_finds_each_advice_command_whole() {
             "lotsync state backup --to /root/x.db",
         ]
     );
+    // In JSON (`status --format json`), the commands are read from its strings.
+    let json =
+        r#"{"feeds": [{"release": "lotsync release --config '/s p/l.toml' /s/held/a.csv"}]}"#;
+    assert_eq!(
+        commands(json),
+        ["lotsync release --config '/s p/l.toml' /s/held/a.csv"]
+    );
 }
 
 /// What the checker refuses: no `--config` where the command reads one, a path that is not
-/// there, a word lotsync does not take, an open quote.
+/// there, a word lotsync does not take, an open quote, a command that changes nothing and
+/// fails when run (here `status` of a config without its `[api]`).
 #[test]
 fn the_checker_refuses_advice_that_cannot_run_as_printed() {
     use common::advice::fault;
@@ -111,12 +119,15 @@ fn the_checker_refuses_advice_that_cannot_run_as_printed() {
     std::fs::write(&config, "").unwrap();
     // The folder's name holds a space: quoted, as lotsync quotes it.
     let shown = format!("'{}'", config.display());
-    assert_eq!(
-        fault(&format!("lotsync status --config {shown}"), &config, true),
-        None
-    );
-    assert_eq!(fault("lotsync check /dev/null", &config, true), None);
+    let export = dir.path().join("day 1.csv");
+    std::fs::write(&export, common::fleet::export(&[Car::new(1)])).unwrap();
+    let check = format!("lotsync check '{}'", export.display());
+    assert_eq!(fault(&check, &config, true), None);
     for (command, why) in [
+        (
+            format!("lotsync status --config {shown}"),
+            "run as printed, it failed",
+        ),
         ("lotsync sync".to_owned(), "does not name the config"),
         (
             format!("lotsync release --config {shown} /no/such.csv"),
