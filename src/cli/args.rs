@@ -83,6 +83,7 @@ impl Command {
         match self {
             Command::Run(a) => Some(&a.config.config),
             Command::Status(a) => Some(&a.config.config),
+            Command::Validate(a) => Some(&a.config.config),
             Command::Check(a) => a.config.as_deref(),
             Command::Plan(a) => Some(&a.config.config),
             Command::Sync(a) => Some(&a.config.config),

@@ -26,38 +26,43 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-/// lotsync's subcommands (`lotsync --help`).
-const SUBCOMMANDS: &[&str] = &[
-    "demo",
-    "run",
-    "status",
-    "validate",
-    "check",
-    "plan",
-    "sync",
-    "reconcile",
-    "release",
-    "why",
-    "state",
-    "sandbox",
+/// lotsync's subcommands (`lotsync --help`), each with what the checks need: whether it
+/// reads the config (printed without `--config`, it reads the default one), and whether it
+/// changes nothing (run for real where it was printed; `state` only as `state export`).
+const SUBCOMMANDS: &[(&str, Reads, Changes)] = &[
+    ("demo", Reads::NoConfig, Changes::Something),
+    ("run", Reads::Config, Changes::Something),
+    ("status", Reads::Config, Changes::Nothing),
+    ("validate", Reads::Config, Changes::Nothing),
+    ("check", Reads::NoConfig, Changes::Nothing),
+    ("plan", Reads::Config, Changes::Nothing),
+    ("sync", Reads::Config, Changes::Something),
+    ("reconcile", Reads::Config, Changes::Something),
+    ("release", Reads::Config, Changes::Something),
+    ("why", Reads::Config, Changes::Nothing),
+    ("state", Reads::Config, Changes::Something),
+    ("sandbox", Reads::NoConfig, Changes::Something),
 ];
 
-/// The subcommands that read the config: printed without `--config`, they read the default
-/// one.
-const READ_THE_CONFIG: &[&str] = &[
-    "run",
-    "status",
-    "validate",
-    "plan",
-    "sync",
-    "reconcile",
-    "release",
-    "why",
-    "state",
-];
+#[derive(Clone, Copy, PartialEq)]
+enum Reads {
+    Config,
+    NoConfig,
+}
 
-/// The subcommands that change nothing: run for real where they were printed.
-const READ_ONLY: &[&str] = &["status", "plan", "check", "why", "validate"];
+#[derive(Clone, Copy, PartialEq)]
+enum Changes {
+    Nothing,
+    Something,
+}
+
+/// The subcommand named `word`.
+fn subcommand(word: &str) -> Option<(Reads, Changes)> {
+    SUBCOMMANDS
+        .iter()
+        .find(|(name, ..)| *name == word)
+        .map(|&(_, reads, changes)| (reads, changes))
+}
 
 /// The advice commands in `output`: each backticked span that is a lotsync command, and each
 /// bare `lotsync SUBCOMMAND …` outside backticks, read as shell words for as long as they are
@@ -102,7 +107,7 @@ fn json_strings(json: &serde_json::Value, out: &mut Vec<String>) {
 /// `lotsync` and one of its subcommands.
 fn is_command(text: &str) -> bool {
     let mut words = text.split_whitespace();
-    words.next() == Some("lotsync") && words.next().is_some_and(|w| SUBCOMMANDS.contains(&w))
+    words.next() == Some("lotsync") && words.next().and_then(subcommand).is_some()
 }
 
 /// Bare commands in a text outside backticks.
@@ -143,7 +148,7 @@ fn command_end(text: &str) -> usize {
         if word == "&&" {
             match (words.get(i + 1), words.get(i + 2)) {
                 (Some((lotsync, _)), Some((sub, sub_end)))
-                    if lotsync == "lotsync" && SUBCOMMANDS.contains(&sub.as_str()) =>
+                    if lotsync == "lotsync" && subcommand(sub).is_some() =>
                 {
                     end = *sub_end;
                     i += 3;
@@ -239,7 +244,7 @@ pub fn fault(command: &str, config: &Path, paths_now: bool) -> Option<String> {
         let (Some("lotsync"), Some(sub)) = (part.first().map(String::as_str), part.get(1)) else {
             return Some(format!("{part:?} is not a lotsync command"));
         };
-        if READ_THE_CONFIG.contains(&sub.as_str()) {
+        if subcommand(sub).is_some_and(|(reads, _)| reads == Reads::Config) {
             let named = part
                 .windows(2)
                 .find(|w| w[0] == "--config")
@@ -273,7 +278,8 @@ pub fn fault(command: &str, config: &Path, paths_now: bool) -> Option<String> {
     }
     let changes_nothing = words.split(|w| w == "&&").all(|part| {
         let sub = part.get(1).map_or("", String::as_str);
-        READ_ONLY.contains(&sub) || (sub == "state" && part.get(2).is_some_and(|v| v == "export"))
+        subcommand(sub).is_some_and(|(_, changes)| changes == Changes::Nothing)
+            || (sub == "state" && part.get(2).is_some_and(|v| v == "export"))
     });
     if changes_nothing && paths_now {
         let ran = super::site::run_printed(command);
