@@ -88,8 +88,14 @@ async fn run(args: DemoArgs) -> anyhow::Result<lotsync::outcome::CommandOutcome>
     let mut out = super::stdout();
     writeln!(out, "lotsync demo: a sandbox of the Vehicle Inventory Service on {} (5% of requests fail with 503, 3% lose their answer)", sandbox.base_url())?;
     writeln!(out,
-        "`lotsync run` watches feed \"demo-lot\" (location 10); the DMS drops one export a day into {}\n",
+        "`lotsync run` watches feed \"demo-lot\" (location 10); the DMS drops one export a day into {}",
         feed.inbox.display()
+    )?;
+    // Two of the days list fewer cars than the day before: without this line the demo seems
+    // to hang for those seconds.
+    writeln!(out,
+        "(a full snapshot with fewer cars than the last one is read once it has stayed unchanged for {} s, in case its DMS still writes it: two of the days pause that long)\n",
+        lotsync::daemon::GROWTH_QUIET.as_secs()
     )?;
     for (name, story, bytes) in EXPORTS {
         // As an export tool does: write under a temporary name, then rename into the inbox.

@@ -18,7 +18,7 @@ pub mod status;
 mod watch;
 mod why;
 
-pub use run::{held_feed, Daemon, Filed, Signal, StartError};
+pub use run::{held_feed, Daemon, Filed, Signal, StartError, GROWTH_QUIET};
 pub use service_list::{read_service_list, ServiceListError};
 pub use why::why;
 
