@@ -56,6 +56,11 @@ const SLOW_LATENCY: Duration = Duration::from_secs(2);
 const JITTER: Duration = Duration::from_millis(50);
 /// The Retry-After of spurious 429s.
 const RETRY_AFTER_SECS: u64 = 1;
+/// The model's wall clock at the start of a run, after the epoch: fixed, so that whole-second Retry-After dates
+/// and resets round the same way on every run (the real clock's fraction of a second moved
+/// the figures from run to run), half a second past a whole one, as a real start is on
+/// average.
+const MODEL_WALL_START: Duration = Duration::from_millis(1_800_000_000_500);
 /// A limit's figures are taken after this long.
 const SETTLE: Duration = Duration::from_secs(10);
 
@@ -91,7 +96,7 @@ impl Service {
         Service {
             flavour,
             t0: now,
-            wall0: SystemTime::now(),
+            wall0: UNIX_EPOCH + MODEL_WALL_START,
             tokens: flavour.limit.map_or(0.0, |(_, burst)| f64::from(burst)),
             counted: now,
             window: None,
