@@ -138,7 +138,7 @@ fn bare_commands(text: &str, found: &mut Vec<String>) {
 /// while they are options (`-…`), an option's value, paths, quoted words or `state`'s verb,
 /// or `&&` and another `lotsync SUBCOMMAND`.
 fn command_end(text: &str) -> usize {
-    let words = shell_words_with_ends(text);
+    let (words, _) = split_words(text);
     // `lotsync` and its subcommand (`is_command` saw both).
     let mut end = words.get(1).map_or(text.len(), |&(_, end)| end);
     let mut value_next = false;
@@ -182,9 +182,9 @@ fn is_switch(word: &str) -> bool {
     )
 }
 
-/// Shell words of `text` (quotes removed) and where each ends in `text`; a word with an
-/// unclosed quote ends the list.
-fn shell_words_with_ends(text: &str) -> Vec<(String, usize)> {
+/// Shell words of `text` (quotes removed) and where each ends in `text`, and whether a quote
+/// is left open at the end (its unfinished word is left out).
+fn split_words(text: &str) -> (Vec<(String, usize)>, bool) {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut quote: Option<char> = None;
@@ -212,25 +212,13 @@ fn shell_words_with_ends(text: &str) -> Vec<(String, usize)> {
     if in_word && quote.is_none() {
         words.push((word, text.len()));
     }
-    words
+    (words, quote.is_some())
 }
 
 /// The shell's words of one command line; None when a quote is left open.
 pub fn shell_words(line: &str) -> Option<Vec<String>> {
-    let open = line
-        .chars()
-        .fold(None, |quote: Option<char>, c| match quote {
-            Some(q) if c == q => None,
-            Some(q) => Some(q),
-            None if c == '\'' || c == '"' => Some(c),
-            None => None,
-        });
-    open.is_none().then(|| {
-        shell_words_with_ends(line)
-            .into_iter()
-            .map(|(w, _)| w)
-            .collect()
-    })
+    let (words, open) = split_words(line);
+    (!open).then(|| words.into_iter().map(|(w, _)| w).collect())
 }
 
 /// Why `command` does not run as printed for the site whose config is `config`; None when it
