@@ -299,6 +299,9 @@ fn short_value(value: &serde_json::Value) -> String {
     cut
 }
 
+/// The first index of a rebuild's events among those of their second (see [`append`]).
+const REBUILT_INDEX: u8 = 128;
+
 /// Adds `events` to a vehicle's history inside a transaction: each one a row of its own,
 /// inserted without reading anything. `tag` (the operation's sequence number, or the plan's
 /// file number) and the index (the event's place among those written together) keep two
@@ -322,9 +325,14 @@ pub(crate) fn append(
             _ => file_no.unwrap_or(0),
         };
         // An answer may come within the second its operation was queued: apart by its index.
+        // A rebuild's events have neither operation nor file, and neither have the
+        // reconciliation's findings, written apart within the same second: the rebuild's take
+        // the upper indexes, so that a finding (index 0) does not replace its first event.
+        let index = u8::try_from(index).unwrap_or(u8::MAX);
         let index = match what {
             What::Answered { .. } | What::QueuedAndAnswered { .. } => u8::MAX,
-            _ => u8::try_from(index).unwrap_or(u8::MAX - 1).min(u8::MAX - 1),
+            What::Rebuilt { .. } => REBUILT_INDEX.saturating_add(index).min(u8::MAX - 1),
+            _ => index.min(REBUILT_INDEX - 1),
         };
         let value = super::records::encode(&Stored { file_no, what }, "history event")?;
         stmt.execute(params![organization_id, vin, at.max(0), tag, index, value])?;
@@ -1623,6 +1631,54 @@ mod tests {
                 (Some(4), false)
             ]
         );
+    }
+
+    /// A rebuild's story and the reconciliation's finding of the same second are written
+    /// apart, neither with an operation or a file: the finding does not replace the story's
+    /// first event (a rebuilt "created" was lost that way when both fell in one second), and
+    /// the story is told after what the reconciliation found.
+    #[test]
+    fn a_rebuilds_events_and_a_finding_of_the_same_second_are_all_kept() {
+        let tmp = crate::testing::temp_dir("history-rebuilt");
+        let state = State::open(&tmp.path().join("state")).unwrap();
+        let at = 1_700_000_000;
+        let rebuilt = |file: &str, op: &str| {
+            Event::new(
+                at,
+                None,
+                What::Rebuilt {
+                    file: file.into(),
+                    line: Some(4),
+                    op: op.into(),
+                    note: String::new(),
+                },
+            )
+        };
+        let story = vec![
+            rebuilt("day1.csv", "create"),
+            rebuilt("day2.csv", "sold"),
+            rebuilt("day3.csv", "in_stock"),
+        ];
+        let found = Event::new(
+            at,
+            None,
+            What::Restored {
+                service_id: 8,
+                sold: false,
+                file: "day3.csv".into(),
+            },
+        );
+        state
+            .transaction(|tx| append(tx.conn(), 1, "VIN1", story.clone(), at))
+            .unwrap();
+        state
+            .transaction(|tx| append(tx.conn(), 1, "VIN1", vec![found.clone()], at))
+            .unwrap();
+        let mut told = state.history(1, "VIN1").unwrap();
+        oldest_first(&mut told);
+        let mut expected = vec![found];
+        expected.extend(story);
+        assert_eq!(told, expected);
     }
 
     /// Each vehicle reads back its own events only (a VIN that starts another's is not it),
